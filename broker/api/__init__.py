@@ -1,0 +1,1 @@
+"""The broker's HTTP API: thin handlers that translate requests into broker calls, and nothing else."""

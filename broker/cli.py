@@ -1,0 +1,179 @@
+"""The ``odradek`` command line: ``odradek broker ...`` runs one broker; ``odradek cluster ...`` runs a local
+cluster. Every failure is a non-zero exit code with a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_DATA_DIR = os.environ.get("ODRADEK_DATA_DIR", ".odradek")
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from broker.config import BrokerConfig
+    from broker.server import run_broker
+
+    host, port = BrokerConfig.parse_listen(args.listen)
+    config = BrokerConfig(
+        broker_id=args.id,
+        zk_connect=args.zk,
+        host=host,
+        port=port,
+        data_dir=Path(args.data_dir),
+        rack=args.rack,
+        zk_session_timeout_ms=args.zk_session_timeout_ms,
+    )
+    return run_broker(config)
+
+
+def _cluster_up(args: argparse.Namespace) -> int:
+    from broker.localcluster import LocalCluster
+
+    started = time.monotonic()
+    cluster = LocalCluster(
+        Path(args.data_dir),
+        brokers=args.brokers,
+        base_port=args.base_port,
+        zookeepers=args.zookeepers,
+        zk_base_port=args.zk_base_port,
+        tick_ms=args.tick_ms,
+        session_timeout_ms=args.session_timeout_ms,
+    )
+    try:
+        cluster.up(timeout=args.timeout)
+    except BaseException:
+        cluster.down()
+        raise
+    elapsed = time.monotonic() - started
+    print(f"Odradek cluster up in {elapsed:.1f} s (data in {cluster.data_dir})")
+    _print_status(cluster.status())
+    return 0
+
+
+def _print_status(status: dict) -> None:
+    print(f"zookeeper: {status['zk_connect']}")
+    for z in status["zookeepers"]:
+        print(f"  zk {z['id']}: 127.0.0.1:{z['client_port']} pid {z['pid']} mode {z['mode']}")
+    print(f"controller: broker {status['controller']}")
+    for b in status["brokers"]:
+        state = "registered" if b["registered"] else ("running" if b["alive"] else "down")
+        print(f"  broker {b['id']}: {b['url']} pid {b['pid']} {state}")
+
+
+def _cluster_status(args: argparse.Namespace) -> int:
+    from broker.localcluster import LocalCluster
+
+    status = LocalCluster.load(Path(args.data_dir)).status()
+    if args.json:
+        print(json.dumps(status))
+    else:
+        _print_status(status)
+    return 0
+
+
+def _cluster_down(args: argparse.Namespace) -> int:
+    from broker.localcluster import LocalCluster
+
+    cluster = LocalCluster.load(Path(args.data_dir))
+    cluster.down()
+    print(f"Odradek cluster in {cluster.data_dir} is down")
+    return 0
+
+
+def _cluster_broker(args: argparse.Namespace) -> int:
+    from broker.localcluster import LocalCluster
+
+    cluster = LocalCluster.load(Path(args.data_dir))
+    if args.action == "start":
+        proc = cluster.start_broker(args.node_id)
+        print(f"broker {args.node_id} started (pid {proc.pid}) at {cluster.broker_url(args.node_id)}")
+    elif args.action == "stop":
+        cluster.stop_broker(args.node_id)
+        print(f"broker {args.node_id} stopped")
+    else:
+        cluster.kill_broker(args.node_id)
+        print(f"broker {args.node_id} killed")
+    return 0
+
+
+def _cluster_zookeeper(args: argparse.Namespace) -> int:
+    from broker.localcluster import LocalCluster
+
+    cluster = LocalCluster.load(Path(args.data_dir))
+    ensemble = cluster.ensemble
+    if args.node_id not in ensemble.nodes:
+        raise SystemExit(f"odradek: no ZooKeeper node {args.node_id} (nodes are {sorted(ensemble.nodes)})")
+    {"start": ensemble.start_node, "stop": ensemble.stop_node, "kill": ensemble.kill_node}[args.action](
+        args.node_id
+    )
+    ensemble.save()
+    print(f"zookeeper {args.node_id}: {args.action} done")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a ZooKeeper-coordinated commit log")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("broker", help="run one broker in the foreground")
+    b.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
+    b.add_argument("--zk", required=True, help="ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182/odradek")
+    b.add_argument("--listen", required=True, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092")
+    b.add_argument("--data-dir", required=True, help="directory for this broker's logs")
+    b.add_argument("--rack", default=None)
+    b.add_argument("--zk-session-timeout-ms", type=int, default=6000)
+    b.set_defaults(func=_broker)
+
+    c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",
+                                                                                    required=True)
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="default: $ODRADEK_DATA_DIR or .odradek")
+
+    up = c.add_parser("up", parents=[data_dir], help="start ZooKeeper and brokers in the background")
+    up.add_argument("--zookeepers", type=int, default=3, choices=(1, 3, 5))
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--base-port", type=int, default=9092, help="broker N listens on base-port + N - 1")
+    up.add_argument("--zk-base-port", type=int, default=2181, help="ZooKeeper node N on zk-base-port + N - 1")
+    up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
+    up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")
+    up.add_argument("--timeout", type=float, default=60.0)
+    up.set_defaults(func=_cluster_up)
+
+    st = c.add_parser("status", parents=[data_dir], help="show what runs")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_cluster_status)
+
+    c.add_parser("down", parents=[data_dir], help="stop everything `up` started").set_defaults(func=_cluster_down)
+
+    for name, func in (("broker", _cluster_broker), ("zookeeper", _cluster_zookeeper)):
+        p = c.add_parser(name, parents=[data_dir], help=f"start, stop (SIGTERM) or kill (SIGKILL) one {name}")
+        p.add_argument("action", choices=("start", "stop", "kill"))
+        p.add_argument("node_id", type=int, metavar="ID")
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "broker":
+        import logging
+
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # our own one-line reasons say it better
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise
+    except Exception as e:  # one line, not a traceback: the reason is what the user needs
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"odradek: {reason}", file=sys.stderr)
+        detail = "\n".join(str(e).splitlines()[1:])
+        if detail:
+            print(detail, file=sys.stderr)
+        return 1

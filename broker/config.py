@@ -1,0 +1,27 @@
+"""Broker settings: the command line's flags, with Kafka's names and defaults where Kafka has them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_id: int
+    zk_connect: str
+    host: str
+    port: int
+    data_dir: Path
+    rack: str | None = None
+    # Kafka's zookeeper.session.timeout.ms is 18000 since 2.5; ours is shorter because a controller or
+    # partition-leader failover after a crash takes about one session timeout (see README).
+    zk_session_timeout_ms: int = 6000
+    zk_connect_timeout_ms: int = 15000
+
+    @staticmethod
+    def parse_listen(listen: str) -> tuple[str, int]:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--listen must be HOST:PORT, got {listen!r}")
+        return host or "127.0.0.1", int(port)

@@ -1,0 +1,1 @@
+"""The controller: one broker at a time, elected through ZooKeeper, owns partition leadership decisions."""

@@ -1,0 +1,240 @@
+"""The active controller: reacts to brokers and topics coming and going, one event at a time.
+
+Lifecycle: a broker's ``ControllerCandidate`` wins kazoo's Election and signals ``Elected``; the controller then
+claims ``/controller`` and bumps ``/controller_epoch`` in one multi (``ZkClient.claim_controller``), reads the
+cluster from ZooKeeper and arms its watches (Kafka's ``onControllerFailover``). Every later write goes through
+``ZkClient``'s fenced verbs with that claim, so a deposed controller's writes fail with ControllerMovedError,
+upon which it resigns. Resignation (SIGTERM, session loss, being deposed) drops all state and releases the
+election lock so another broker can win.
+
+Concurrency: every method runs on the controller's event task (``EventQueue``); the context below is owned
+by it and needs no locks. ZooKeeper calls are blocking and run in worker threads via ``asyncio.to_thread``;
+the task awaits each one, so events are still handled strictly one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.controller import leadership
+from broker.events import Event, EventQueue
+from odradek.errors import ControllerMovedError, OdradekError
+from zk.client import ControllerClaim, ZkClient, ZkVersionConflict
+from zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Elected(Event):
+    """This broker won the controller election."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resign(Event):
+    reason: str = ""
+    session_lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange(Event):
+    """The children of /brokers/ids changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange(Event):
+    """The children of /brokers/topics changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications(Event):
+    """A topic's assignment changed (partitions were added)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion(Event):
+    """The children of /admin/delete_topics changed."""
+
+
+@dataclass
+class ControllerContext:
+    """What the active controller knows; owned by the controller task, rebuilt on every election."""
+
+    claim: ControllerClaim | None = None
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    assignments: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[tuple[str, int], tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+
+
+class Controller:
+    def __init__(self, broker_id: int, zk: ZkClient, release_election: Callable[[], None]) -> None:
+        self.broker_id = broker_id
+        self._zk = zk
+        self._release_election = release_election
+        self.ctx = ControllerContext()
+        self.queue = EventQueue(f"controller-{broker_id}", self._handle)
+
+    @property
+    def active(self) -> bool:
+        return self.ctx.claim is not None
+
+    @property
+    def epoch(self) -> int | None:
+        return None if self.ctx.claim is None else self.ctx.claim.epoch
+
+    async def _handle(self, event: Event) -> None:
+        if isinstance(event, Elected):
+            await self._on_elected()
+            return
+        if isinstance(event, Resign):
+            await self._resign(event.reason, session_lost=event.session_lost)
+            return
+        if not self.active:
+            return  # a watch armed during an earlier term fired after we resigned
+        try:
+            match event:
+                case BrokerChange():
+                    await self._on_broker_change()
+                case TopicChange():
+                    await self._on_topic_change()
+                case PartitionModifications(topic=topic):
+                    await self._on_partition_modifications(topic)
+                case TopicDeletion():
+                    await self._on_topic_deletion()
+        except ControllerMovedError as e:
+            await self._resign(str(e))
+
+    # ------------------------------------------------------------------------------------ election, failover
+
+    async def _on_elected(self) -> None:
+        if self.active:
+            return
+        try:
+            claim = await asyncio.to_thread(self._zk.claim_controller, self.broker_id)
+        except OdradekError as e:
+            log.warning("broker %d won the election but could not claim /controller: %s", self.broker_id, e)
+            self._release_election()
+            return
+        self.ctx = ControllerContext(claim=claim)
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, claim.epoch)
+        try:
+            await self._on_broker_change()
+            await self._on_topic_change()
+            await self._on_topic_deletion()
+        except ControllerMovedError as e:
+            await self._resign(str(e))
+
+    async def _resign(self, reason: str, *, session_lost: bool = False) -> None:
+        claim = self.ctx.claim
+        self.ctx = ControllerContext()
+        if claim is not None:
+            log.info("broker %d resigns as controller (epoch %d): %s", self.broker_id, claim.epoch, reason)
+            if not session_lost:
+                try:
+                    await asyncio.to_thread(self._zk.resign_controller, claim)
+                except Exception as e:  # the session may be gone; /controller then goes with it
+                    log.warning("could not delete /controller on resignation: %s", e)
+        self._release_election()
+
+    def _claim(self) -> ControllerClaim:
+        assert self.ctx.claim is not None
+        return self.ctx.claim
+
+    # ------------------------------------------------------------------------------------------- brokers
+
+    async def _on_broker_change(self) -> None:
+        brokers = await asyncio.to_thread(self._zk.get_brokers, self.queue.watcher(BrokerChange()))
+        old = self.ctx.live_brokers
+        new_ids = {b for b in brokers if b not in old or brokers[b].epoch != old[b].epoch}
+        dead_ids = {b for b in old if b not in brokers or brokers[b].epoch != old[b].epoch}
+        self.ctx.live_brokers = brokers
+        if new_ids or dead_ids:
+            log.info("controller: brokers joined %s, left %s; live %s", sorted(new_ids), sorted(dead_ids),
+                     sorted(brokers))
+        if dead_ids or new_ids:
+            await self._elect_offline_partitions()
+
+    async def _elect_offline_partitions(self) -> None:
+        """Move leadership off dead brokers (clean election unless the topic allows unclean)."""
+        live = set(self.ctx.live_brokers)
+        for (topic, partition), (state, version) in list(self.ctx.states.items()):
+            replicas = self.ctx.assignments.get(topic, TopicAssignment({})).partitions.get(partition, [])
+            if state.leader in live and all(r in live for r in state.isr):
+                continue
+            epoch = self._claim().epoch
+            if state.leader in live:
+                new_state = leadership.without_dead_replicas(state, live, epoch)
+            else:
+                unclean = (await asyncio.to_thread(self._zk.get_topic_config, topic)).get(
+                    "unclean.leader.election.enable", "false") == "true"
+                elected = leadership.offline_election(replicas, state, live, epoch, unclean)
+                if elected is None and state.leader == leadership.NO_LEADER:
+                    continue
+                new_state = elected or leadership.offline_no_leader(state, epoch)
+            if new_state == state:
+                continue
+            await self._write_state(topic, partition, new_state, version)
+
+    async def _write_state(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> None:
+        try:
+            new_version = await asyncio.to_thread(
+                self._zk.set_partition_state, self._claim(), topic, partition, state, version
+            )
+            self.ctx.states[(topic, partition)] = (state, new_version)
+        except ZkVersionConflict:
+            fresh = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
+            if fresh is not None:
+                self.ctx.states[(topic, partition)] = fresh
+
+    # -------------------------------------------------------------------------------------------- topics
+
+    async def _on_topic_change(self) -> None:
+        topics = await asyncio.to_thread(self._zk.get_topics, self.queue.watcher(TopicChange()))
+        for gone in set(self.ctx.assignments) - set(topics):
+            self._forget_topic(gone)
+        for topic in topics:
+            if topic not in self.ctx.assignments:
+                await self._on_partition_modifications(topic)
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        assignment = await asyncio.to_thread(
+            self._zk.get_topic_assignment, topic, self.queue.watcher(PartitionModifications(topic))
+        )
+        if assignment is None:
+            self._forget_topic(topic)
+            return
+        self.ctx.assignments[topic] = assignment
+        new_states: dict[int, LeaderAndIsr] = {}
+        for partition, replicas in sorted(assignment.partitions.items()):
+            if (topic, partition) in self.ctx.states:
+                continue
+            existing = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
+            if existing is not None:
+                self.ctx.states[(topic, partition)] = existing
+            else:
+                new_states[partition] = leadership.initial_state(
+                    replicas, self.ctx.live_brokers, self._claim().epoch
+                )
+        if new_states:
+            await asyncio.to_thread(self._zk.create_partition_states, self._claim(), topic, new_states)
+            for partition, state in new_states.items():
+                self.ctx.states[(topic, partition)] = (state, 0)
+            log.info("controller: topic %s partitions %s online", topic, sorted(new_states))
+        await self._elect_offline_partitions()
+
+    def _forget_topic(self, topic: str) -> None:
+        self.ctx.assignments.pop(topic, None)
+        for key in [k for k in self.ctx.states if k[0] == topic]:
+            del self.ctx.states[key]
+
+    async def _on_topic_deletion(self) -> None:
+        topics = await asyncio.to_thread(self._zk.get_topics_to_delete, self.queue.watcher(TopicDeletion()))
+        for topic in topics:
+            await asyncio.to_thread(self._zk.delete_topic_znodes, self._claim(), topic)
+            self._forget_topic(topic)
+            log.info("controller: topic %s deleted", topic)

@@ -1,0 +1,64 @@
+"""Leader and ISR rules as pure functions, so they are table-tested without ZooKeeper.
+
+These are Kafka's algorithms (``PartitionLeaderElectionAlgorithms`` in 2.8), with its non-negotiable safety
+rule: a replica outside the ISR never becomes leader unless unclean leader election is enabled for the topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from zk.znodes import LeaderAndIsr
+
+NO_LEADER = LeaderAndIsr.NO_LEADER
+
+
+def initial_state(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> LeaderAndIsr:
+    """New partition: leader is the first live replica in assignment order; the ISR is every live replica.
+
+    With no live replica the partition starts offline with the full replica list as its ISR (never empty).
+    """
+    live_replicas = [r for r in replicas if r in live]
+    if not live_replicas:
+        return LeaderAndIsr(NO_LEADER, 0, list(replicas), controller_epoch)
+    return LeaderAndIsr(live_replicas[0], 0, live_replicas, controller_epoch)
+
+
+def offline_election(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    live: Collection[int],
+    controller_epoch: int,
+    unclean_allowed: bool,
+) -> LeaderAndIsr | None:
+    """Elect a leader for a partition whose leader died; None when nobody may lead (it stays offline).
+
+    Clean: the first live replica (in assignment order) that is in the ISR. Unclean, only when allowed and no
+    ISR member is alive: the first live replica; the ISR becomes just that replica.
+    """
+    isr_live = [r for r in replicas if r in live and r in current.isr]
+    if isr_live:
+        leader = isr_live[0]
+        new_isr = [r for r in current.isr if r in live]
+        return LeaderAndIsr(leader, current.leader_epoch + 1, new_isr, controller_epoch)
+    if unclean_allowed:
+        any_live = [r for r in replicas if r in live]
+        if any_live:
+            return LeaderAndIsr(any_live[0], current.leader_epoch + 1, [any_live[0]], controller_epoch)
+    return None
+
+
+def without_dead_replicas(current: LeaderAndIsr, live: Collection[int], controller_epoch: int) -> LeaderAndIsr:
+    """Shrink the ISR of a partition whose leader lives; keep the last member so the ISR is never empty."""
+    new_isr = [r for r in current.isr if r in live]
+    if new_isr == current.isr:
+        return current
+    if not new_isr:
+        return LeaderAndIsr(NO_LEADER, current.leader_epoch + 1, current.isr[:1], controller_epoch)
+    return LeaderAndIsr(current.leader, current.leader_epoch + 1, new_isr, controller_epoch)
+
+
+def offline_no_leader(current: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:
+    """The leader died and nobody may take over: leader -1, ISR kept as the last known member."""
+    last = [current.leader] if current.leader in current.isr else current.isr[:1]
+    return LeaderAndIsr(NO_LEADER, current.leader_epoch + 1, last, controller_epoch)

@@ -1,0 +1,302 @@
+"""A local cluster on 127.0.0.1: a ZooKeeper ensemble and N broker processes, owned and ended by pid.
+
+Used by ``odradek cluster up|status|down|broker|zookeeper`` and by the tests' local-process backend, so users
+and tests start clusters the same way. State lives in ``<data-dir>/cluster.json`` (and the ensemble's own
+``zookeeper/ensemble.json``), so a later command in another process re-attaches to what an earlier one
+started, by pid and process start time: it never signals a recycled pid, and never kills by name.
+
+Layout under the data directory::
+
+    cluster.json
+    zookeeper/zk<i>/{zoo.cfg,data/,zookeeper.log}
+    broker-<id>/{data/,broker.log}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zk.client import ZkClient
+from zk.ensemble import ZkEnsemble
+from zk.processes import ManagedProcess, terminate_all
+
+STATE_FILE = "cluster.json"
+HOST = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    """A one-line reason a cluster command failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSlot:
+    broker_id: int
+    port: int
+    dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "broker.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dir / "data"
+
+
+class LocalCluster:
+    """Brokers 1..N on ports base_port .. base_port+N-1, over an ensemble we start or one given to us.
+
+    With ``ensemble`` given (tests share one ensemble and give each test its own chroot), ``up`` and ``down``
+    leave the ensemble alone.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        brokers: int = 3,
+        base_port: int = 9092,
+        zookeepers: int = 3,
+        zk_base_port: int = 2181,
+        tick_ms: int = 2000,
+        session_timeout_ms: int = 6000,
+        chroot: str | None = None,
+        ensemble: ZkEnsemble | None = None,
+        broker_args: list[str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.owns_ensemble = ensemble is None
+        self.ensemble = ensemble or ZkEnsemble(
+            self.data_dir / "zookeeper", size=zookeepers, client_port_base=zk_base_port, tick_ms=tick_ms
+        )
+        self.chroot = chroot
+        self.session_timeout_ms = session_timeout_ms
+        self.broker_args = list(broker_args or [])
+        self.python = python
+        self.slots: dict[int, BrokerSlot] = {
+            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}") for i in range(1, brokers + 1)
+        }
+        self._procs: dict[int, ManagedProcess] = {}
+
+    @property
+    def zk_connect(self) -> str:
+        return self.ensemble.connect_string(self.chroot)
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def up(self, timeout: float = 60.0) -> None:
+        """Start the ensemble (if ours) and every broker; return once every broker is registered."""
+        if (self.data_dir / STATE_FILE).exists() and any(p.is_alive() for p in self._procs.values()):
+            raise ClusterError(f"a cluster is already running from {self.data_dir}; run `odradek cluster down`")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        if self.owns_ensemble:
+            self.ensemble.start(timeout=timeout)
+            self.ensemble.save()
+        self.save()
+        for broker_id in self.slots:
+            self.start_broker(broker_id, wait=False)
+        self.wait_registered(list(self.slots), timeout=max(1.0, deadline - time.monotonic()))
+
+    def down(self, timeout: float = 30.0) -> None:
+        """SIGTERM every broker (clean shutdown), then the ensemble if ours; SIGKILL what lingers."""
+        terminate_all([p for p in self._procs.values() if p.is_alive()], timeout=timeout)
+        if self.owns_ensemble:
+            self.ensemble.stop()
+            self.ensemble.save()
+        self.save()
+
+    def broker_command(self, broker_id: int) -> list[str]:
+        slot = self.slots[broker_id]
+        return [
+            self.python, "-m", "broker", "broker",
+            "--id", str(broker_id),
+            "--zk", self.zk_connect,
+            "--listen", f"{HOST}:{slot.port}",
+            "--data-dir", str(slot.data_dir),
+            "--zk-session-timeout-ms", str(self.session_timeout_ms),
+            *self.broker_args,
+        ]  # fmt: skip
+
+    def add_broker(self, broker_id: int, port: int) -> None:
+        """Grow the cluster by one broker slot (start it with ``start_broker``)."""
+        if broker_id in self.slots:
+            raise ClusterError(f"broker {broker_id} already exists")
+        self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}")
+        self.save()
+
+    def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0) -> ManagedProcess:
+        slot = self._slot(broker_id)
+        existing = self._procs.get(broker_id)
+        if existing is not None and existing.is_alive():
+            raise ClusterError(f"broker {broker_id} is already running (pid {existing.pid})")
+        env = dict(os.environ)
+        repo_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        proc = ManagedProcess.spawn(self.broker_command(broker_id), log_path=slot.log_path, env=env)
+        self._procs[broker_id] = proc
+        self.save()
+        if wait:
+            self.wait_registered([broker_id], timeout=timeout)
+        return proc
+
+    def stop_broker(self, broker_id: int, timeout: float = 30.0) -> None:
+        """SIGTERM: the broker shuts down cleanly (resigns, deregisters)."""
+        self._proc(broker_id).terminate(timeout=timeout)
+
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL: its ephemeral znodes stay until its ZooKeeper session times out."""
+        self._proc(broker_id).kill()
+
+    def pause_broker(self, broker_id: int) -> None:
+        self._proc(broker_id).send_signal(signal.SIGSTOP)
+
+    def resume_broker(self, broker_id: int) -> None:
+        self._proc(broker_id).send_signal(signal.SIGCONT)
+
+    def broker_pid(self, broker_id: int) -> int | None:
+        proc = self._procs.get(broker_id)
+        return proc.pid if proc is not None and proc.is_alive() else None
+
+    def broker_url(self, broker_id: int) -> str:
+        return self._slot(broker_id).url
+
+    def _slot(self, broker_id: int) -> BrokerSlot:
+        if broker_id not in self.slots:
+            raise ClusterError(f"no broker {broker_id} in this cluster (brokers are {sorted(self.slots)})")
+        return self.slots[broker_id]
+
+    def _proc(self, broker_id: int) -> ManagedProcess:
+        self._slot(broker_id)
+        proc = self._procs.get(broker_id)
+        if proc is None or not proc.is_alive():
+            raise ClusterError(f"broker {broker_id} is not running")
+        return proc
+
+    # --------------------------------------------------------------------------------------------- queries
+
+    def zk_client(self, session_timeout_s: float = 10.0) -> ZkClient:
+        client = ZkClient(self.zk_connect, session_timeout_s=session_timeout_s, connect_timeout_s=10.0)
+        client.start()
+        return client
+
+    def wait_registered(self, broker_ids: list[int], timeout: float = 30.0) -> None:
+        """Wait until each broker's ephemeral registration exists; fail fast if its process died."""
+        deadline = time.monotonic() + timeout
+        client = self.zk_client()
+        try:
+            while True:
+                registered = set(client.get_broker_ids())
+                missing = [b for b in broker_ids if b not in registered]
+                if not missing:
+                    return
+                for b in missing:
+                    proc = self._procs.get(b)
+                    if proc is not None and not proc.is_alive():
+                        raise ClusterError(
+                            f"broker {b} exited before registering; see {self.slots[b].log_path}:\n"
+                            + _tail(self.slots[b].log_path)
+                        )
+                if time.monotonic() >= deadline:
+                    raise ClusterError(f"brokers {missing} did not register within {timeout:.0f} s")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def status(self) -> dict[str, Any]:
+        controller: int | None = None
+        registered: set[int] = set()
+        zookeepers = self.ensemble.status()
+        try:
+            if not any(z.serving for z in zookeepers):
+                raise ConnectionError("no ZooKeeper node serves")
+            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=3.0)
+            client.start()
+            try:
+                controller = client.get_controller()
+                registered = set(client.get_broker_ids())
+            finally:
+                client.close()
+        except Exception:
+            registered = set()
+        return {
+            "zk_connect": self.zk_connect,
+            "controller": controller,
+            "zookeepers": [
+                {"id": s.id, "client_port": s.client_port, "pid": s.pid, "mode": s.mode}
+                for s in zookeepers
+            ],
+            "brokers": [
+                {
+                    "id": b,
+                    "url": slot.url,
+                    "pid": self.broker_pid(b),
+                    "alive": self.broker_pid(b) is not None,
+                    "registered": b in registered,
+                }
+                for b, slot in self.slots.items()
+            ],
+        }
+
+    # ------------------------------------------------------------------------------------------ persistence
+
+    def save(self) -> None:
+        state = {
+            "brokers": {str(b): slot.port for b, slot in sorted(self.slots.items())},
+            "session_timeout_ms": self.session_timeout_ms,
+            "chroot": self.chroot,
+            "owns_ensemble": self.owns_ensemble,
+            "ensemble_dir": str(self.ensemble.base_dir),
+            "broker_args": self.broker_args,
+            "python": self.python,
+            "processes": {str(b): p.to_json() for b, p in sorted(self._procs.items())},
+        }
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.data_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.data_dir / STATE_FILE)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> LocalCluster:
+        data_dir = Path(data_dir).absolute()
+        try:
+            state = json.loads((data_dir / STATE_FILE).read_text())
+        except FileNotFoundError:
+            raise ClusterError(
+                f"no cluster in {data_dir} (no {STATE_FILE}); start one with `odradek cluster up`"
+            ) from None
+        ensemble = ZkEnsemble.load(Path(state["ensemble_dir"]))
+        cluster = cls(
+            data_dir,
+            brokers=0,
+            session_timeout_ms=int(state["session_timeout_ms"]),
+            chroot=state.get("chroot"),
+            ensemble=ensemble,
+            broker_args=list(state.get("broker_args", [])),
+            python=state.get("python", sys.executable),
+        )
+        cluster.owns_ensemble = bool(state.get("owns_ensemble", True))
+        cluster.slots = {
+            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}") for b, port in state["brokers"].items()
+        }
+        cluster._procs = {int(b): ManagedProcess.from_json(p) for b, p in state.get("processes", {}).items()}
+        return cluster
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"

@@ -1,0 +1,215 @@
+"""One broker process: its ZooKeeper session and registration, its controller candidacy, its HTTP server.
+
+Startup order (as Kafka's ``KafkaServer.startup``): connect to ZooKeeper and create the persistent paths,
+read or create the cluster id, bind the HTTP listener (so a port clash fails before we announce ourselves),
+register the ephemeral ``/brokers/ids/<id>`` (refusing to start if a live session holds the id), then
+campaign for controller. SIGTERM shuts down cleanly in reverse: resign the controller role, deregister, stop
+serving, close the session. After SIGKILL the ephemeral nodes go when the session times out.
+
+Session expiry: kazoo reports LOST, then CONNECTED with a new session. On LOST the broker gives up the
+controller role at once (its claim died with the session, and a fenced write would fail anyway); on the new
+session it registers again and campaigns again.
+
+Concurrency: broker state is owned by the broker's event task (``EventQueue``); kazoo's threads only signal it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from broker.api.app import create_app
+from broker.config import BrokerConfig
+from broker.controller.candidate import ControllerCandidate
+from broker.controller.controller import Controller, Elected, Resign
+from broker.events import Event, EventQueue
+from odradek.errors import BrokerIdInUseError, OdradekError
+from zk.client import CONNECTED, LOST, ZkClient
+from zk.znodes import BrokerInfo
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_STARTUP_FAILED = 2
+EXIT_FENCED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLost(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecreated(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerChange(Event):
+    pass
+
+
+class StartupError(Exception):
+    """A reason to refuse to start, printed as one line."""
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.cluster_id: str | None = None
+        self.broker_epoch: int | None = None
+        self.controller_id: int | None = None
+        self.zk = ZkClient(
+            config.zk_connect,
+            session_timeout_s=config.zk_session_timeout_ms / 1000,
+            connect_timeout_s=config.zk_connect_timeout_ms / 1000,
+        )
+        self._zk_state = "CONNECTING"
+        self._session_was_lost = False
+        self._stop = asyncio.Event()
+        self._exit_code = EXIT_OK
+        self.started_at = time.time()
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
+        self.controller = Controller(self.broker_id, self.zk, self._release_election)
+        self.candidate = ControllerCandidate(
+            self.zk, self.broker_id, lambda: self.controller.queue.signal_threadsafe(Elected())
+        )
+        runner: web.AppRunner | None = None
+        try:
+            await asyncio.to_thread(self.zk.start)
+            self.zk.add_state_listener(self._on_zk_state)
+            self._zk_state = CONNECTED
+            await asyncio.to_thread(self.zk.ensure_persistent_paths)
+            self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+            runner = await self._start_http()
+            await self._register()
+        except (StartupError, OdradekError) as e:
+            log.error("broker %d cannot start: %s", self.broker_id, e)
+            print(f"odradek broker {self.broker_id}: cannot start: {e}", flush=True)
+            if runner is not None:
+                await runner.cleanup()
+            await asyncio.to_thread(self.zk.close)
+            return EXIT_STARTUP_FAILED
+
+        tasks = [asyncio.create_task(self.events.run()), asyncio.create_task(self.controller.queue.run())]
+        self.candidate.start()
+        await self._refresh_controller()
+        log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
+                 self.info().url, self.cluster_id, self.broker_epoch)
+        await self._stop.wait()
+        await self._shutdown(runner, tasks)
+        return self._exit_code
+
+    async def _start_http(self) -> web.AppRunner:
+        runner = web.AppRunner(create_app(self), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.host, self.config.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await runner.cleanup()
+            raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from e
+        return runner
+
+    async def _shutdown(self, runner: web.AppRunner | None, tasks: list[asyncio.Task[None]]) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        self.controller.queue.put(Resign("controlled shutdown"))
+        self.controller.queue.close()
+        await tasks[1]
+        await asyncio.to_thread(self.candidate.stop)
+        self.events.close()
+        await tasks[0]
+        try:
+            await asyncio.to_thread(self.zk.deregister_broker, self.broker_id)
+        except Exception as e:
+            log.warning("could not deregister: %s", e)
+        if runner is not None:
+            await runner.cleanup()
+        await asyncio.to_thread(self.zk.close)
+        log.info("broker %d stopped", self.broker_id)
+
+    def info(self) -> BrokerInfo:
+        return BrokerInfo(self.broker_id, self.config.host, self.config.port, self.config.rack,
+                          int(self.started_at * 1000))
+
+    async def _register(self) -> None:
+        self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.info())
+
+    def _release_election(self) -> None:
+        self.candidate.release()
+
+    # ------------------------------------------------------------------------------------ ZooKeeper events
+
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo thread: record and signal only."""
+        self._zk_state = state
+        if state == LOST:
+            self._session_was_lost = True
+            self.controller.queue.signal_threadsafe(Resign("ZooKeeper session lost", session_lost=True))
+            self.events.signal_threadsafe(SessionLost())
+        elif state == CONNECTED and self._session_was_lost:
+            self._session_was_lost = False
+            self.events.signal_threadsafe(SessionRecreated())
+
+    async def _handle(self, event: Event) -> None:
+        match event:
+            case SessionLost():
+                log.warning("broker %d lost its ZooKeeper session", self.broker_id)
+                self.broker_epoch = None
+            case SessionRecreated():
+                try:
+                    await self._register()
+                except BrokerIdInUseError as e:
+                    log.error("broker %d is fenced: %s", self.broker_id, e)
+                    self._exit_code = EXIT_FENCED
+                    self._stop.set()
+                    return
+                log.info("broker %d re-registered with a new session (broker epoch %s)",
+                         self.broker_id, self.broker_epoch)
+                await self._refresh_controller()
+            case ControllerChange():
+                await self._refresh_controller()
+
+    async def _refresh_controller(self) -> None:
+        self.controller_id = await asyncio.to_thread(
+            self.zk.get_controller, self.events.watcher(ControllerChange())
+        )
+
+    # ------------------------------------------------------------------------------------------- queries
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.broker_epoch is not None else "degraded",
+            "broker_id": self.broker_id,
+            "cluster_id": self.cluster_id,
+            "broker_epoch": self.broker_epoch,
+            "controller_id": self.controller_id,
+            "is_controller": self.controller.active,
+            "controller_epoch": self.controller.epoch,
+            "zk_state": self._zk_state,
+            "zk_session_id": self.zk.session_id,
+        }
+
+
+def run_broker(config: BrokerConfig) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s broker-{config.broker_id} %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(Broker(config).run())

@@ -1,0 +1,1 @@
+"""Consumer groups coordinated through ZooKeeper (arrives with the consumer-group issue)."""

@@ -1,0 +1,1 @@
+"""Odradek's Python client and wire contract."""

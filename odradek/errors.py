@@ -1,0 +1,316 @@
+"""The one error hierarchy shared by the log, the broker, the HTTP API and the clients.
+
+Why here: the error table is part of the wire contract, so it lives in the lowest package (the client), and
+``broker`` imports it, never the other way round (Kafka keeps ``Errors.java`` in ``clients`` for the same
+reason). Every error carries four stable facts, declared once on its class:
+
+* ``name``: Kafka's error name where Kafka has one (``NOT_LEADER_OR_FOLLOWER``), so Kafka users recognise it;
+* ``kafka_code``: Kafka's numeric protocol code (``-1`` when Kafka has none);
+* ``error_code`` and ``http_status``: what the HTTP boundary answers, in Confluent REST Proxy's
+  ``{"error_code": 40401, "message": ...}`` envelope, so REST-proxy clients keep working;
+* ``retriable``: whether a client may retry the same request unchanged.
+
+Codes are never reused or renumbered. The HTTP layer maps an error to a response in exactly one place
+(``error_for_code`` goes the other way, for clients).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class OdradekError(Exception):
+    """Root of every error Odradek raises on purpose."""
+
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    kafka_code: ClassVar[int] = -1
+    error_code: ClassVar[int] = 50001
+    http_status: ClassVar[int] = 500
+    retriable: ClassVar[bool] = False
+
+    _by_name: ClassVar[dict[str, type[OdradekError]]] = {}
+    _by_error_code: ClassVar[dict[int, type[OdradekError]]] = {}
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+        self.details = details
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name in OdradekError._by_name:
+            raise TypeError(f"error name {cls.name} is declared twice")
+        OdradekError._by_name[cls.name] = cls
+        # Several errors may share an HTTP envelope code (Confluent does this too); the first declared wins
+        # when a client maps a bare code back to a class, and the name disambiguates when present.
+        OdradekError._by_error_code.setdefault(cls.error_code, cls)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "error_code": self.error_code,
+            "message": self.message,
+            "error": self.name,
+            "retriable": self.retriable,
+        }
+        body.update(self.details)
+        return body
+
+
+def error_for(name: str | None, error_code: int | None, message: str = "", **details: Any) -> OdradekError:
+    """Rebuild a typed error from an HTTP error body (the client side of the boundary)."""
+    cls: type[OdradekError] | None = None
+    if name:
+        cls = OdradekError._by_name.get(name)
+    if cls is None and error_code is not None:
+        cls = OdradekError._by_error_code.get(error_code)
+    return (cls or UnknownServerError)(message, **details)
+
+
+class UnknownServerError(OdradekError):
+    name = "UNKNOWN_SERVER_ERROR"
+    kafka_code = -1
+    error_code = 50001
+    http_status = 500
+
+
+# ----------------------------------------------------------------------------------------------- requests
+
+
+class InvalidRequestError(OdradekError):
+    """The request is malformed: bad JSON, a missing field, a value of the wrong type."""
+
+    name = "INVALID_REQUEST"
+    kafka_code = 42
+    error_code = 40001
+    http_status = 400
+
+
+class UnsupportedMediaTypeError(OdradekError):
+    name = "UNSUPPORTED_MEDIA_TYPE"
+    error_code = 41501
+    http_status = 415
+
+
+class NotAcceptableError(OdradekError):
+    name = "NOT_ACCEPTABLE"
+    error_code = 40601
+    http_status = 406
+
+
+class RequestTooLargeError(OdradekError):
+    name = "REQUEST_TOO_LARGE"
+    kafka_code = 10
+    error_code = 41301
+    http_status = 413
+
+
+class InvalidConfigError(OdradekError):
+    name = "INVALID_CONFIG"
+    kafka_code = 40
+    error_code = 40002
+    http_status = 400
+
+
+# ------------------------------------------------------------------------------------------ topics, metadata
+
+
+class InvalidTopicError(OdradekError):
+    name = "INVALID_TOPIC_EXCEPTION"
+    kafka_code = 17
+    error_code = 40003
+    http_status = 400
+
+
+class TopicAlreadyExistsError(OdradekError):
+    name = "TOPIC_ALREADY_EXISTS"
+    kafka_code = 36
+    error_code = 40901
+    http_status = 409
+
+
+class InvalidPartitionsError(OdradekError):
+    name = "INVALID_PARTITIONS"
+    kafka_code = 37
+    error_code = 40004
+    http_status = 400
+
+
+class InvalidReplicationFactorError(OdradekError):
+    name = "INVALID_REPLICATION_FACTOR"
+    kafka_code = 38
+    error_code = 40005
+    http_status = 400
+
+
+class UnknownTopicError(OdradekError):
+    name = "UNKNOWN_TOPIC"
+    kafka_code = 3
+    error_code = 40401
+    http_status = 404
+
+
+class UnknownPartitionError(OdradekError):
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    kafka_code = 3
+    error_code = 40402
+    http_status = 404
+    retriable = True
+
+
+class LeaderNotAvailableError(OdradekError):
+    name = "LEADER_NOT_AVAILABLE"
+    kafka_code = 5
+    error_code = 40404
+    http_status = 404
+    retriable = True
+
+
+class BrokerNotAvailableError(OdradekError):
+    name = "BROKER_NOT_AVAILABLE"
+    kafka_code = 8
+    error_code = 50302
+    http_status = 503
+    retriable = True
+
+
+# ------------------------------------------------------------------------------------------------- records
+
+
+class CorruptRecordError(OdradekError):
+    """A batch failed its CRC or its framing (length, magic) check."""
+
+    name = "CORRUPT_MESSAGE"
+    kafka_code = 2
+    error_code = 42201
+    http_status = 422
+
+
+class InvalidRecordError(OdradekError):
+    """A batch is well framed but not acceptable (an absurd record count, a bad offset delta, ...)."""
+
+    name = "INVALID_RECORD"
+    kafka_code = 87
+    error_code = 42202
+    http_status = 422
+
+
+class RecordTooLargeError(OdradekError):
+    name = "MESSAGE_TOO_LARGE"
+    kafka_code = 10
+    error_code = 41302
+    http_status = 413
+
+
+class OffsetOutOfRangeError(OdradekError):
+    name = "OFFSET_OUT_OF_RANGE"
+    kafka_code = 1
+    error_code = 41601
+    http_status = 416
+
+
+class KafkaStorageError(OdradekError):
+    name = "KAFKA_STORAGE_ERROR"
+    kafka_code = 56
+    error_code = 50003
+    http_status = 503
+    retriable = True
+
+
+# ------------------------------------------------------------------------------------ leadership, replication
+
+
+class NotLeaderOrFollowerError(OdradekError):
+    name = "NOT_LEADER_OR_FOLLOWER"
+    kafka_code = 6
+    error_code = 40903
+    http_status = 409
+    retriable = True
+
+
+class FencedLeaderEpochError(OdradekError):
+    name = "FENCED_LEADER_EPOCH"
+    kafka_code = 74
+    error_code = 40904
+    http_status = 409
+    retriable = True
+
+
+class NotEnoughReplicasError(OdradekError):
+    name = "NOT_ENOUGH_REPLICAS"
+    kafka_code = 19
+    error_code = 50304
+    http_status = 503
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(OdradekError):
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    kafka_code = 20
+    error_code = 50305
+    http_status = 503
+    retriable = True
+
+
+class RequestTimedOutError(OdradekError):
+    name = "REQUEST_TIMED_OUT"
+    kafka_code = 7
+    error_code = 50801
+    http_status = 504
+    retriable = True
+
+
+# ------------------------------------------------------------------------------------------- coordination
+
+
+class NotControllerError(OdradekError):
+    """A controller-only write was attempted by a broker that is not (or no longer) the controller."""
+
+    name = "NOT_CONTROLLER"
+    kafka_code = 41
+    error_code = 50306
+    http_status = 503
+    retriable = True
+
+
+class ControllerMovedError(NotControllerError):
+    """A fenced controller write failed its /controller_epoch version check: a newer controller exists."""
+
+    name = "CONTROLLER_MOVED"
+    kafka_code = 41
+    error_code = 50307
+
+
+class StaleBrokerEpochError(OdradekError):
+    name = "STALE_BROKER_EPOCH"
+    kafka_code = 77
+    error_code = 50901
+    http_status = 409
+
+
+class BrokerIdInUseError(OdradekError):
+    """Another live ZooKeeper session already holds /brokers/ids/<id>."""
+
+    name = "BROKER_ID_IN_USE"
+    error_code = 50902
+    http_status = 409
+
+
+class CoordinationUnavailableError(OdradekError):
+    """ZooKeeper cannot be reached (no quorum, connection lost)."""
+
+    name = "COORDINATION_UNAVAILABLE"
+    error_code = 50308
+    http_status = 503
+    retriable = True
+
+
+# ------------------------------------------------------------------------------------------ added by the log
+
+
+class UnsupportedCompressionTypeError(OdradekError):
+    """A batch uses a compression codec this installation cannot read or write (snappy without a library)."""
+
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    kafka_code = 76
+    error_code = 41502
+    http_status = 415

@@ -1,0 +1,124 @@
+"""The cluster the tests drive, behind one interface, so backends can stand side by side.
+
+``ClusterBackend`` is what a test may do to a cluster: start, stop (SIGTERM), kill (SIGKILL), pause (SIGSTOP) and
+resume brokers and ZooKeeper nodes, and learn their addresses. ``LocalProcessBackend`` runs real processes on
+127.0.0.1 through ``broker.localcluster.LocalCluster`` (the same code ``odradek cluster`` uses); a
+testcontainers backend implements the same protocol with containers on the host network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from broker.localcluster import LocalCluster
+from zk.client import ZkClient
+from zk.ensemble import ZkEnsemble
+
+
+class ClusterBackend(Protocol):
+    zk_connect: str
+
+    def broker_ids(self) -> list[int]: ...
+    def broker_url(self, broker_id: int) -> str: ...
+    def broker_pid(self, broker_id: int) -> int | None: ...
+    def start_broker(self, broker_id: int) -> None: ...
+    def stop_broker(self, broker_id: int) -> None: ...
+    def kill_broker(self, broker_id: int) -> None: ...
+    def pause_broker(self, broker_id: int) -> None: ...
+    def resume_broker(self, broker_id: int) -> None: ...
+    def zookeeper_ids(self) -> list[int]: ...
+    def kill_zookeeper(self, node_id: int) -> None: ...
+    def start_zookeeper(self, node_id: int) -> None: ...
+    def zookeeper_leader(self) -> int | None: ...
+    def zk_client(self) -> ZkClient: ...
+    def close(self) -> None: ...
+
+
+class LocalProcessBackend:
+    """Brokers as local processes over a (shared or own) local ZooKeeper ensemble, in a chroot of their own."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.zk_connect = cluster.zk_connect
+        self._clients: list[ZkClient] = []
+
+    def up(self, timeout: float = 60.0) -> LocalProcessBackend:
+        self.cluster.up(timeout=timeout)
+        return self
+
+    def broker_ids(self) -> list[int]:
+        return sorted(self.cluster.slots)
+
+    def broker_url(self, broker_id: int) -> str:
+        return self.cluster.broker_url(broker_id)
+
+    def broker_pid(self, broker_id: int) -> int | None:
+        return self.cluster.broker_pid(broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.cluster.start_broker(broker_id)
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.cluster.stop_broker(broker_id)
+
+    def kill_broker(self, broker_id: int) -> None:
+        self.cluster.kill_broker(broker_id)
+
+    def pause_broker(self, broker_id: int) -> None:
+        self.cluster.pause_broker(broker_id)
+
+    def resume_broker(self, broker_id: int) -> None:
+        self.cluster.resume_broker(broker_id)
+
+    @property
+    def ensemble(self) -> ZkEnsemble:
+        return self.cluster.ensemble
+
+    def zookeeper_ids(self) -> list[int]:
+        return sorted(self.cluster.ensemble.nodes)
+
+    def kill_zookeeper(self, node_id: int) -> None:
+        self.cluster.ensemble.kill_node(node_id)
+
+    def start_zookeeper(self, node_id: int) -> None:
+        self.cluster.ensemble.start_node(node_id)
+
+    def zookeeper_leader(self) -> int | None:
+        return self.cluster.ensemble.leader_id()
+
+    def zk_client(self) -> ZkClient:
+        """A ZooKeeper session in the cluster's chroot, closed at teardown."""
+        client = self.cluster.zk_client()
+        self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                client.close()
+        for broker_id in self.broker_ids():
+            self.resume_broker_quietly(broker_id)
+        self.cluster.down()
+
+    def resume_broker_quietly(self, broker_id: int) -> None:
+        with contextlib.suppress(Exception):
+            self.cluster.resume_broker(broker_id)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # e.g. a connection refused while a broker restarts
+            last_error = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what} (last error: {last_error})")
+        time.sleep(interval)

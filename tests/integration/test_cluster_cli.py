@@ -1,0 +1,77 @@
+"""``odradek cluster`` end to end, as a user runs it: up, status --json, drills, down leaves no process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness.ports import free_port_block
+from zk.processes import read_proc_stat
+
+pytestmark = pytest.mark.cluster
+
+
+def odradek(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ})
+
+
+def alive(pid: int) -> bool:
+    stat = read_proc_stat(pid)
+    return stat is not None and stat.state != "Z"
+
+
+def test_cluster_up_status_drills_down_leaves_nothing(tmp_path: Path) -> None:
+    data = str(tmp_path / "c")
+    zk_base = free_port_block(3, span=106)
+    base = free_port_block(3)
+    up = odradek("cluster", "up", "--data-dir", data, "--zookeepers", "3", "--brokers", "3",
+                 "--base-port", str(base), "--zk-base-port", str(zk_base), "--tick-ms", "500",
+                 "--session-timeout-ms", "1500")  # fmt: skip
+    pids: list[int] = []
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "Odradek cluster up in" in up.stdout and f"http://127.0.0.1:{base}" in up.stdout
+
+        st = odradek("cluster", "status", "--data-dir", data, "--json")
+        assert st.returncode == 0, st.stderr
+        status = json.loads(st.stdout)
+        assert set(status) >= {"zk_connect", "controller", "zookeepers", "brokers"}
+        assert status["zk_connect"] == ",".join(f"127.0.0.1:{zk_base + i}" for i in range(3))
+        assert status["controller"] in (1, 2, 3)
+        assert sorted(z["mode"] for z in status["zookeepers"]) == ["follower", "follower", "leader"]
+        assert [(b["id"], b["url"], b["alive"]) for b in status["brokers"]] == [
+            (i, f"http://127.0.0.1:{base + i - 1}", True) for i in (1, 2, 3)
+        ]
+        pids = [z["pid"] for z in status["zookeepers"]] + [b["pid"] for b in status["brokers"]]
+        assert all(alive(p) for p in pids)
+
+        # drills: stop and start a broker, kill a ZooKeeper follower and bring it back
+        assert odradek("cluster", "broker", "stop", "2", "--data-dir", data).returncode == 0
+        after = json.loads(odradek("cluster", "status", "--data-dir", data, "--json").stdout)
+        assert [b["alive"] for b in after["brokers"]] == [True, False, True]
+        started = odradek("cluster", "broker", "start", "2", "--data-dir", data)
+        assert started.returncode == 0, started.stderr
+        follower = next(z["id"] for z in status["zookeepers"] if z["mode"] == "follower")
+        assert odradek("cluster", "zookeeper", "kill", str(follower), "--data-dir", data).returncode == 0
+        assert odradek("cluster", "zookeeper", "start", str(follower), "--data-dir", data).returncode == 0
+        final = json.loads(odradek("cluster", "status", "--data-dir", data, "--json").stdout)
+        pids += [z["pid"] for z in final["zookeepers"] if z["pid"]] + [b["pid"] for b in final["brokers"] if b["pid"]]
+
+        bad = odradek("cluster", "broker", "kill", "9", "--data-dir", data)
+        assert bad.returncode == 1 and bad.stderr.startswith("odradek: no broker 9")
+    finally:
+        down = odradek("cluster", "down", "--data-dir", data)
+    assert down.returncode == 0, down.stderr
+    assert pids and not [p for p in pids if alive(p)]
+
+
+def test_status_without_a_cluster_is_a_one_line_error(tmp_path: Path) -> None:
+    st = odradek("cluster", "status", "--data-dir", str(tmp_path / "none"))
+    assert st.returncode == 1
+    assert st.stderr.strip().startswith("odradek: no cluster in") and st.stderr.count("\n") == 1

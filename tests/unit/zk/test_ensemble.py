@@ -1,0 +1,218 @@
+"""ZkEnsemble against real ZooKeeper JVMs from Debian's package (tickTime=500 to keep elections quick)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from zk.ensemble import (
+    ZOOKEEPER_JAR,
+    EnsembleNotReadyError,
+    PortInUseError,
+    ZkEnsemble,
+    ZkNodeStatus,
+    ZooKeeperNotInstalledError,
+    four_letter_word,
+    parse_mode,
+)
+from zk.processes import read_proc_stat
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+needs_zookeeper = pytest.mark.skipif(
+    not ZOOKEEPER_JAR.is_file() or shutil.which("java") is None,
+    reason="ZooKeeper not installed: sudo apt-get install -y zookeeper",
+)
+MakeEnsemble = Callable[[int], ZkEnsemble]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(count: int) -> int:
+    """First port of `count` consecutive free ports, below the ephemeral range so that no outgoing
+    connection can grab one of them between this check and the JVM binding it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        base = random.randrange(20000, low - count)
+        if all(_bindable(p) for p in range(base, base + count)):
+            return base
+    raise RuntimeError(f"no block of {count} free ports found")
+
+
+@pytest.fixture
+def make_ensemble(tmp_path: Path) -> Iterator[MakeEnsemble]:
+    """Ensembles on free ports; every node they track is SIGKILLed by pid at teardown, pass or fail."""
+    made: list[ZkEnsemble] = []
+
+    def _make(size: int) -> ZkEnsemble:
+        base = free_port_block(3 * size)
+        ens = ZkEnsemble(
+            tmp_path / f"ens{len(made)}", size=size, client_port_base=base, peer_port_base=base + size,
+            tick_ms=500,
+        )
+        made.append(ens)
+        return ens
+
+    yield _make
+    for ens in made:
+        for node_id in ens.nodes:
+            ens.kill_node(node_id)
+
+
+def is_gone(pid: int, start_time: int) -> bool:
+    stat = read_proc_stat(pid)
+    return stat is None or stat.start_time != start_time or stat.state == "Z"
+
+
+def run_in_other_process(code: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@needs_zookeeper
+def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemble: MakeEnsemble) -> None:
+    ens = make_ensemble(1)
+    port = ens.client_port_base
+    [status] = ens.start(timeout=20)
+    assert status.id == 1 and status.client_port == port and status.mode == "standalone"
+    assert status.pid is not None
+    assert ens.leader_id() == 1
+    assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+    cfg = (ens.base_dir / "zk1" / "zoo.cfg").read_text()
+    assert "clientPortAddress=127.0.0.1" in cfg and "server." not in cfg
+    assert ens.connect_string("odradek") == f"127.0.0.1:{port}/odradek"
+
+    code = (
+        "import json, sys\n"
+        "from zk.ensemble import ZkEnsemble\n"
+        "ens = ZkEnsemble.load(sys.argv[1])\n"
+        "print(json.dumps([[s.pid, s.mode] for s in ens.status()]))\n"
+        "ens.stop(timeout=10)\n"
+        "print(json.dumps([[s.pid, s.mode] for s in ens.status()]))\n"
+    )
+    before, after = run_in_other_process(code, str(ens.base_dir)).splitlines()
+    assert json.loads(before) == [[status.pid, "standalone"]]
+    assert json.loads(after) == [[None, None]]
+    assert not ens.is_running(1)
+    assert read_proc_stat(status.pid) is None
+    assert json.loads(ens.state_path.read_text())["processes"] == {}
+
+
+@needs_zookeeper
+def test_three_nodes_elect_one_leader_lose_quorum_and_stop_cleanly(make_ensemble: MakeEnsemble) -> None:
+    ens = make_ensemble(3)
+    statuses = ens.start(timeout=30)
+    assert sorted(str(s.mode) for s in statuses) == ["follower", "follower", "leader"]
+    leader = ens.leader_id()
+    assert leader is not None
+    saved = json.loads(ens.state_path.read_text())["processes"].values()
+    identities = [(p["pid"], p["start_time"]) for p in saved]
+    assert len({pid for pid, _ in identities}) == 3
+
+    # Two of three down: the survivor still runs (and answers ruok) but must not count as serving.
+    survivor = next(i for i in ens.nodes if i != leader)
+    for node_id in ens.nodes:
+        if node_id != survivor:
+            ens.kill_node(node_id)
+    with pytest.raises(EnsembleNotReadyError, match="only 1 of 3 nodes are running"):
+        ens.wait_quorum(timeout=5)
+    deadline = time.monotonic() + 10
+    while (lone := ens.node_status(survivor)).mode is not None:
+        assert time.monotonic() < deadline, f"survivor still serving: {lone}"
+        time.sleep(0.1)
+    assert lone.pid is not None
+    assert four_letter_word("127.0.0.1", lone.client_port, "ruok") == "imok"
+    assert ens.leader_id() is None
+
+    ens.stop(timeout=10)
+    assert all(is_gone(pid, start_time) for pid, start_time in identities)
+    assert [s.pid for s in ens.status()] == [None, None, None]
+
+
+@needs_zookeeper
+def test_killed_leader_is_replaced_and_rejoins_as_follower(make_ensemble: MakeEnsemble) -> None:
+    ens = make_ensemble(3)
+    ens.start(timeout=30)
+    old_leader = ens.leader_id()
+    assert old_leader is not None
+
+    ens.kill_node(old_leader)
+    port = ens.nodes[old_leader].client_port
+    assert ens.node_status(old_leader) == ZkNodeStatus(old_leader, port, None, None)
+    new_leader = ens.wait_leader(timeout=15, not_id=old_leader)
+    assert new_leader != old_leader
+    ens.wait_quorum(timeout=10)
+
+    ens.start_node(old_leader)
+    statuses = ens.wait_ready(timeout=20)
+    modes = {s.id: s.mode for s in statuses}
+    assert modes[old_leader] == "follower"
+    assert [i for i, mode in modes.items() if mode == "leader"] == [new_leader]
+
+
+@needs_zookeeper
+def test_a_busy_client_port_fails_fast_and_names_the_port(make_ensemble: MakeEnsemble) -> None:
+    ens = make_ensemble(3)
+    busy = ens.nodes[2].client_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", busy))
+        squatter.listen()
+        with pytest.raises(PortInUseError, match=f"client port {busy} "):
+            ens.start(timeout=5)
+    assert ens.status() == [ZkNodeStatus(i, ens.nodes[i].client_port, None, None) for i in ens.nodes]
+
+
+def test_missing_install_names_the_package_to_install(tmp_path: Path) -> None:
+    missing_jar = tmp_path / "zookeeper.jar"
+    ens = ZkEnsemble(tmp_path / "a", size=1, zookeeper_jar=missing_jar)
+    with pytest.raises(ZooKeeperNotInstalledError) as err:
+        ens.start()
+    assert str(missing_jar) in str(err.value)
+    assert "sudo apt-get install -y zookeeper" in str(err.value)
+    assert isinstance(err.value, RuntimeError)
+
+    no_java = ZkEnsemble(tmp_path / "b", size=1, java=str(tmp_path / "no-java"))
+    with pytest.raises(ZooKeeperNotInstalledError, match="apt-get install -y default-jre-headless"):
+        no_java.start_node(1)
+    assert not (tmp_path / "a" / "ensemble.json").exists()
+
+
+def test_layout_config_and_connect_string(tmp_path: Path) -> None:
+    ens = ZkEnsemble(tmp_path, size=3, client_port_base=30181, peer_port_base=30300, tick_ms=500)
+    assert [n.client_port for n in ens.nodes.values()] == [30181, 30182, 30183]
+    cfg = ens.config_text(2)
+    for line in (
+        "tickTime=500", "clientPort=30182", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+        "maxClientCnxns=0", f"dataDir={tmp_path / 'zk2' / 'data'}",
+        "server.1=127.0.0.1:30300:30301", "server.3=127.0.0.1:30304:30305",
+    ):
+        assert line in cfg.splitlines()
+    assert ens.connect_string() == "127.0.0.1:30181,127.0.0.1:30182,127.0.0.1:30183"
+    assert ens.connect_string("/odradek/") == "127.0.0.1:30181,127.0.0.1:30182,127.0.0.1:30183/odradek"
+
+
+def test_parse_mode() -> None:
+    srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n"
+    assert parse_mode(srvr) == "follower"
+    assert parse_mode("This ZooKeeper instance is not currently serving requests\n") is None
+    assert parse_mode("") is None

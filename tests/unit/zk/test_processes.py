@@ -1,0 +1,154 @@
+"""ManagedProcess against real OS processes: identity, re-attaching from another process, zombies."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from zk.processes import ManagedProcess, read_proc_stat
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+Spawn = Callable[..., ManagedProcess]
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawn]:
+    """Spawn helper whose processes are all SIGKILLed by pid (identity checked) at teardown."""
+    procs: list[ManagedProcess] = []
+
+    def _spawn(*argv: str) -> ManagedProcess:
+        proc = ManagedProcess.spawn(list(argv), log_path=tmp_path / f"proc{len(procs)}.log", cwd=tmp_path)
+        procs.append(proc)
+        return proc
+
+    yield _spawn
+    for proc in procs:
+        proc.kill()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def proc_state(pid: int) -> str | None:
+    stat = read_proc_stat(pid)
+    return None if stat is None else stat.state
+
+
+def test_spawn_logs_output_in_its_own_session(spawn: Spawn, tmp_path: Path) -> None:
+    proc = spawn("sh", "-c", "echo to-stdout; echo to-stderr >&2; exec sleep 30")
+    assert proc.is_child
+    assert os.getsid(proc.pid) == proc.pid  # a Ctrl-C to our terminal does not reach it
+    stat = read_proc_stat(proc.pid)
+    assert stat is not None and stat.start_time == proc.start_time
+    wait_for(lambda: "to-stderr" in (tmp_path / "proc0.log").read_text())
+    assert "to-stdout" in (tmp_path / "proc0.log").read_text()
+    assert proc.is_alive()
+
+
+def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, tmp_path: Path) -> None:
+    proc = spawn("sleep", "60")
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(proc.to_json()))
+
+    again = ManagedProcess.from_json(json.loads(state.read_text()))
+    assert (again.pid, again.start_time, again.boot_id) == (proc.pid, proc.start_time, proc.boot_id)
+    assert again.is_alive() and not again.is_child
+
+    code = (
+        "import json, sys\n"
+        "from zk.processes import ManagedProcess\n"
+        "p = ManagedProcess.from_json(json.load(open(sys.argv[1])))\n"
+        "print(p.is_alive()); p.terminate(timeout=5); print(p.is_alive())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(state)], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
+    assert proc.wait_exit(5)
+    assert proc.returncode == -signal.SIGTERM
+    assert not again.is_alive()
+
+
+def test_zombie_and_vanished_pids_are_dead() -> None:
+    raw = subprocess.Popen(["true"])  # deliberately not reaped until the end, so it lingers as a zombie
+    try:
+        wait_for(lambda: proc_state(raw.pid) == "Z")
+        stat = read_proc_stat(raw.pid)
+        assert stat is not None
+        handle = ManagedProcess(raw.pid, stat.start_time)
+        assert not handle.is_alive()
+        assert not handle.send_signal(signal.SIGTERM)
+        assert handle.wait_exit(0.1)
+    finally:
+        raw.kill()
+        raw.wait()
+    assert read_proc_stat(raw.pid) is None
+    assert not handle.is_alive()
+    handle.terminate(timeout=0.1)  # nothing to do, must not raise
+
+
+def test_a_different_start_time_is_never_signalled(spawn: Spawn) -> None:
+    proc = spawn("sleep", "60")
+    impostors = [
+        ManagedProcess.from_json({**proc.to_json(), "start_time": proc.start_time - 1}),
+        ManagedProcess.from_json({**proc.to_json(), "boot_id": "another-boot"}),
+    ]
+    for impostor in impostors:
+        assert not impostor.is_alive()
+        assert not impostor.stop_signal()
+        assert not impostor.send_signal(signal.SIGKILL)
+        impostor.terminate(timeout=0.1)
+        impostor.kill(timeout=0.1)
+    assert proc.is_alive()
+    assert proc_state(proc.pid) not in ("T", "Z", None)
+
+
+def test_stop_cont_and_terminate_of_a_frozen_process(spawn: Spawn) -> None:
+    proc = spawn("sleep", "60")
+    assert proc.stop_signal()
+    wait_for(lambda: proc_state(proc.pid) == "T")
+    assert proc.is_alive()
+    assert proc.cont()
+    wait_for(lambda: proc_state(proc.pid) != "T")
+
+    proc.stop_signal()
+    wait_for(lambda: proc_state(proc.pid) == "T")
+    started = time.monotonic()
+    proc.terminate(timeout=5)  # SIGCONT after SIGTERM lets a frozen process act on it at once
+    assert time.monotonic() - started < 2
+    assert proc.returncode == -signal.SIGTERM
+
+
+def test_terminate_escalates_to_sigkill(spawn: Spawn, tmp_path: Path) -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+    proc = spawn(sys.executable, "-c", code + "time.sleep(60)")
+    wait_for(lambda: "ready" in (tmp_path / "proc0.log").read_text())
+    proc.terminate(timeout=0.3)
+    assert proc.returncode == -signal.SIGKILL
+    assert not proc.is_alive()
+
+
+def test_proc_stat_parsing_survives_parentheses_in_the_command_name(spawn: Spawn, tmp_path: Path) -> None:
+    odd = tmp_path / "odd) (name"
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    shutil.copy(sleep, odd)
+    proc = spawn(str(odd), "60")
+    stat = read_proc_stat(proc.pid)
+    assert stat is not None and stat.state in ("R", "S")
+    assert stat.start_time == proc.start_time

@@ -1,0 +1,1 @@
+"""Everything that talks to ZooKeeper: znode paths and codecs, the kazoo facade, the ensemble launcher."""

@@ -1,0 +1,499 @@
+"""The facade of domain verbs over kazoo: the only code in Odradek that talks to ZooKeeper.
+
+Why a facade: every write the controller makes must be fenced by the controller epoch (a ``check`` of
+``/controller_epoch``'s zkVersion in the same multi), conditional writes must go through one retry policy,
+and callers must not have to know paths or kazoo's types. Callers get domain values (``BrokerInfo``,
+``LeaderAndIsr``) and typed errors (``BrokerIdInUseError``, ``ControllerMovedError``) instead.
+
+Concurrency: ``ZkClient`` is thread-safe (kazoo is); its methods block for one or a few ZooKeeper round trips,
+so asyncio callers run them with ``asyncio.to_thread``. Watches are one-shot: a verb that takes ``watch`` arms
+it on the node it reads, and the callback runs on a kazoo thread with no arguments. Callers must only hand a
+signal to their event loop from it and re-read state when they handle the signal (the read re-arms it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from base64 import urlsafe_b64encode
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent
+
+from odradek.errors import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    CoordinationUnavailableError,
+    TopicAlreadyExistsError,
+    UnknownTopicError,
+)
+from zk.znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerInfo,
+    ClusterIdZNode,
+    ConfigChangesZNode,
+    ConfigEntityZNode,
+    ControllerElectionZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsZNode,
+    DeleteTopicZNode,
+    LeaderAndIsr,
+    TopicAssignment,
+    TopicPartitionStateZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+
+log = logging.getLogger(__name__)
+
+Watch = Callable[[], None]
+StateListener = Callable[[str], None]
+
+# Connection states as plain strings so nothing outside zk/ needs kazoo's enums.
+CONNECTED = "CONNECTED"
+SUSPENDED = "SUSPENDED"
+LOST = "LOST"
+
+
+class ZkVersionConflict(Exception):
+    """A conditional write lost to a concurrent one: re-read the node and decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerClaim:
+    """Proof of a won controller election: the epoch and the zkVersion that fences every later write."""
+
+    broker_id: int
+    epoch: int
+    epoch_zk_version: int
+
+
+def split_chroot(connect: str) -> tuple[str, str | None]:
+    """``"h1:2181,h2:2181/odradek"`` -> ``("h1:2181,h2:2181", "/odradek")``."""
+    hosts, sep, chroot = connect.partition("/")
+    return hosts, (("/" + chroot.rstrip("/")) if sep and chroot.strip("/") else None)
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster id shape: a random UUID as 22 characters of URL-safe base64."""
+    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ZkClient:
+    """A ZooKeeper session and the verbs Odradek needs.
+
+    ``session_timeout_s`` is requested from the servers, which clamp it to [2, 20] x tickTime.
+    """
+
+    def __init__(self, connect: str, *, session_timeout_s: float = 6.0, connect_timeout_s: float = 15.0):
+        self.connect = connect
+        self._hosts, self._chroot = split_chroot(connect)
+        self._connect_timeout_s = connect_timeout_s
+        self._kazoo = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            command_retry={"max_tries": 5, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+        )
+        self._listeners: list[StateListener] = []
+        self._listener_lock = threading.Lock()
+        self._kazoo.add_listener(self._on_state)
+
+    # ---------------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        if self._chroot:
+            self._ensure_chroot()
+        try:
+            self._kazoo.start(timeout=self._connect_timeout_s)
+        except KazooTimeoutError as e:
+            self._kazoo.stop()
+            raise CoordinationUnavailableError(
+                f"cannot connect to ZooKeeper at {self.connect} within {self._connect_timeout_s:.0f} s"
+            ) from e
+
+    def _ensure_chroot(self) -> None:
+        bootstrap = KazooClient(hosts=self._hosts, timeout=self._connect_timeout_s)
+        try:
+            bootstrap.start(timeout=self._connect_timeout_s)
+        except KazooTimeoutError as e:
+            bootstrap.stop()
+            raise CoordinationUnavailableError(f"cannot connect to ZooKeeper at {self._hosts}") from e
+        try:
+            bootstrap.ensure_path(self._chroot or "/")
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
+
+    def close(self) -> None:
+        """End the session cleanly, so this client's ephemeral nodes go at once."""
+        try:
+            self._kazoo.stop()
+        finally:
+            self._kazoo.close()
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        """``listener(state)`` runs on a kazoo thread with CONNECTED, SUSPENDED or LOST; it must not block."""
+        with self._listener_lock:
+            self._listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:
+        name = {KazooState.CONNECTED: CONNECTED, KazooState.SUSPENDED: SUSPENDED, KazooState.LOST: LOST}.get(
+            state, str(state)
+        )
+        with self._listener_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(name)
+            except Exception:  # a listener's bug must not break kazoo's connection thread
+                log.exception("ZooKeeper state listener failed")
+
+    @property
+    def state(self) -> str:
+        return str(self._kazoo.state)
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self._kazoo.client_id
+        return None if cid is None else int(cid[0])
+
+    @staticmethod
+    def _arm(watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
+        if watch is None:
+            return None
+
+        def fire(_event: WatchedEvent) -> None:
+            watch()
+
+        return fire
+
+    # ------------------------------------------------------------------------------------- bootstrapping
+
+    def ensure_persistent_paths(self) -> None:
+        for path in PERSISTENT_PATHS:
+            self._kazoo.ensure_path(path)
+
+    def get_or_create_cluster_id(self) -> str:
+        """The first broker up writes /cluster/id; everyone after reads it."""
+        try:
+            data, _ = self._kazoo.get(ClusterIdZNode.path)
+            return ClusterIdZNode.decode(data)
+        except NoNodeError:
+            pass
+        candidate = new_cluster_id()
+        try:
+            self._kazoo.create(ClusterIdZNode.path, ClusterIdZNode.encode(candidate), makepath=True)
+            return candidate
+        except NodeExistsError:
+            data, _ = self._kazoo.get(ClusterIdZNode.path)
+            return ClusterIdZNode.decode(data)
+
+    # -------------------------------------------------------------------------------------------- brokers
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral /brokers/ids/<id>; return the broker epoch (the znode's czxid).
+
+        Raises BrokerIdInUseError when another live session holds the id. A node left by this same session
+        (a retried create that had succeeded) counts as ours, as Kafka 2.2+ does (KAFKA-7165).
+        """
+        path = BrokerIdZNode.path(info.broker_id)
+        try:
+            self._kazoo.create(path, BrokerIdZNode.encode(info), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            try:
+                _, stat = self._kazoo.get(path)
+            except NoNodeError:
+                return self.register_broker(info)  # the holder's session ended between our two calls
+            if stat.ephemeralOwner != self.session_id:
+                holder = self.get_broker(info.broker_id)
+                where = f" (registered from {holder.url})" if holder else ""
+                raise BrokerIdInUseError(
+                    f"broker id {info.broker_id} is already registered by live ZooKeeper session "
+                    f"0x{stat.ephemeralOwner:x}{where}; pick another --id or stop that broker first",
+                    broker_id=info.broker_id,
+                ) from None
+        _, stat = self._kazoo.get(path)
+        return int(stat.czxid)
+
+    def deregister_broker(self, broker_id: int) -> None:
+        """Delete our own registration (only if this session owns it)."""
+        path = BrokerIdZNode.path(broker_id)
+        try:
+            _, stat = self._kazoo.get(path)
+            if stat.ephemeralOwner == self.session_id:
+                self._kazoo.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    def get_broker_ids(self, watch: Watch | None = None) -> list[int]:
+        try:
+            children = self._kazoo.get_children(BrokerIdsZNode.path, watch=self._arm(watch))
+        except NoNodeError:  # no broker has started in this chroot yet
+            return []
+        return sorted(int(c) for c in children if c.isdigit())
+
+    def get_broker(self, broker_id: int, watch: Watch | None = None) -> BrokerInfo | None:
+        try:
+            data, stat = self._kazoo.get(BrokerIdZNode.path(broker_id), watch=self._arm(watch))
+        except NoNodeError:
+            return None
+        return BrokerIdZNode.decode(broker_id, data, int(stat.czxid))
+
+    def get_brokers(self, watch: Watch | None = None) -> dict[int, BrokerInfo]:
+        brokers: dict[int, BrokerInfo] = {}
+        for broker_id in self.get_broker_ids(watch):
+            info = self.get_broker(broker_id)
+            if info is not None:
+                brokers[broker_id] = info
+        return brokers
+
+    def broker_owner_session(self, broker_id: int) -> int | None:
+        try:
+            _, stat = self._kazoo.get(BrokerIdZNode.path(broker_id))
+        except NoNodeError:
+            return None
+        return int(stat.ephemeralOwner)
+
+    # ----------------------------------------------------------------------------------------- controller
+
+    def controller_election(self, identifier: str) -> ControllerElection:
+        return ControllerElection(self._kazoo, ControllerElectionZNode.path, identifier)
+
+    def get_controller(self, watch: Watch | None = None) -> int | None:
+        """The active controller's broker id, arming ``watch`` for its creation, change or deletion."""
+        stat = self._kazoo.exists(ControllerZNode.path, watch=self._arm(watch))
+        if stat is None:
+            return None
+        try:
+            data, _ = self._kazoo.get(ControllerZNode.path)
+        except NoNodeError:
+            return None
+        return ControllerZNode.decode(data)
+
+    def get_controller_epoch(self) -> tuple[int, int]:
+        """(epoch, zkVersion) of /controller_epoch, creating it as 0 if absent."""
+        try:
+            data, stat = self._kazoo.get(ControllerEpochZNode.path)
+            return ControllerEpochZNode.decode(data), int(stat.version)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self._kazoo.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
+            return self.get_controller_epoch()
+
+    def claim_controller(self, broker_id: int) -> ControllerClaim:
+        """Write /controller and bump /controller_epoch in one multi, conditional on the epoch's zkVersion.
+
+        Called by the winner of the controller election. Raises ControllerMovedError when /controller names
+        another broker or the epoch moved under us (another claim won the race).
+        """
+        epoch, version = self.get_controller_epoch()
+        tx = self._kazoo.transaction()
+        tx.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
+        tx.set_data(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=version)
+        results = tx.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return ControllerClaim(broker_id, epoch + 1, int(results[1].version))
+        # A retried multi may in fact have succeeded: accept it only if both nodes say so.
+        current = self.get_controller()
+        new_epoch, new_version = self.get_controller_epoch()
+        if current == broker_id and new_epoch == epoch + 1:
+            return ControllerClaim(broker_id, new_epoch, new_version)
+        raise ControllerMovedError(
+            f"broker {broker_id} could not claim the controller: /controller names {current}, "
+            f"epoch is {new_epoch}"
+        )
+
+    def resign_controller(self, claim: ControllerClaim) -> None:
+        """Delete /controller if our claim still holds; a deposed controller's delete is a no-op."""
+        tx = self._kazoo.transaction()
+        tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
+        tx.delete(ControllerZNode.path)
+        tx.commit()  # a failure means someone else already controls, or nobody does: nothing to undo
+
+    def _commit_fenced(self, claim: ControllerClaim, build: Callable[[Any], None]) -> list[Any]:
+        """Run ``build(tx)``'s operations in one multi behind a check of the controller epoch's zkVersion."""
+        tx = self._kazoo.transaction()
+        tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
+        build(tx)
+        results = tx.commit()
+        # A failed multi reports the failing op's error and RolledBackError/RuntimeInconsistency for the
+        # rest, so only a BadVersion (or NoNode) on the check itself means we were deposed.
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                f"controller epoch {claim.epoch} of broker {claim.broker_id} is stale: a newer controller exists"
+            )
+        failures = [r for r in results[1:] if isinstance(r, Exception) and not _is_rollback(r)]
+        if failures:
+            raise failures[0]
+        return results[1:]
+
+    # ------------------------------------------------------------------------------------------- topics
+
+    def get_topics(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self._kazoo.get_children(TopicsZNode.path, watch=self._arm(watch)))
+
+    def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
+        try:
+            data, _ = self._kazoo.get(TopicZNode.path(topic), watch=self._arm(watch))
+        except NoNodeError:
+            return None
+        return TopicZNode.decode(data)
+
+    def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
+        """Admin path: the config node first, then the assignment (which the controller watches for)."""
+        tx = self._kazoo.transaction()
+        tx.create(ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))
+        tx.create(TopicZNode.path(topic), TopicZNode.encode(assignment))
+        results = tx.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            raise TopicAlreadyExistsError(f"topic '{topic}' already exists")
+        failures = [r for r in results if isinstance(r, Exception) and not _is_rollback(r)]
+        if failures:
+            raise failures[0]
+
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment) -> None:
+        try:
+            self._kazoo.set(TopicZNode.path(topic), TopicZNode.encode(assignment))
+        except NoNodeError:
+            raise UnknownTopicError(f"topic '{topic}' does not exist") from None
+
+    def get_topic_config(self, topic: str, watch: Watch | None = None) -> dict[str, str]:
+        try:
+            data, _ = self._kazoo.get(ConfigEntityZNode.path("topics", topic), watch=self._arm(watch))
+        except NoNodeError:
+            return {}
+        return ConfigEntityZNode.decode(data)
+
+    def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        """Write an entity's whole config and announce it with a sequential change notification."""
+        path = ConfigEntityZNode.path(entity_type, name)
+        payload = ConfigEntityZNode.encode(config)
+        try:
+            self._kazoo.set(path, payload)
+        except NoNodeError:
+            self._kazoo.create(path, payload, makepath=True)
+        self._kazoo.create(
+            ConfigChangesZNode.prefix, ConfigChangesZNode.encode(entity_type, name), sequence=True
+        )
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        if self._kazoo.exists(TopicZNode.path(topic)) is None:
+            raise UnknownTopicError(f"topic '{topic}' to delete does not exist")
+        with contextlib.suppress(NodeExistsError):  # already marked: deleting twice is not an error
+            self._kazoo.create(DeleteTopicZNode.path(topic))
+
+    def get_topics_to_delete(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self._kazoo.get_children(DeleteTopicsZNode.path, watch=self._arm(watch)))
+
+    def delete_topic_znodes(self, claim: ControllerClaim, topic: str) -> None:
+        """Controller: remove a deleted topic's assignment, states, config and deletion marker, fenced."""
+        paths: list[str] = []
+
+        def collect(path: str) -> None:
+            try:
+                children = self._kazoo.get_children(path)
+            except NoNodeError:
+                return
+            for child in children:
+                collect(f"{path}/{child}")
+            paths.append(path)
+
+        collect(TopicZNode.path(topic))
+
+        def build(tx: Any) -> None:
+            for path in paths:
+                tx.delete(path)
+            if self._kazoo.exists(ConfigEntityZNode.path("topics", topic)):
+                tx.delete(ConfigEntityZNode.path("topics", topic))
+            if self._kazoo.exists(DeleteTopicZNode.path(topic)):
+                tx.delete(DeleteTopicZNode.path(topic))
+
+        try:
+            self._commit_fenced(claim, build)
+        except (NoNodeError, NotEmptyError):
+            log.warning("topic %s changed while it was being deleted; the controller will retry", topic)
+            raise
+
+    # ---------------------------------------------------------------------------------- partition state
+
+    def get_partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
+        """(state, zkVersion), or None when the partition has no state node yet."""
+        try:
+            data, stat = self._kazoo.get(TopicPartitionStateZNode.path(topic, partition))
+        except NoNodeError:
+            return None
+        return TopicPartitionStateZNode.decode(data), int(stat.version)
+
+    def create_partition_states(self, claim: ControllerClaim, topic: str, states: dict[int, LeaderAndIsr]) -> None:
+        """Controller: initialise new partitions' state nodes (fenced by the controller epoch)."""
+        partitions_path = TopicPartitionZNode.path(topic, 0).rsplit("/", 1)[0]
+        need_parent = self._kazoo.exists(partitions_path) is None
+
+        def build(tx: Any) -> None:
+            if need_parent:
+                tx.create(partitions_path)
+            for partition, state in sorted(states.items()):
+                tx.create(TopicPartitionZNode.path(topic, partition))
+                tx.create(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state))
+
+        self._commit_fenced(claim, build)
+
+    def set_partition_state(
+        self, claim: ControllerClaim, topic: str, partition: int, state: LeaderAndIsr, expected_version: int
+    ) -> int:
+        """Controller: conditional write of a partition's state; returns the new zkVersion.
+
+        Raises ControllerMovedError when deposed, ZkVersionConflict when the node changed since it was read.
+        """
+        path = TopicPartitionStateZNode.path(topic, partition)
+        try:
+            results = self._commit_fenced(
+                claim,
+                lambda tx: tx.set_data(path, TopicPartitionStateZNode.encode(state), version=expected_version),
+            )
+        except BadVersionError:
+            raise ZkVersionConflict(path) from None
+        return int(results[0].version)
+
+
+def _is_rollback(error: Exception) -> bool:
+    return isinstance(error, (RolledBackError, RuntimeInconsistency))
+
+
+class ControllerElection:
+    """kazoo's Election recipe, wrapped so that callers need not import kazoo.
+
+    ``run(func)`` blocks until this contender wins, calls ``func()`` while it leads, and releases the lock
+    when ``func`` returns. ``cancel()`` stops a pending ``run``.
+    """
+
+    def __init__(self, kazoo: KazooClient, path: str, identifier: str) -> None:
+        self._election = kazoo.Election(path, identifier)
+
+    def run(self, func: Callable[[], None]) -> None:
+        self._election.run(func)
+
+    def cancel(self) -> None:
+        self._election.cancel()
+
+    def contenders(self) -> list[str]:
+        return [str(c) for c in self._election.contenders()]

@@ -1,0 +1,426 @@
+"""Every znode Odradek uses: its path and its payload codec, in one place (as Kafka's ``ZkData.scala``).
+
+Nobody outside this module builds a ZooKeeper path. The layout is classic Kafka's, so a Kafka operator's
+``zkCli.sh ls /brokers/ids`` habits work unchanged, and payloads keep Kafka's JSON shapes and quirks (string
+timestamps, ``"version":"1"`` as a string in ``/cluster/id``, bare ASCII digits in ``/controller_epoch``):
+
+    /cluster/id                                   {"version":"1","id":"<22-char urlsafe base64 uuid>"}
+    /controller                    ephemeral      {"version":1,"brokerid":N,"timestamp":"<ms>"}
+    /controller_epoch                             5
+    /controller_election/          kazoo Election lock children (Odradek: who may claim /controller)
+    /brokers/ids/<id>              ephemeral      broker registration (v5 shape, HTTP endpoints)
+    /brokers/topics/<t>                           {"version":3,"partitions":{"0":[1,2,3]},...}
+    /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":7,"leader":2,"version":1,
+                                                   "leader_epoch":13,"isr":[2,3]}
+    /brokers/seqid
+    /admin/delete_topics/<t>
+    /admin/reassign_partitions                    {"version":1,"partitions":[{"topic","partition","replicas"}]}
+    /admin/preferred_replica_election             {"version":1,"partitions":[{"topic","partition"}]}
+    /config/<entity type>/<name>                  {"version":1,"config":{"k":"v"}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/foo"}
+    /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
+    /consumers/<group>/offsets/<t>/<p>            decimal offset string (next offset to consume)
+
+The one addition to Kafka's layout is ``/controller_election``: the owner's design has brokers contend with
+kazoo's Election recipe, and the winner then claims ``/controller`` exactly as Kafka does (see zk.client).
+All paths are relative to the chroot given in the connect string (``host:2181,host:2182/odradek``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def _loads(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return orjson.loads(data)
+
+
+def now_ms_string() -> str:
+    return str(int(time.time() * 1000))
+
+
+# ---------------------------------------------------------------------------------------------- cluster id
+
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return str(_loads(data)["id"])
+
+
+# ----------------------------------------------------------------------------------------------- controller
+
+
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "brokerid": broker_id, "timestamp": now_ms_string()})
+
+    @staticmethod
+    def decode(data: bytes) -> int | None:
+        obj = _loads(data)
+        return None if obj is None else int(obj["brokerid"])
+
+
+class ControllerEpochZNode:
+    """Bare ASCII digits, not JSON, as in Kafka. Its zkVersion is the cluster-wide fencing token."""
+
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode() or "0")
+
+
+class ControllerElectionZNode:
+    path = "/controller_election"
+
+
+# -------------------------------------------------------------------------------------------------- brokers
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A broker's registration. ``url`` is its HTTP endpoint, the one clients and followers use."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    timestamp_ms: int = 0
+    epoch: int = -1  # the registration znode's czxid (Kafka's broker epoch, KIP-380); read, never written
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+class BrokerIdZNode:
+    VERSION = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{BrokerIdsZNode.path}/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        obj: dict[str, Any] = {
+            "version": BrokerIdZNode.VERSION,
+            "host": info.host,
+            "port": info.port,
+            "jmx_port": -1,
+            "timestamp": str(info.timestamp_ms or int(time.time() * 1000)),
+            "endpoints": [f"HTTP://{info.host}:{info.port}"],
+            "listener_security_protocol_map": {"HTTP": "PLAINTEXT"},
+            "features": {},
+        }
+        if info.rack is not None:
+            obj["rack"] = info.rack
+        return _dumps(obj)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
+        obj = _loads(data)
+        return BrokerInfo(
+            broker_id=broker_id,
+            host=str(obj["host"]),
+            port=int(obj["port"]),
+            rack=obj.get("rack"),
+            timestamp_ms=int(obj.get("timestamp", 0)),
+            epoch=czxid,
+        )
+
+
+class BrokerSeqIdZNode:
+    path = "/brokers/seqid"
+
+
+# --------------------------------------------------------------------------------------------------- topics
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """Replica lists per partition; the first replica of each list is the preferred leader."""
+
+    partitions: dict[int, list[int]]
+    topic_id: str | None = None
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+class TopicsZNode:
+    path = "/brokers/topics"
+
+
+class TopicZNode:
+    VERSION = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicsZNode.path}/{topic}"
+
+    @staticmethod
+    def encode(assignment: TopicAssignment) -> bytes:
+        def by_str(d: dict[int, list[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(d.items())}
+
+        obj: dict[str, Any] = {
+            "version": TopicZNode.VERSION,
+            "partitions": by_str(assignment.partitions),
+            "adding_replicas": by_str(assignment.adding_replicas),
+            "removing_replicas": by_str(assignment.removing_replicas),
+        }
+        if assignment.topic_id is not None:
+            obj["topic_id"] = assignment.topic_id
+        return _dumps(obj)
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        obj = _loads(data)
+
+        def by_int(d: dict[str, list[int]] | None) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (d or {}).items()}
+
+        return TopicAssignment(
+            partitions=by_int(obj.get("partitions")),
+            topic_id=obj.get("topic_id"),
+            adding_replicas=by_int(obj.get("adding_replicas")),
+            removing_replicas=by_int(obj.get("removing_replicas")),
+        )
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicZNode.path(topic)}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionsZNode.path(topic)}/{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's leadership as the controller (or, for ISR changes, the leader) last wrote it."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+    NO_LEADER = -1
+
+
+class TopicPartitionStateZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicPartitionZNode.path(topic, partition)}/state"
+
+    @staticmethod
+    def encode(state: LeaderAndIsr) -> bytes:
+        return _dumps(
+            {
+                "controller_epoch": state.controller_epoch,
+                "leader": state.leader,
+                "version": 1,
+                "leader_epoch": state.leader_epoch,
+                "isr": list(state.isr),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> LeaderAndIsr:
+        obj = _loads(data)
+        return LeaderAndIsr(
+            leader=int(obj["leader"]),
+            leader_epoch=int(obj["leader_epoch"]),
+            isr=[int(b) for b in obj["isr"]],
+            controller_epoch=int(obj["controller_epoch"]),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- admin
+
+
+class AdminZNode:
+    path = "/admin"
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{DeleteTopicsZNode.path}/{topic}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+class ReassignPartitionsZNode:
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(moves: dict[TopicPartition, list[int]]) -> bytes:
+        parts = [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+            for tp, replicas in sorted(moves.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+        ]
+        return _dumps({"version": 1, "partitions": parts})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[TopicPartition, list[int]]:
+        obj = _loads(data) or {}
+        return {
+            TopicPartition(str(p["topic"]), int(p["partition"])): [int(b) for b in p["replicas"]]
+            for p in obj.get("partitions", [])
+        }
+
+
+class PreferredReplicaElectionZNode:
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: list[TopicPartition]) -> bytes:
+        return _dumps(
+            {"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions]}
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> list[TopicPartition]:
+        obj = _loads(data) or {}
+        return [TopicPartition(str(p["topic"]), int(p["partition"])) for p in obj.get("partitions", [])]
+
+
+# --------------------------------------------------------------------------------------------------- config
+
+
+CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+
+
+class ConfigEntityTypeZNode:
+    @staticmethod
+    def path(entity_type: str) -> str:
+        if entity_type not in CONFIG_ENTITY_TYPES:
+            raise ValueError(f"unknown config entity type {entity_type!r}")
+        return f"/config/{entity_type}"
+
+
+class ConfigEntityZNode:
+    """Entity configs; every value is a string, as Kafka stores them."""
+
+    @staticmethod
+    def path(entity_type: str, name: str) -> str:
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{name}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        obj = _loads(data)
+        return {} if obj is None else {str(k): str(v) for k, v in obj.get("config", {}).items()}
+
+
+class ConfigChangesZNode:
+    path = "/config/changes"
+    prefix = "/config/changes/config_change_"
+
+    @staticmethod
+    def encode(entity_type: str, name: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": f"{entity_type}/{name}"})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[str, str]:
+        entity_type, _, name = str(_loads(data)["entity_path"]).partition("/")
+        return entity_type, name
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+    prefix = "/isr_change_notification/isr_change_"
+
+    @staticmethod
+    def encode(partitions: list[TopicPartition]) -> bytes:
+        return PreferredReplicaElectionZNode.encode(partitions)
+
+    @staticmethod
+    def decode(data: bytes) -> list[TopicPartition]:
+        return PreferredReplicaElectionZNode.decode(data)
+
+
+# ------------------------------------------------------------------------------------------------ consumers
+
+
+class ConsumersZNode:
+    path = "/consumers"
+
+
+class ConsumerGroupZNode:
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumersZNode.path}/{group}"
+
+
+class ConsumerOffsetZNode:
+    """The next offset a group will consume, as a decimal string (the old ZooKeeper consumer's format)."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/offsets/{topic}/{partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
+# Created at broker startup if missing (Kafka's PersistentZkPaths), parents before children.
+PERSISTENT_PATHS: tuple[str, ...] = (
+    ConsumersZNode.path,
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    ConfigChangesZNode.path,
+    DeleteTopicsZNode.path,
+    BrokerSeqIdZNode.path,
+    IsrChangeNotificationZNode.path,
+    ControllerElectionZNode.path,
+    *(ConfigEntityTypeZNode.path(t) for t in CONFIG_ENTITY_TYPES),
+)
