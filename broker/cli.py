@@ -27,6 +27,8 @@ def _broker(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir),
         rack=args.rack,
         zk_session_timeout_ms=args.zk_session_timeout_ms,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        max_request_bytes=args.max_request_bytes,
     )
     return run_broker(config)
 
@@ -127,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--data-dir", required=True, help="directory for this broker's logs")
     b.add_argument("--rack", default=None)
     b.add_argument("--zk-session-timeout-ms", type=int, default=6000)
+    b.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
+    b.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
     b.set_defaults(func=_broker)
 
     c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",

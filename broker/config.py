@@ -18,6 +18,10 @@ class BrokerConfig:
     # partition-leader failover after a crash takes about one session timeout (see README).
     zk_session_timeout_ms: int = 6000
     zk_connect_timeout_ms: int = 15000
+    # Kafka's replica.lag.time.max.ms (10000 up to 2.4, 30000 since): how long a follower may lag before it
+    # leaves the ISR. A topic's own "replica.lag.time.max.ms" config overrides it.
+    replica_lag_time_max_ms: int = 10000
+    max_request_bytes: int = 64 * 1024 * 1024
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:

@@ -24,11 +24,16 @@ from typing import Any
 
 from aiohttp import web
 
+from broker.admin.topics import TopicAdmin
 from broker.api.app import create_app
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
 from broker.controller.controller import Controller, Elected, Resign
 from broker.events import Event, EventQueue
+from broker.metadata import MetadataCache, MetadataWatcher
+from broker.metrics import BrokerMetrics
+from broker.produce import ProduceService
+from broker.replica_manager import ReplicaManager
 from odradek.errors import BrokerIdInUseError, OdradekError
 from zk.client import CONNECTED, LOST, ZkClient
 from zk.znodes import BrokerInfo
@@ -71,6 +76,8 @@ class Broker:
             session_timeout_s=config.zk_session_timeout_ms / 1000,
             connect_timeout_s=config.zk_connect_timeout_ms / 1000,
         )
+        self.cache = MetadataCache()
+        self.admin = TopicAdmin(self.zk)
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
         self._stop = asyncio.Event()
@@ -85,6 +92,10 @@ class Broker:
             loop.add_signal_handler(sig, self._stop.set)
         self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
         self.controller = Controller(self.broker_id, self.zk, self._release_election)
+        self.replicas = ReplicaManager(self.broker_id, self.config.data_dir, self.zk, self.cache,
+                                       replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+        self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
+        self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
         self.candidate = ControllerCandidate(
             self.zk, self.broker_id, lambda: self.controller.queue.signal_threadsafe(Elected())
         )
@@ -95,6 +106,9 @@ class Broker:
             self._zk_state = CONNECTED
             await asyncio.to_thread(self.zk.ensure_persistent_paths)
             self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+            await self.replicas.start()
+            self.http_session = self.replicas.session
+            self.produce = ProduceService(self.replicas, self.http_session)
             runner = await self._start_http()
             await self._register()
         except (StartupError, OdradekError) as e:
@@ -102,12 +116,14 @@ class Broker:
             print(f"odradek broker {self.broker_id}: cannot start: {e}", flush=True)
             if runner is not None:
                 await runner.cleanup()
+            await self.replicas.close()
             await asyncio.to_thread(self.zk.close)
             return EXIT_STARTUP_FAILED
 
         tasks = [asyncio.create_task(self.events.run()), asyncio.create_task(self.controller.queue.run())]
         self.candidate.start()
         await self._refresh_controller()
+        await self.metadata.start()
         log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
                  self.info().url, self.cluster_id, self.broker_epoch)
         await self._stop.wait()
@@ -115,7 +131,8 @@ class Broker:
         return self._exit_code
 
     async def _start_http(self) -> web.AppRunner:
-        runner = web.AppRunner(create_app(self), access_log=None, handle_signals=False)
+        runner = web.AppRunner(create_app(self, client_max_size=self.config.max_request_bytes), access_log=None,
+                               handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.config.host, self.config.port, reuse_address=True)
         try:
@@ -139,6 +156,7 @@ class Broker:
             log.warning("could not deregister: %s", e)
         if runner is not None:
             await runner.cleanup()
+        await self.replicas.close()
         await asyncio.to_thread(self.zk.close)
         log.info("broker %d stopped", self.broker_id)
 
@@ -166,10 +184,13 @@ class Broker:
             self.events.signal_threadsafe(SessionRecreated())
 
     async def _handle(self, event: Event) -> None:
+        if await self.metadata.handle(event):
+            return
         match event:
             case SessionLost():
                 log.warning("broker %d lost its ZooKeeper session", self.broker_id)
                 self.broker_epoch = None
+                self.replicas.on_session_lost()
             case SessionRecreated():
                 try:
                     await self._register()
@@ -181,6 +202,7 @@ class Broker:
                 log.info("broker %d re-registered with a new session (broker epoch %s)",
                          self.broker_id, self.broker_epoch)
                 await self._refresh_controller()
+                await self.metadata.resync()
             case ControllerChange():
                 await self._refresh_controller()
 

@@ -165,6 +165,12 @@ class LeaderNotAvailableError(OdradekError):
     retriable = True
 
 
+class ClusterNotFoundError(OdradekError):
+    name = "CLUSTER_NOT_FOUND"
+    error_code = 40406
+    http_status = 404
+
+
 class BrokerNotAvailableError(OdradekError):
     name = "BROKER_NOT_AVAILABLE"
     kafka_code = 8

@@ -352,11 +352,8 @@ class ZkClient:
         return sorted(self._kazoo.get_children(TopicsZNode.path, watch=self._arm(watch)))
 
     def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
-        try:
-            data, _ = self._kazoo.get(TopicZNode.path(topic), watch=self._arm(watch))
-        except NoNodeError:
-            return None
-        return TopicZNode.decode(data)
+        got = self._get_watching_existence(TopicZNode.path(topic), watch)
+        return None if got is None else TopicZNode.decode(got[0])
 
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Admin path: the config node first, then the assignment (which the controller watches for)."""
@@ -377,11 +374,8 @@ class ZkClient:
             raise UnknownTopicError(f"topic '{topic}' does not exist") from None
 
     def get_topic_config(self, topic: str, watch: Watch | None = None) -> dict[str, str]:
-        try:
-            data, _ = self._kazoo.get(ConfigEntityZNode.path("topics", topic), watch=self._arm(watch))
-        except NoNodeError:
-            return {}
-        return ConfigEntityZNode.decode(data)
+        got = self._get_watching_existence(ConfigEntityZNode.path("topics", topic), watch)
+        return {} if got is None else ConfigEntityZNode.decode(got[0])
 
     def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
         """Write an entity's whole config and announce it with a sequential change notification."""
@@ -435,13 +429,40 @@ class ZkClient:
 
     # ---------------------------------------------------------------------------------- partition state
 
-    def get_partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
-        """(state, zkVersion), or None when the partition has no state node yet."""
+    def _get_watching_existence(self, path: str, watch: Watch | None) -> tuple[bytes, Any] | None:
+        """Read a node that may not exist yet; the watch fires on its creation, change or deletion."""
+        if watch is not None and self._kazoo.exists(path, watch=self._arm(watch)) is None:
+            return None
         try:
-            data, stat = self._kazoo.get(TopicPartitionStateZNode.path(topic, partition))
+            return self._kazoo.get(path)
         except NoNodeError:
             return None
-        return TopicPartitionStateZNode.decode(data), int(stat.version)
+
+    def get_partition_state(
+        self, topic: str, partition: int, watch: Watch | None = None
+    ) -> tuple[LeaderAndIsr, int] | None:
+        """(state, zkVersion), or None when the partition has no state node yet."""
+        got = self._get_watching_existence(TopicPartitionStateZNode.path(topic, partition), watch)
+        if got is None:
+            return None
+        return TopicPartitionStateZNode.decode(got[0]), int(got[1].version)
+
+    def update_isr(self, topic: str, partition: int, state: LeaderAndIsr, expected_version: int) -> int:
+        """Leader: conditional write of its partition's ISR (Kafka before AlterIsr); returns the new zkVersion.
+
+        Not fenced by the controller epoch (the leader is not the controller) but by the zkVersion: any
+        controller decision since the leader read the node makes this fail. As in Kafka, a write whose content
+        is already there counts as done (a retried write that had succeeded). Raises ZkVersionConflict.
+        """
+        path = TopicPartitionStateZNode.path(topic, partition)
+        try:
+            stat = self._kazoo.set(path, TopicPartitionStateZNode.encode(state), version=expected_version)
+            return int(stat.version)
+        except (BadVersionError, NoNodeError):
+            current = self.get_partition_state(topic, partition)
+            if current is not None and current[0] == state:
+                return current[1]
+            raise ZkVersionConflict(path) from None
 
     def create_partition_states(self, claim: ControllerClaim, topic: str, states: dict[int, LeaderAndIsr]) -> None:
         """Controller: initialise new partitions' state nodes (fenced by the controller epoch)."""

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from odradek.errors import InvalidRequestError, OdradekError, UnknownServerError
+from odradek.errors import InvalidRequestError, OdradekError, RequestTooLargeError, UnknownServerError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except OdradekError as e:
         return error_response(e)
+    except web.HTTPRequestEntityTooLarge as e:
+        return error_response(RequestTooLargeError(f"the request body is larger than the limit: {e.text}"))
     except web.HTTPException as e:
         if e.status >= 400 and e.status != 404 and e.status != 405:
             return error_response(InvalidRequestError(e.reason))

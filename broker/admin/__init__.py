@@ -1,0 +1,1 @@
+"""Topic administration as Kafka's AdminZkClient does it: validate, assign replicas, write ZooKeeper."""

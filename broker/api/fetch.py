@@ -1,0 +1,79 @@
+"""GET .../records (JSON read by offset), GET .../batches (binary fetch, consumers and followers) and
+GET .../epoch_end_offset (followers' divergence check)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from broker.api import forward
+from broker.api.app import BROKER, json_response
+from broker.api.embedded import read_format, record_json
+from broker.api.params import int_param, partition_param
+from odradek import media
+from odradek.errors import NotLeaderOrFollowerError
+from odradek.records import decode_records, iter_batch_headers
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+
+async def read_records(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = request.match_info["topic"]
+    partition = partition_param(request)
+    fmt, content_type = read_format(request.headers.get("Accept", ""))
+    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
+    timeout_ms = int_param(request, "timeout", 0)
+    requested = int_param(request, "offset") if request.query.get("offset") else None
+    try:
+        part = broker.replicas.leader_partition(topic, partition)
+        offset = part.log_start_offset if requested is None else requested
+        result = await part.read(offset, max_bytes, timeout_ms)
+        data, hw, lso, leader = result.data, part.high_watermark, part.log_start_offset, broker.broker_id
+    except NotLeaderOrFollowerError as e:
+        leader_url = e.details.get("leader_url")
+        if not leader_url:
+            raise
+        data, meta = await forward.fetch_batches(broker.http_session, leader_url, topic, partition, requested,
+                                                 max_bytes, timeout_ms)
+        hw, lso, leader = meta["high_watermark"], meta["log_start_offset"], meta["leader"]
+        offset = lso if requested is None else requested
+    records = [r for r in decode_records(data) if r.offset >= offset]
+    next_offset = offset
+    for _, header in iter_batch_headers(data):
+        next_offset = max(next_offset, min(header.next_offset, hw))
+    response = json_response({
+        "topic": topic, "partition": partition, "high_watermark": hw, "log_start_offset": lso,
+        "next_offset": next_offset, "records": [record_json(topic, partition, r, fmt) for r in records],
+    }, content_type=content_type)
+    response.headers[media.LEADER] = str(leader)
+    return response
+
+
+async def fetch_batches(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = request.match_info["topic"]
+    partition = partition_param(request)
+    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
+    timeout_ms = int_param(request, "timeout_ms", 0)
+    replica_id = int_param(request, "replica_id", -1, minimum=-1)
+    part = broker.replicas.leader_partition(topic, partition)
+    offset = int_param(request, "offset", part.log_start_offset)
+    if replica_id >= 0:
+        epoch = int_param(request, "leader_epoch", part.leader_epoch)
+        result = await part.read_for_follower(replica_id, offset, epoch, max_bytes, timeout_ms)
+    else:
+        result = await part.read(offset, max_bytes, timeout_ms)
+    return web.Response(body=result.data, content_type=media.BATCHES, headers={
+        media.HIGH_WATERMARK: str(part.high_watermark),
+        media.LOG_START_OFFSET: str(part.log_start_offset),
+        media.LOG_END_OFFSET: str(part.log_end_offset),
+        media.LEADER_EPOCH: str(part.leader_epoch),
+        media.LEADER: str(broker.broker_id),
+    })
+
+
+async def epoch_end_offset(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    part = broker.replicas.leader_partition(request.match_info["topic"], partition_param(request))
+    epoch, end = part.epoch_end_offset(int_param(request, "leader_epoch", minimum=-1))
+    return json_response({"leader_epoch": epoch, "end_offset": end})

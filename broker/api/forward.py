@@ -1,0 +1,71 @@
+"""Forwarding to partition leaders, over the binary path: a broker that does not lead a partition passes the
+batch bytes on (produce) or fetches them (reads), so ``curl`` against any broker works."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import orjson
+
+from odradek import media
+from odradek.errors import BrokerNotAvailableError, error_for
+
+
+async def _raise_for_error(resp: aiohttp.ClientResponse) -> None:
+    if resp.status < 400:
+        return
+    raw = await resp.read()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = {"message": raw[:200].decode("utf-8", "replace")}
+    extra = {k: v for k, v in body.items() if k not in ("error", "error_code", "message", "retriable")}
+    raise error_for(body.get("error"), body.get("error_code"), body.get("message") or "", **extra)
+
+
+def _partition_url(leader_url: str, topic: str, partition: int) -> str:
+    return f"{leader_url}/topics/{topic}/partitions/{partition}"
+
+
+async def produce_batches(session: aiohttp.ClientSession, leader_url: str, topic: str, partition: int,
+                          data: bytes, acks: str, timeout_ms: int) -> dict[str, Any]:
+    try:
+        async with session.post(
+            f"{_partition_url(leader_url, topic, partition)}/batches",
+            params={"acks": acks, "timeout_ms": str(timeout_ms)},
+            data=data, headers={"Content-Type": media.BATCHES},
+        ) as resp:
+            await _raise_for_error(resp)
+            return orjson.loads(await resp.read())
+    except (aiohttp.ClientConnectionError, TimeoutError) as e:
+        raise BrokerNotAvailableError(f"cannot reach the leader at {leader_url}: {e}") from None
+
+
+async def fetch_batches(session: aiohttp.ClientSession, leader_url: str, topic: str, partition: int,
+                        offset: int | None, max_bytes: int, timeout_ms: int) -> tuple[bytes, dict[str, int]]:
+    """The leader's batches from ``offset`` (its log start offset when None) and its offsets."""
+    params = {"max_bytes": str(max_bytes), "timeout_ms": str(timeout_ms)}
+    if offset is not None:
+        params["offset"] = str(offset)
+    try:
+        async with session.get(f"{_partition_url(leader_url, topic, partition)}/batches", params=params) as resp:
+            await _raise_for_error(resp)
+            data = await resp.read()
+            offsets = {
+                "high_watermark": int(resp.headers[media.HIGH_WATERMARK]),
+                "log_start_offset": int(resp.headers[media.LOG_START_OFFSET]),
+                "leader": int(resp.headers[media.LEADER]),
+            }
+            return data, offsets
+    except (aiohttp.ClientConnectionError, TimeoutError) as e:
+        raise BrokerNotAvailableError(f"cannot reach the leader at {leader_url}: {e}") from None
+
+
+async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
+    try:
+        async with session.get(url) as resp:
+            await _raise_for_error(resp)
+            return orjson.loads(await resp.read())
+    except (aiohttp.ClientConnectionError, TimeoutError) as e:
+        raise BrokerNotAvailableError(f"cannot reach {url}: {e}") from None

@@ -1,0 +1,114 @@
+"""Metadata: GET /metadata (what clients route by), and REST Proxy v2's /brokers, /topics, partitions, offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from broker.api import forward
+from broker.api.app import BROKER, json_response
+from broker.api.params import partition_param
+from broker.metadata import MetadataCache, PartitionInfo
+from odradek import media
+from odradek.errors import NotLeaderOrFollowerError, UnknownPartitionError, UnknownTopicError
+
+
+def _partition_meta(info: PartitionInfo | None, partition: int, replicas: list[int]) -> dict[str, Any]:
+    if info is None:
+        return {"partition": partition, "leader": -1, "leader_epoch": -1, "replicas": replicas, "isr": []}
+    return {"partition": partition, "leader": info.leader, "leader_epoch": info.leader_epoch,
+            "replicas": list(info.replicas), "isr": list(info.isr)}
+
+
+def topic_metadata(cache: MetadataCache, topic: str) -> dict[str, Any]:
+    assignment = cache.topics.get(topic)
+    if assignment is None:
+        return {"name": topic, "error": "UNKNOWN_TOPIC", "partitions": []}
+    return {"name": topic, "error": None, "partitions": [
+        _partition_meta(cache.partitions.get((topic, p)), p, replicas)
+        for p, replicas in sorted(assignment.partitions.items())
+    ]}
+
+
+async def metadata(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    cache = broker.cache
+    wanted = request.query.get("topics")
+    topics = [t for t in wanted.split(",") if t] if wanted else sorted(cache.topics)
+    return json_response({
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id,
+        "brokers": [{"id": b.broker_id, "url": b.url, "rack": b.rack} for b in sorted(
+            cache.brokers.values(), key=lambda b: b.broker_id)],
+        "topics": [topic_metadata(cache, t) for t in topics],
+    })
+
+
+async def brokers(request: web.Request) -> web.Response:
+    return json_response({"brokers": sorted(request.app[BROKER].cache.brokers)}, content_type=media.KAFKA_V2)
+
+
+async def topics(request: web.Request) -> web.Response:
+    return json_response(sorted(request.app[BROKER].cache.topics), content_type=media.KAFKA_V2)
+
+
+def _v2_partition(cache: MetadataCache, topic: str, partition: int) -> dict[str, Any]:
+    assignment = cache.topics[topic]
+    info = cache.partitions.get((topic, partition))
+    leader = info.leader if info else -1
+    isr = set(info.isr) if info else set()
+    return {"partition": partition, "leader": leader, "replicas": [
+        {"broker": b, "leader": b == leader, "in_sync": b in isr} for b in assignment.partitions[partition]
+    ]}
+
+
+def _require_topic(cache: MetadataCache, topic: str) -> None:
+    if topic not in cache.topics:
+        raise UnknownTopicError(f"topic '{topic}' does not exist")
+
+
+def _require_partition(cache: MetadataCache, topic: str, partition: int) -> None:
+    _require_topic(cache, topic)
+    if partition not in cache.topics[topic].partitions:
+        raise UnknownPartitionError(f"partition {partition} of topic '{topic}' does not exist")
+
+
+async def topic(request: web.Request) -> web.Response:
+    cache = request.app[BROKER].cache
+    name = request.match_info["topic"]
+    _require_topic(cache, name)
+    return json_response({
+        "name": name, "configs": cache.configs.get(name, {}),
+        "partitions": [_v2_partition(cache, name, p) for p in sorted(cache.topics[name].partitions)],
+    }, content_type=media.KAFKA_V2)
+
+
+async def partitions(request: web.Request) -> web.Response:
+    cache = request.app[BROKER].cache
+    name = request.match_info["topic"]
+    _require_topic(cache, name)
+    return json_response([_v2_partition(cache, name, p) for p in sorted(cache.topics[name].partitions)],
+                         content_type=media.KAFKA_V2)
+
+
+async def partition(request: web.Request) -> web.Response:
+    cache = request.app[BROKER].cache
+    name, p = request.match_info["topic"], partition_param(request)
+    _require_partition(cache, name, p)
+    return json_response(_v2_partition(cache, name, p), content_type=media.KAFKA_V2)
+
+
+async def partition_offsets(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    name, p = request.match_info["topic"], partition_param(request)
+    _require_partition(broker.cache, name, p)
+    try:
+        part = broker.replicas.leader_partition(name, p)
+    except NotLeaderOrFollowerError as e:
+        if not e.details.get("leader_url"):
+            raise
+        body = await forward.get_json(broker.http_session, f"{e.details['leader_url']}{request.rel_url}")
+        return json_response(body, content_type=media.KAFKA_V2)
+    return json_response({"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark,
+                          "log_end_offset": part.log_end_offset}, content_type=media.KAFKA_V2)

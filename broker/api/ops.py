@@ -1,0 +1,26 @@
+"""GET /health, /metrics (Prometheus text) and /openapi.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from broker.api.app import BROKER, json_response
+
+OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
+
+async def health(request: web.Request) -> web.Response:
+    return json_response(request.app[BROKER].health())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[BROKER].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    from broker.api.openapi import spec
+
+    return json_response(spec())

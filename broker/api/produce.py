@@ -1,0 +1,61 @@
+"""POST /topics/{t}[/partitions/{p}] (REST Proxy v2 JSON produce) and POST .../batches (binary path)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from broker.admin.topics import validate_topic_name
+from broker.api.app import BROKER, json_response
+from broker.api.embedded import parse_produce_body, produce_format
+from broker.api.params import int_param, partition_param
+from broker.produce import parse_acks
+from odradek import media
+from odradek.errors import UnsupportedMediaTypeError
+
+
+async def produce_json(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = request.match_info["topic"]
+    validate_topic_name(topic)
+    fixed = partition_param(request) if "partition" in request.match_info else None
+    fmt = produce_format(request.content_type)
+    acks = parse_acks(request.query.get("acks"))
+    timeout_ms = int_param(request, "timeout_ms", 30000)
+    records = parse_produce_body(await request.read(), fmt)
+    partitions = broker.produce.choose_partitions(topic, records, fixed)
+    results = await broker.produce.produce(topic, records, partitions, acks, timeout_ms)
+    seen: dict[int, int] = {}
+    offsets = []
+    for p in partitions:
+        r = results[p]
+        index = seen.get(p, 0)
+        seen[p] = index + 1
+        if r.error is not None:
+            offsets.append({"partition": p, "offset": None, "error_code": r.error.error_code, "error": r.error.message})
+        else:
+            offset = None if acks == 0 or r.base_offset is None or r.base_offset < 0 else r.base_offset + index
+            offsets.append({"partition": p, "offset": offset, "error_code": None, "error": None})
+    leaders = sorted({r.leader for r in results.values() if r.leader is not None})
+    response = json_response({"key_schema_id": None, "value_schema_id": None, "offsets": offsets},
+                             content_type=media.KAFKA_V2)
+    if leaders:
+        response.headers[media.LEADER] = ",".join(map(str, leaders))
+    return response
+
+
+async def produce_batches(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = request.match_info["topic"]
+    partition = partition_param(request)
+    if request.content_type != media.BATCHES:
+        raise UnsupportedMediaTypeError(f"the batch path takes {media.BATCHES}, not {request.content_type}")
+    acks = parse_acks(request.query.get("acks"))
+    timeout_ms = int_param(request, "timeout_ms", 30000)
+    part = broker.replicas.leader_partition(topic, partition)
+    data = bytearray(await request.read())
+    result = await part.append(data, acks, timeout_ms)
+    return json_response({
+        "topic": topic, "partition": partition, "base_offset": result.first_offset,
+        "last_offset": result.last_offset, "record_count": result.record_count,
+        "log_append_time": result.log_append_time, "leader": broker.broker_id, "leader_epoch": part.leader_epoch,
+    })

@@ -1,0 +1,129 @@
+"""A follower's fetch loop: truncate a divergent tail by leader epoch, then copy the leader's batches as bytes.
+
+On becoming follower (a new leader or leader epoch), the replica first asks the leader where its own latest
+epoch ended (``epoch_end_offset``, Kafka's OffsetsForLeaderEpoch with KIP-279's answer of the largest epoch
+<= the one asked) and truncates to ``min(leader's end of that epoch, our own end of it)``: never by high
+watermark alone (KIP-101), which could lose committed records or keep a divergent tail. Then it long-polls
+the leader's binary fetch with its log end offset (its acknowledgement) and its view of the leader epoch
+(which fences either side if stale), appends what comes byte for byte, and takes the leader's high watermark.
+
+One task per follower partition; it ends when the partition's role or leader epoch changes (the replica
+manager starts a new one for the new leader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from broker.partition import FOLLOWER, Partition
+from odradek import media
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_BYTES = 1024 * 1024
+FETCH_WAIT_MS = 500
+BACKOFF_S = 0.1
+
+
+class FollowerFetcher:
+    def __init__(self, part: Partition, session: aiohttp.ClientSession, leader_url: Callable[[int], str | None],
+                 broker_id: int) -> None:
+        self.part = part
+        self._session = session
+        self._leader_url = leader_url
+        self._broker_id = broker_id
+        self.leader = part.leader
+        self.epoch = part.leader_epoch
+
+    def current(self) -> bool:
+        p = self.part
+        return p.role == FOLLOWER and p.leader == self.leader and p.leader_epoch == self.epoch
+
+    def _base(self) -> str | None:
+        url = self._leader_url(self.leader)
+        if url is None:
+            return None
+        return f"{url}/topics/{self.part.topic}/partitions/{self.part.partition}"
+
+    async def run(self) -> None:
+        truncated = False
+        while self.current():
+            base = self._base()
+            if base is None:
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            try:
+                if not truncated:
+                    await self._truncate(base)
+                    truncated = True
+                await self._fetch_once(base)
+            except asyncio.CancelledError:
+                raise
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                log.debug("fetch from broker %d for %s-%d failed: %s", self.leader, self.part.topic,
+                          self.part.partition, e)
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("follower fetch of %s-%d failed", self.part.topic, self.part.partition)
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _truncate(self, base: str) -> None:
+        log_ = self.part.log
+        leo = log_.log_end_offset
+        latest = log_.epoch_cache.latest_epoch
+        if leo == 0:
+            return
+        if latest < 0:
+            target = self.part.high_watermark  # no epoch history at all: the pre-KIP-101 fallback
+        else:
+            params = {"leader_epoch": str(latest), "replica_id": str(self._broker_id)}
+            async with self._session.get(f"{base}/epoch_end_offset", params=params) as resp:
+                body = await resp.json(content_type=None)
+                if resp.status != 200:
+                    raise aiohttp.ClientError(f"epoch_end_offset: {body}")
+            leader_epoch, end = int(body["leader_epoch"]), int(body["end_offset"])
+            if leader_epoch < 0:
+                target = self.part.high_watermark
+            elif leader_epoch == latest:
+                target = min(end, leo)
+            else:
+                _, own_end = log_.epoch_cache.end_offset_for(leader_epoch, leo)
+                target = min(end, own_end if own_end >= 0 else leo)
+        if target < leo:
+            log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
+                     self.part.topic, self.part.partition, target, leo, self.leader, self.epoch)
+            log_.truncate_to(target)
+
+    async def _fetch_once(self, base: str) -> None:
+        part = self.part
+        params = {
+            "offset": str(part.log_end_offset), "max_bytes": str(FETCH_MAX_BYTES), "timeout_ms": str(FETCH_WAIT_MS),
+            "replica_id": str(self._broker_id), "leader_epoch": str(self.epoch),
+        }
+        async with self._session.get(f"{base}/batches", params=params,
+                                     headers={"Accept": media.BATCHES}) as resp:
+            if resp.status == 200:
+                data = await resp.read()
+                if not self.current():
+                    return
+                part.append_replicated(data, int(resp.headers[media.HIGH_WATERMARK]))
+                return
+            body = await resp.json(content_type=None)
+        name = body.get("error")
+        if name == "OFFSET_OUT_OF_RANGE":
+            leader_start = int(body.get("log_start_offset", 0))
+            leader_end = int(body.get("log_end_offset", body.get("high_watermark", 0)))
+            if part.log_end_offset > leader_end:
+                part.log.truncate_to(leader_end)
+            elif part.log_end_offset < leader_start:
+                part.log.truncate_fully_and_start_at(leader_start)
+            return
+        # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / unknown partition: wait for the new state to reach us
+        await asyncio.sleep(BACKOFF_S)

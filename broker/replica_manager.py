@@ -1,0 +1,207 @@
+"""The partitions this broker hosts: their logs, roles, follower fetchers, ISR expiry and HW checkpoints.
+
+It hears about partition states from the metadata watcher (``MetadataListener``) and makes each local replica
+leader or follower accordingly; HTTP handlers ask it for the partition to produce to or read from.
+
+Concurrency: owned by the broker's asyncio loop. Background jobs (ISR expiry, high-watermark checkpoints) are
+tasks on the same loop; fetchers are one task per follower partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+import aiohttp
+
+from broker.log.checkpoint import read_offsets, write_offsets
+from broker.log.manager import LogManager
+from broker.metadata import MetadataCache, MetadataListener, PartitionInfo
+from broker.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
+from broker.replica_fetcher import FollowerFetcher
+from odradek.errors import (
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from zk.client import ZkClient
+from zk.znodes import BrokerInfo, LeaderAndIsr
+
+log = logging.getLogger(__name__)
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+
+
+class ReplicaManager(MetadataListener):
+    def __init__(self, broker_id: int, data_dir: Path, zk: ZkClient, cache: MetadataCache, *,
+                 replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000) -> None:
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self._zk = zk
+        self.cache = cache
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
+        self.logs = LogManager(data_dir)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
+        self.session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.logs.startup)
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=30, sock_connect=2),
+            connector=aiohttp.TCPConnector(limit=0),
+        )
+        self._tasks = [
+            asyncio.create_task(self._isr_expiry_loop()),
+            asyncio.create_task(self._hw_checkpoint_loop()),
+        ]
+
+    async def close(self) -> None:
+        for task in [*self._tasks, *self._fetchers.values()]:
+            task.cancel()
+        for task in [*self._tasks, *self._fetchers.values()]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._fetchers.clear()
+        self._checkpoint_hw()
+        if self.session is not None:
+            await self.session.close()
+        await asyncio.to_thread(self.logs.close)
+
+    # ------------------------------------------------------------------------------------------- lookups
+
+    def leader_url(self, broker_id: int) -> str | None:
+        return self.cache.leader_url(broker_id)
+
+    def partition_info(self, topic: str, partition: int) -> PartitionInfo:
+        if topic not in self.cache.topics:
+            raise UnknownTopicError(f"topic '{topic}' does not exist")
+        if partition not in self.cache.topics[topic].partitions:
+            raise UnknownPartitionError(
+                f"partition {partition} of topic '{topic}' does not exist "
+                f"(it has {self.cache.partition_count(topic)} partitions)"
+            )
+        info = self.cache.partitions.get((topic, partition))
+        if info is None or info.leader < 0:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader right now")
+        return info
+
+    def leader_partition(self, topic: str, partition: int) -> Partition:
+        """The local replica if this broker leads it; NOT_LEADER_OR_FOLLOWER (naming the leader) otherwise."""
+        info = self.partition_info(topic, partition)
+        part = self.partitions.get((topic, partition))
+        if part is None or part.role != LEADER:
+            if part is not None:
+                raise part.not_leader()
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {topic}-{partition}; broker {info.leader} is",
+                leader=info.leader, leader_url=self.leader_url(info.leader), leader_epoch=info.leader_epoch,
+            )
+        return part
+
+    # --------------------------------------------------------------------------------- metadata listener
+
+    async def on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        return None
+
+    async def on_partition(self, info: PartitionInfo, config: dict[str, str]) -> None:
+        key = (info.topic, info.partition)
+        if self.broker_id not in info.replicas:
+            await self._stop_fetcher(key)
+            self.partitions.pop(key, None)
+            return
+        part = self.partitions.get(key)
+        if part is None:
+            part = await self._open_partition(info.topic, info.partition, config)
+        change = part.apply(info, self._replication_config(config))
+        if change is not None:
+            log.info("%s-%d: %s for leader epoch %d (leader %d, isr %s)", info.topic, info.partition, change,
+                     info.leader_epoch, info.leader, list(info.isr))
+        if part.role == FOLLOWER:
+            fetcher = self._fetchers.get(key)
+            if change is not None or fetcher is None or fetcher.done():
+                await self._stop_fetcher(key)
+                runner = FollowerFetcher(part, self._session(), self.leader_url, self.broker_id)
+                self._fetchers[key] = asyncio.create_task(runner.run())
+        else:
+            await self._stop_fetcher(key)
+
+    async def on_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        await asyncio.to_thread(self.logs.update_topic_config, topic, config)
+        for (t, _), part in self.partitions.items():
+            if t == topic:
+                part.config = self._replication_config(config)
+
+    async def on_topic_deleted(self, topic: str) -> None:
+        for key in [k for k in self.partitions if k[0] == topic]:
+            await self._stop_fetcher(key)
+            part = self.partitions.pop(key)
+            part.fence("topic deleted")
+            await asyncio.to_thread(self.logs.delete_log, key[0], key[1])
+            self._hw_checkpoint.pop(key, None)
+        log.info("topic %s deleted from broker %d", topic, self.broker_id)
+
+    def on_session_lost(self) -> None:
+        """Stop acknowledging as leader at once: a new leader may already have been elected."""
+        for part in self.partitions.values():
+            part.fence("ZooKeeper session lost")
+
+    # ----------------------------------------------------------------------------------------- internals
+
+    def _session(self) -> aiohttp.ClientSession:
+        assert self.session is not None, "start() first"
+        return self.session
+
+    def _replication_config(self, config: dict[str, str]) -> ReplicationConfig:
+        return ReplicationConfig(
+            min_insync_replicas=int(config.get("min.insync.replicas", "1")),
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+        )
+
+    async def _open_partition(self, topic: str, partition: int, config: dict[str, str]) -> Partition:
+        log_ = await asyncio.to_thread(self.logs.get_or_create_log, topic, partition, config)
+        log_.high_watermark = min(self._hw_checkpoint.get((topic, partition), 0), log_.log_end_offset)
+        part = Partition(topic, partition, self.broker_id, log_, self._write_isr, self.leader_url)
+        self.partitions[(topic, partition)] = part
+        return part
+
+    async def _write_isr(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> int:
+        new_version = await asyncio.to_thread(self._zk.update_isr, topic, partition, state, version)
+        log.info("%s-%d: ISR is now %s", topic, partition, state.isr)
+        return new_version
+
+    async def _stop_fetcher(self, key: tuple[str, int]) -> None:
+        task = self._fetchers.pop(key, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _isr_expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
+            for part in list(self.partitions.values()):
+                if part.role == LEADER:
+                    try:
+                        await part.maybe_shrink_isr()
+                    except Exception:
+                        log.exception("ISR expiry of %s-%d failed", part.topic, part.partition)
+
+    def _checkpoint_hw(self) -> None:
+        for key, part in self.partitions.items():
+            self._hw_checkpoint[key] = part.high_watermark
+        try:
+            write_offsets(self.data_dir / HW_CHECKPOINT, self._hw_checkpoint)
+        except OSError as e:
+            log.warning("could not write the high-watermark checkpoint: %s", e)
+
+    async def _hw_checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._hw_checkpoint_interval_ms / 1000)
+            await asyncio.to_thread(self._checkpoint_hw)
