@@ -107,9 +107,8 @@ class MetadataWatcher:
 
     async def resync(self) -> None:
         """Re-read everything and re-arm every watch (after a new ZooKeeper session: old watches are gone)."""
-        self.cache.topics.clear()
-        self.cache.partitions.clear()
-        await self.start()
+        await self._brokers()
+        await self._topics(force=True)
         self._notify()
 
     async def changed(self, timeout: float) -> None:
@@ -146,16 +145,16 @@ class MetadataWatcher:
         self.cache.brokers = brokers
         await self._listener.on_brokers(brokers)
 
-    async def _topics(self) -> None:
+    async def _topics(self, force: bool = False) -> None:
         topics = await asyncio.to_thread(self._zk.get_topics, self._queue.watcher(TopicsChanged()))
         for gone in [t for t in self.cache.topics if t not in topics]:
             await self._forget(gone)
         for topic in topics:
-            if topic not in self.cache.topics:
+            if force or topic not in self.cache.topics:
                 await self._config(topic)
-                await self._assignment(topic)
+                await self._assignment(topic, force)
 
-    async def _assignment(self, topic: str) -> None:
+    async def _assignment(self, topic: str, force: bool = False) -> None:
         assignment = await asyncio.to_thread(
             self._zk.get_topic_assignment, topic, self._queue.watcher(TopicAssignmentChanged(topic))
         )
@@ -165,8 +164,8 @@ class MetadataWatcher:
         known = self.cache.topics.get(topic)
         self.cache.topics[topic] = assignment
         for partition in sorted(assignment.partitions):
-            if known is None or partition not in known.partitions:
-                await self._state(topic, partition)
+            if force or known is None or partition not in known.partitions:
+                await self._state(topic, partition, force)
 
     async def _config(self, topic: str) -> None:
         watch = self._queue.watcher(TopicConfigChanged(topic))
@@ -176,7 +175,7 @@ class MetadataWatcher:
         if changed and topic in self.cache.topics:
             await self._listener.on_topic_config(topic, config)
 
-    async def _state(self, topic: str, partition: int) -> None:
+    async def _state(self, topic: str, partition: int, force: bool = False) -> None:
         assignment = self.cache.topics.get(topic)
         if assignment is None or partition not in assignment.partitions:
             return
@@ -187,7 +186,7 @@ class MetadataWatcher:
             return  # the controller has not initialised it yet; the watch fires when it does
         state, version = got
         info = PartitionInfo.of(topic, partition, assignment.partitions[partition], state, version)
-        if self.cache.partitions.get((topic, partition)) == info:
+        if not force and self.cache.partitions.get((topic, partition)) == info:
             return
         self.cache.partitions[(topic, partition)] = info
         await self._listener.on_partition(info, self.cache.configs.get(topic, {}))

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from broker.admin.topics import TopicAdmin
@@ -60,6 +61,11 @@ class ControllerChange(Event):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class PausedResync(Event):
+    pass
+
+
 class StartupError(Exception):
     """A reason to refuse to start, printed as one line."""
 
@@ -81,6 +87,7 @@ class Broker:
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
         self._stop = asyncio.Event()
+        self.http_session: aiohttp.ClientSession | None = None
         self._exit_code = EXIT_OK
         self.started_at = time.time()
 
@@ -124,6 +131,7 @@ class Broker:
         self.candidate.start()
         await self._refresh_controller()
         await self.metadata.start()
+        tasks.append(asyncio.create_task(self._pause_detector()))
         log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
                  self.info().url, self.cluster_id, self.broker_epoch)
         await self._stop.wait()
@@ -142,14 +150,56 @@ class Broker:
             raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from e
         return runner
 
+    async def _controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5) -> None:
+        """Ask the controller to move our leaderships first (Kafka's controlled shutdown), so clients see at most
+        a retry; after ``retries`` attempts we stop anyway."""
+        for attempt in range(1, retries + 1):
+            try:
+                remaining = await self._request_controlled_shutdown()
+            except Exception as e:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+                await asyncio.sleep(backoff_s)
+                continue
+            if not remaining:
+                break
+            log.info("controlled shutdown: still leading %s (attempt %d)", remaining, attempt)
+            await asyncio.sleep(backoff_s)
+        # Wait (briefly) until the new states reached us, so in-flight produces fail over now, not at exit.
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and any(
+            p.role == "leader" and len(p.replicas) > 1 and len(p.isr) > 1 for p in self.replicas.partitions.values()
+        ):
+            await asyncio.sleep(0.05)
+
+    async def _request_controlled_shutdown(self) -> list[object]:
+        body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
+        if self.controller.active:
+            from broker.controller.controller import ControlledShutdown
+
+            reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
+            self.controller.queue.put(ControlledShutdown(self.broker_id, self.broker_epoch or -1, reply))
+            return list(await asyncio.wait_for(reply, 30))
+        url = self.cache.leader_url(self.controller_id) if self.controller_id is not None else None
+        if url is None:
+            raise RuntimeError("no controller is known")
+        assert self.http_session is not None
+        async with self.http_session.post(f"{url}/controller/controlled_shutdown", json=body) as resp:
+            reply_body = await resp.json(content_type=None)
+            if resp.status != 200:
+                raise RuntimeError(f"controller answered {resp.status}: {reply_body.get('message')}")
+            return list(reply_body["remaining_partitions"])
+
     async def _shutdown(self, runner: web.AppRunner | None, tasks: list[asyncio.Task[None]]) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        if self.broker_epoch is not None:
+            await self._controlled_shutdown()
         self.controller.queue.put(Resign("controlled shutdown"))
         self.controller.queue.close()
         await tasks[1]
         await asyncio.to_thread(self.candidate.stop)
         self.events.close()
         await tasks[0]
+        tasks[2].cancel()
         try:
             await asyncio.to_thread(self.zk.deregister_broker, self.broker_id)
         except Exception as e:
@@ -163,6 +213,26 @@ class Broker:
     def info(self) -> BrokerInfo:
         return BrokerInfo(self.broker_id, self.config.host, self.config.port, self.config.rack,
                           int(self.started_at * 1000))
+
+    async def _pause_detector(self, tick_s: float = 0.1) -> None:
+        """Fence our leaderships if this process was frozen for a good part of a session timeout.
+
+        A broker stopped (SIGSTOP, a long GC-like stall, a VM pause) may have lost its session and its
+        leaderships without knowing yet: kazoo reports the expiry only after it reconnects, and requests queued
+        meanwhile would run first. So when the loop sees such a gap it stops acknowledging at once and re-reads
+        the partition states from ZooKeeper before leading again.
+        """
+        threshold = self.config.zk_session_timeout_ms / 1000 / 3
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(tick_s)
+            now = time.monotonic()
+            if now - last > threshold:
+                log.warning("broker %d was paused for %.1f s; fencing its leaderships until ZooKeeper confirms them",
+                            self.broker_id, now - last)
+                self.replicas.on_session_lost()
+                self.events.put(PausedResync())
+            last = now
 
     async def _register(self) -> None:
         self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.info())
@@ -205,6 +275,8 @@ class Broker:
                 await self.metadata.resync()
             case ControllerChange():
                 await self._refresh_controller()
+            case PausedResync():
+                await self.metadata.resync()
 
     async def _refresh_controller(self) -> None:
         self.controller_id = await asyncio.to_thread(

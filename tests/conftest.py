@@ -59,12 +59,12 @@ def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluste
     made: list[LocalProcessBackend] = []
 
     def _make(brokers: int = 3, ensemble: ZkEnsemble | None = None, start: bool = True,
-              broker_args: list[str] | None = None) -> LocalProcessBackend:
+              broker_args: list[str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> LocalProcessBackend:
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(made)}",
             brokers=brokers,
             base_port=free_port_block(brokers),
-            session_timeout_ms=SESSION_TIMEOUT_MS,
+            session_timeout_ms=session_timeout_ms,
             chroot=f"/odradek-test-{uuid.uuid4().hex[:10]}",
             ensemble=ensemble or zk_ensemble,
             broker_args=broker_args,

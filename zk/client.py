@@ -55,7 +55,9 @@ from zk.znodes import (
     DeleteTopicsZNode,
     DeleteTopicZNode,
     LeaderAndIsr,
+    PreferredReplicaElectionZNode,
     TopicAssignment,
+    TopicPartition,
     TopicPartitionStateZNode,
     TopicPartitionZNode,
     TopicsZNode,
@@ -389,6 +391,13 @@ class ZkClient:
             ConfigChangesZNode.prefix, ConfigChangesZNode.encode(entity_type, name), sequence=True
         )
 
+    def get_config_changes(self, watch: Watch | None = None) -> list[str]:
+        """The sequential change notifications (their names only: watchers re-read the configs they care about)."""
+        try:
+            return sorted(self._kazoo.get_children(ConfigChangesZNode.path, watch=self._arm(watch)))
+        except NoNodeError:
+            return []
+
     def mark_topic_for_deletion(self, topic: str) -> None:
         if self._kazoo.exists(TopicZNode.path(topic)) is None:
             raise UnknownTopicError(f"topic '{topic}' to delete does not exist")
@@ -426,6 +435,25 @@ class ZkClient:
         except (NoNodeError, NotEmptyError):
             log.warning("topic %s changed while it was being deleted; the controller will retry", topic)
             raise
+
+    # ------------------------------------------------------------------------------- preferred election
+
+    def request_preferred_election(self, partitions: list[TopicPartition]) -> bool:
+        """Admin: ask the controller for a preferred leader election; False if one is already pending."""
+        try:
+            self._kazoo.create(PreferredReplicaElectionZNode.path, PreferredReplicaElectionZNode.encode(partitions),
+                               makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_preferred_election(self, watch: Watch | None = None) -> list[TopicPartition] | None:
+        got = self._get_watching_existence(PreferredReplicaElectionZNode.path, watch)
+        return None if got is None else PreferredReplicaElectionZNode.decode(got[0])
+
+    def finish_preferred_election(self, claim: ControllerClaim) -> None:
+        with contextlib.suppress(NoNodeError):
+            self._commit_fenced(claim, lambda tx: tx.delete(PreferredReplicaElectionZNode.path))
 
     # ---------------------------------------------------------------------------------- partition state
 

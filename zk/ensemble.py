@@ -337,14 +337,18 @@ class ZkEnsemble:
 
     # ----- observation ---------------------------------------------------------------------------------
 
-    def node_status(self, node_id: int) -> ZkNodeStatus:
-        """Status of one node; only our own live process is asked, so a stranger on the port is ignored."""
+    def node_status(self, node_id: int, timeout: float = 2.0) -> ZkNodeStatus:
+        """Status of one node; only our own live process is asked, so a stranger on the port is ignored.
+
+        The srvr timeout is generous because a loaded 2-core machine can delay even a trivial reply, and a
+        false "not serving" would make a healthy ensemble look broken.
+        """
         node = self.nodes[node_id]
         proc = self._procs.get(node_id)
         if proc is None or not proc.is_alive():
             return ZkNodeStatus(node_id, node.client_port, None, None)
         try:
-            mode = parse_mode(four_letter_word(HOST, node.client_port, "srvr"))
+            mode = parse_mode(four_letter_word(HOST, node.client_port, "srvr", timeout))
         except OSError:
             mode = None
         return ZkNodeStatus(node_id, node.client_port, proc.pid, mode)

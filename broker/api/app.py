@@ -34,7 +34,7 @@ async def metrics_middleware(request: web.Request,
 
 
 def routes() -> list[web.RouteDef]:
-    from broker.api import admin_v3, fetch, metadata, ops, produce
+    from broker.api import admin_v3, controller_ops, fetch, metadata, ops, produce
 
     t, p = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
     c = "/v3/clusters/{cluster_id}"
@@ -55,6 +55,8 @@ def routes() -> list[web.RouteDef]:
         web.get(f"{p}/batches", fetch.fetch_batches),
         web.post(f"{p}/batches", produce.produce_batches),
         web.get(f"{p}/epoch_end_offset", fetch.epoch_end_offset),
+        web.post("/controller/controlled_shutdown", controller_ops.controlled_shutdown),
+        web.post("/admin/preferred_leader_election", controller_ops.preferred_election),
         web.get("/v3/clusters", admin_v3.list_clusters),
         web.get(c, admin_v3.get_cluster),
         web.get(f"{c}/topics", admin_v3.list_topics),

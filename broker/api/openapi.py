@@ -30,6 +30,8 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("POST", "/topics/{topic}/partitions/{partition}/batches"): "Produce whole v2 record batches (binary path)",
     ("GET", "/topics/{topic}/partitions/{partition}/epoch_end_offset"):
         "Where a leader epoch ended on the leader (followers' divergence check)",
+    ("POST", "/controller/controlled_shutdown"): "A stopping broker asks the controller to move its leaderships",
+    ("POST", "/admin/preferred_leader_election"): "Give leadership back to preferred replicas (all or listed)",
     ("GET", "/v3/clusters"): "The cluster (v3)",
     ("GET", "/v3/clusters/{cluster_id}"): "The cluster (v3)",
     ("GET", "/v3/clusters/{cluster_id}/topics"): "Topics (v3)",

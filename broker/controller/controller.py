@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from broker.controller import leadership
 from broker.events import Event, EventQueue
-from odradek.errors import ControllerMovedError, OdradekError
+from odradek.errors import ControllerMovedError, NotControllerError, OdradekError, StaleBrokerEpochError
 from zk.client import ControllerClaim, ZkClient, ZkVersionConflict
 from zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 
@@ -61,6 +61,30 @@ class TopicDeletion(Event):
     """The children of /admin/delete_topics changed."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigChange(Event):
+    """A config change notification appeared (e.g. unclean.leader.election.enable was turned on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredElection(Event):
+    """/admin/preferred_replica_election was created or changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoRebalance(Event):
+    """Time for the leader-imbalance check (auto.leader.rebalance.enable)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ControlledShutdown(Event):
+    """A broker asks to have its leaderships moved before it stops; ``reply`` gets the partitions it still leads."""
+
+    broker_id: int
+    broker_epoch: int
+    reply: asyncio.Future[list[tuple[str, int]]]
+
+
 @dataclass
 class ControllerContext:
     """What the active controller knows; owned by the controller task, rebuilt on every election."""
@@ -69,15 +93,29 @@ class ControllerContext:
     live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[tuple[str, int], tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceSettings:
+    """Kafka's auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds and
+    leader.imbalance.per.broker.percentage."""
+
+    enabled: bool = True
+    check_interval_s: float = 300.0
+    per_broker_percentage: int = 10
 
 
 class Controller:
-    def __init__(self, broker_id: int, zk: ZkClient, release_election: Callable[[], None]) -> None:
+    def __init__(self, broker_id: int, zk: ZkClient, release_election: Callable[[], None],
+                 rebalance: RebalanceSettings | None = None) -> None:
         self.broker_id = broker_id
         self._zk = zk
         self._release_election = release_election
+        self.rebalance = rebalance or RebalanceSettings()
         self.ctx = ControllerContext()
         self.queue = EventQueue(f"controller-{broker_id}", self._handle)
+        self._rebalance_timer: asyncio.TimerHandle | None = None
 
     @property
     def active(self) -> bool:
@@ -95,6 +133,8 @@ class Controller:
             await self._resign(event.reason, session_lost=event.session_lost)
             return
         if not self.active:
+            if isinstance(event, ControlledShutdown) and not event.reply.done():
+                event.reply.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
             return  # a watch armed during an earlier term fired after we resigned
         try:
             match event:
@@ -106,7 +146,17 @@ class Controller:
                     await self._on_partition_modifications(topic)
                 case TopicDeletion():
                     await self._on_topic_deletion()
+                case PreferredElection():
+                    await self._on_preferred_election()
+                case ConfigChange():
+                    await self._on_config_change()
+                case AutoRebalance():
+                    await self._on_auto_rebalance()
+                case ControlledShutdown():
+                    await self._on_controlled_shutdown(event)
         except ControllerMovedError as e:
+            if isinstance(event, ControlledShutdown) and not event.reply.done():
+                event.reply.set_exception(e)
             await self._resign(str(e))
 
     # ------------------------------------------------------------------------------------ election, failover
@@ -126,12 +176,26 @@ class Controller:
             await self._on_broker_change()
             await self._on_topic_change()
             await self._on_topic_deletion()
+            await self._on_preferred_election()
+            await self._on_config_change()
         except ControllerMovedError as e:
             await self._resign(str(e))
+            return
+        self._schedule_rebalance(first=True)
+
+    def _schedule_rebalance(self, first: bool = False) -> None:
+        if not self.rebalance.enabled or not self.active:
+            return
+        delay = 5.0 if first else self.rebalance.check_interval_s
+        delay = min(delay, self.rebalance.check_interval_s)
+        self._rebalance_timer = asyncio.get_running_loop().call_later(delay, self.queue.put, AutoRebalance())
 
     async def _resign(self, reason: str, *, session_lost: bool = False) -> None:
         claim = self.ctx.claim
         self.ctx = ControllerContext()
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         if claim is not None:
             log.info("broker %d resigns as controller (epoch %d): %s", self.broker_id, claim.epoch, reason)
             if not session_lost:
@@ -152,10 +216,17 @@ class Controller:
         old = self.ctx.live_brokers
         new_ids = {b for b in brokers if b not in old or brokers[b].epoch != old[b].epoch}
         dead_ids = {b for b in old if b not in brokers or brokers[b].epoch != old[b].epoch}
-        self.ctx.live_brokers = brokers
         if new_ids or dead_ids:
             log.info("controller: brokers joined %s, left %s; live %s", sorted(new_ids), sorted(dead_ids),
                      sorted(brokers))
+        self.ctx.shutting_down -= dead_ids
+        bounced = new_ids & dead_ids
+        if bounced:
+            # A broker that restarted between two looks (a new czxid) is handled as a failure first, as in Kafka:
+            # its leaderships move to replicas that did not restart.
+            self.ctx.live_brokers = {b: i for b, i in brokers.items() if b not in bounced}
+            await self._elect_offline_partitions()
+        self.ctx.live_brokers = brokers
         if dead_ids or new_ids:
             await self._elect_offline_partitions()
 
@@ -163,7 +234,7 @@ class Controller:
         """Move leadership off dead brokers (clean election unless the topic allows unclean)."""
         live = set(self.ctx.live_brokers)
         for (topic, partition), (state, version) in list(self.ctx.states.items()):
-            replicas = self.ctx.assignments.get(topic, TopicAssignment({})).partitions.get(partition, [])
+            replicas = self.replicas_of(topic, partition)
             if state.leader in live and all(r in live for r in state.isr):
                 continue
             epoch = self._claim().epoch
@@ -179,6 +250,9 @@ class Controller:
             if new_state == state:
                 continue
             await self._write_state(topic, partition, new_state, version)
+
+    def replicas_of(self, topic: str, partition: int) -> list[int]:
+        return self.ctx.assignments.get(topic, TopicAssignment({})).partitions.get(partition, [])
 
     async def _write_state(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> None:
         try:
@@ -238,3 +312,72 @@ class Controller:
             await asyncio.to_thread(self._zk.delete_topic_znodes, self._claim(), topic)
             self._forget_topic(topic)
             log.info("controller: topic %s deleted", topic)
+
+    # ------------------------------------------------------------------------- shutdown and preferred leaders
+
+    async def _on_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        """Kafka's controlled shutdown: move the broker's leaderships to other ISR members, take it out of ISRs."""
+        broker = event.broker_id
+        info = self.ctx.live_brokers.get(broker)
+        if info is None or info.epoch != event.broker_epoch:
+            if not event.reply.done():
+                event.reply.set_exception(StaleBrokerEpochError(
+                    f"broker {broker} with epoch {event.broker_epoch} is not a live registration"))
+            return
+        self.ctx.shutting_down.add(broker)
+        live = set(self.ctx.live_brokers)
+        epoch = self._claim().epoch
+        remaining: list[tuple[str, int]] = []
+        for (topic, partition), (state, version) in list(self.ctx.states.items()):
+            replicas = self.replicas_of(topic, partition)
+            if broker not in replicas or len(replicas) < 2:
+                if state.leader == broker:
+                    remaining.append((topic, partition))
+                continue
+            if state.leader == broker:
+                new_state = leadership.controlled_shutdown_election(replicas, state, live, self.ctx.shutting_down,
+                                                                    epoch)
+                if new_state is None:
+                    remaining.append((topic, partition))
+                    continue
+            else:
+                new_state = leadership.remove_from_isr(state, broker, epoch)
+            if new_state != state:
+                await self._write_state(topic, partition, new_state, version)
+        log.info("controller: controlled shutdown of broker %d; it still leads %s", broker, remaining)
+        if not event.reply.done():
+            event.reply.set_result(remaining)
+
+    async def _on_config_change(self) -> None:
+        await asyncio.to_thread(self._zk.get_config_changes, self.queue.watcher(ConfigChange()))
+        await self._elect_offline_partitions()  # a topic may now allow unclean election
+
+    async def _on_preferred_election(self) -> None:
+        requested = await asyncio.to_thread(self._zk.get_preferred_election, self.queue.watcher(PreferredElection()))
+        if requested is None:
+            return
+        wanted = {(tp.topic, tp.partition) for tp in requested} or set(self.ctx.states)
+        await self._elect_preferred(wanted)
+        await asyncio.to_thread(self._zk.finish_preferred_election, self._claim())
+
+    async def _elect_preferred(self, partitions: set[tuple[str, int]]) -> None:
+        live = set(self.ctx.live_brokers) - self.ctx.shutting_down
+        for key in sorted(partitions):
+            current = self.ctx.states.get(key)
+            if current is None:
+                continue
+            state, version = current
+            new_state = leadership.preferred_election(self.replicas_of(*key), state, live, self._claim().epoch)
+            if new_state is not None:
+                await self._write_state(key[0], key[1], new_state, version)
+                log.info("controller: preferred replica %d leads %s-%d again", new_state.leader, *key)
+
+    async def _on_auto_rebalance(self) -> None:
+        try:
+            assignments = {k: self.replicas_of(*k) for k in self.ctx.states}
+            leaders = {k: s.leader for k, (s, _) in self.ctx.states.items()}
+            imbalanced = leadership.imbalanced_partitions(assignments, leaders, self.rebalance.per_broker_percentage)
+            if imbalanced:
+                await self._elect_preferred(set(imbalanced))
+        finally:
+            self._schedule_rebalance()

@@ -62,3 +62,50 @@ def offline_no_leader(current: LeaderAndIsr, controller_epoch: int) -> LeaderAnd
     """The leader died and nobody may take over: leader -1, ISR kept as the last known member."""
     last = [current.leader] if current.leader in current.isr else current.isr[:1]
     return LeaderAndIsr(NO_LEADER, current.leader_epoch + 1, last, controller_epoch)
+
+
+def controlled_shutdown_election(
+    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], shutting_down: Collection[int],
+    controller_epoch: int,
+) -> LeaderAndIsr | None:
+    """Move leadership off a broker that is shutting down, to a live ISR member that is not; None if none is."""
+    candidates = [r for r in replicas if r in live and r in current.isr and r not in shutting_down]
+    if not candidates:
+        return None
+    new_isr = [r for r in current.isr if r not in shutting_down]
+    return LeaderAndIsr(candidates[0], current.leader_epoch + 1, new_isr, controller_epoch)
+
+
+def remove_from_isr(current: LeaderAndIsr, broker: int, controller_epoch: int) -> LeaderAndIsr:
+    """A follower going away leaves the ISR (never emptying it), so it does not hold back the high watermark."""
+    if broker not in current.isr or len(current.isr) == 1:
+        return current
+    return LeaderAndIsr(current.leader, current.leader_epoch + 1, [r for r in current.isr if r != broker],
+                        controller_epoch)
+
+
+def preferred_election(
+    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """Give leadership back to the preferred (first) replica when it is live and in the ISR."""
+    preferred = replicas[0] if replicas else NO_LEADER
+    if preferred == current.leader or preferred not in live or preferred not in current.isr:
+        return None
+    return LeaderAndIsr(preferred, current.leader_epoch + 1, list(current.isr), controller_epoch)
+
+
+def imbalanced_partitions(
+    assignments: dict[tuple[str, int], Sequence[int]], leaders: dict[tuple[str, int], int], percentage: int
+) -> list[tuple[str, int]]:
+    """Kafka's auto-rebalance check: for each preferred broker whose share of partitions led by someone else
+    exceeds ``percentage``, the partitions it should lead but does not."""
+    by_preferred: dict[int, list[tuple[str, int]]] = {}
+    for tp, replicas in assignments.items():
+        if replicas:
+            by_preferred.setdefault(replicas[0], []).append(tp)
+    out: list[tuple[str, int]] = []
+    for broker, tps in sorted(by_preferred.items()):
+        not_led = [tp for tp in tps if leaders.get(tp) != broker]
+        if tps and len(not_led) / len(tps) > percentage / 100:
+            out.extend(not_led)
+    return out

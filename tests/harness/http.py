@@ -1,0 +1,81 @@
+"""Plain blocking HTTP helpers for tests: real requests over sockets, no client library in between."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+
+
+def request(method: str, url: str, body: Any = None, *, content_type: str = "application/json",
+            accept: str | None = None, timeout: float = 30.0, raw: bytes | None = None) -> tuple[int, Any, dict[str, str]]:
+    """(status, parsed JSON body or raw bytes, headers); HTTP errors are returned, not raised."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", content_type)
+    if accept:
+        req.add_header("Accept", accept)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, payload, headers = resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        status, payload, headers = e.code, e.read(), dict(e.headers)
+    ctype = headers.get("Content-Type", "")
+    if "json" in ctype and payload:
+        return status, json.loads(payload), headers
+    return status, payload, headers
+
+
+def create_topic(url: str, name: str, partitions: int = 1, replication_factor: int = 1,
+                 configs: dict[str, str] | None = None, *, seen_by: list[str] | None = None) -> dict[str, Any]:
+    """Create a topic and wait until every broker in ``seen_by`` knows a leader for each partition."""
+    status, clusters, _ = request("GET", f"{url}/v3/clusters")
+    assert status == 200, clusters
+    cid = clusters["data"][0]["cluster_id"]
+    body = {"topic_name": name, "partitions_count": partitions, "replication_factor": replication_factor,
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+    status, topic, _ = request("POST", f"{url}/v3/clusters/{cid}/topics", body)
+    assert status == 201, topic
+    deadline = time.monotonic() + 15
+    for other in seen_by or []:
+        while not all(p["leader"] >= 0 for p in metadata(other, name)["partitions"] or [{"leader": -1}]):
+            assert time.monotonic() < deadline, f"{other} does not see leaders for {name}"
+            time.sleep(0.02)
+    return topic
+
+
+def metadata(url: str, topic: str) -> dict[str, Any]:
+    status, body, _ = request("GET", f"{url}/metadata?topics={topic}")
+    assert status == 200, body
+    return body["topics"][0]
+
+
+def partition_state(url: str, topic: str, partition: int = 0) -> dict[str, Any]:
+    return metadata(url, topic)["partitions"][partition]
+
+
+def produce(url: str, topic: str, partition: int, values: list[Any], *, acks: str = "all", key: Any = None,
+            timeout_ms: int = 10000) -> tuple[int, Any]:
+    records = [{"key": key, "value": v} for v in values]
+    status, body, _ = request("POST", f"{url}/topics/{topic}/partitions/{partition}?acks={acks}&timeout_ms={timeout_ms}",
+                              {"records": records}, content_type=JSON_V2, timeout=timeout_ms / 1000 + 10)
+    return status, body
+
+
+def read_all(url: str, topic: str, partition: int = 0, *, start: int = 0) -> list[dict[str, Any]]:
+    """Every record from ``start`` to the high watermark, through the JSON read path."""
+    out: list[dict[str, Any]] = []
+    offset = start
+    while True:
+        status, body, _ = request("GET", f"{url}/topics/{topic}/partitions/{partition}/records?offset={offset}",
+                                  accept=JSON_V2)
+        assert status == 200, body
+        out.extend(body["records"])
+        if body["next_offset"] >= body["high_watermark"]:
+            return out
+        offset = body["next_offset"]

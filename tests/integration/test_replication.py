@@ -1,0 +1,261 @@
+"""Replication's promise, against real processes: with RF 3, acks=all and min.insync.replicas=2, no acknowledged
+record is lost or reordered while one broker at a time fails; stale leaders acknowledge nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MakeCluster
+from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.http import create_topic, partition_state, produce, read_all, request
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "events"
+
+
+def urls(cluster: LocalProcessBackend) -> list[str]:
+    return [cluster.broker_url(b) for b in cluster.broker_ids() if cluster.broker_pid(b) is not None]
+
+
+def leader_of(cluster: LocalProcessBackend, topic: str = TOPIC, via: int | None = None) -> int:
+    live = [b for b in cluster.broker_ids() if cluster.broker_pid(b) is not None]
+    url = cluster.broker_url(via if via is not None else live[0])
+    return int(partition_state(url, topic)["leader"])
+
+
+def segment_bytes(cluster: LocalProcessBackend, broker: int, topic: str = TOPIC, partition: int = 0) -> bytes:
+    d = cluster.cluster.slots[broker].data_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(Path(d).glob("*.log")))
+
+
+def wait_converged(cluster: LocalProcessBackend, brokers: list[int], timeout: float = 20) -> bytes:
+    def same() -> bytes | None:
+        blobs = {b: segment_bytes(cluster, b) for b in brokers}
+        first = blobs[brokers[0]]
+        return first if first and all(v == first for v in blobs.values()) else None
+
+    return wait_until(same, timeout, f"replicas {brokers} to hold byte-identical logs")  # type: ignore[return-value]
+
+
+class SequentialProducer(threading.Thread):
+    """Sends v0, v1, ... one at a time with acks=all and one key, retrying retriable failures through any live
+    broker; records which values were acknowledged and which needed retries."""
+
+    def __init__(self, cluster: LocalProcessBackend, count: int, pause_s: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.count = count
+        self.pause_s = pause_s
+        self.acked: list[str] = []
+        self.retried: set[str] = set()
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        for i in range(self.count):
+            value = f"v{i}"
+            deadline = time.monotonic() + 30
+            attempt = 0
+            while True:
+                live = [b for b in self.cluster.broker_ids() if self.cluster.broker_pid(b) is not None]
+                url = self.cluster.broker_url(live[attempt % len(live)])
+                attempt += 1
+                try:
+                    status, body = produce(url, TOPIC, 0, [value], key="k", timeout_ms=5000)
+                except OSError as e:
+                    status, body = 0, str(e)
+                if status == 200 and body["offsets"][0]["error_code"] is None:
+                    self.acked.append(value)
+                    break
+                self.retried.add(value)
+                self.errors.append(f"{status} {body}"[:200])
+                if time.monotonic() > deadline:
+                    self.failed.append(value)
+                    break
+                time.sleep(0.05)
+            time.sleep(self.pause_s)
+
+
+def test_sigkill_of_the_leader_loses_no_acknowledged_record(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3)
+    create_topic(cluster.broker_url(1), TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))
+    old_leader = leader_of(cluster)
+
+    producer = SequentialProducer(cluster, count=300)
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 60, 30, "some acknowledged records before the kill")
+    cluster.kill_broker(old_leader)
+    producer.join(120)
+    assert not producer.is_alive()
+    assert not producer.failed, producer.errors[-5:]
+
+    new_leader = leader_of(cluster)
+    assert new_leader != old_leader
+    values = [r["value"] for r in read_all(cluster.broker_url(new_leader), TOPIC)]
+    # every acknowledged record is there, in send order (first occurrences), and nothing else was invented
+    first_seen = list(dict.fromkeys(values))
+    assert [v for v in first_seen if v in set(producer.acked)] == producer.acked
+    assert set(values) <= {f"v{i}" for i in range(300)}
+    duplicates = len(values) - len(first_seen)
+    assert duplicates <= len(producer.retried), (duplicates, producer.retried)
+    print(f"acknowledged {len(producer.acked)}, retried {len(producer.retried)}, duplicates {duplicates}")
+
+    cluster.start_broker(old_leader)
+    wait_until(lambda: len(partition_state(cluster.broker_url(new_leader), TOPIC)["isr"]) == 3, 30,
+               "the old leader to rejoin the ISR")
+    wait_converged(cluster, [1, 2, 3])
+
+
+def test_a_stopped_follower_leaves_the_isr_and_rejoins(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3, session_timeout_ms=8000, broker_args=["--replica-lag-time-max-ms", "1500"])
+    url = cluster.broker_url(1)
+    create_topic(url, TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))
+    leader = leader_of(cluster)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    leader_url = cluster.broker_url(leader)
+    assert produce(leader_url, TOPIC, 0, ["before"])[0] == 200
+
+    cluster.pause_broker(follower)
+    try:
+        # keep writing so the stopped follower falls behind the leader's log end
+        wait_until(lambda: produce(leader_url, TOPIC, 0, ["during"], acks="1")[0] == 200
+                   and follower not in partition_state(leader_url, TOPIC)["isr"], 10,
+                   "the ISR to shrink after replica.lag.time.max.ms")
+        isr = partition_state(leader_url, TOPIC)["isr"]
+        assert sorted(isr) == sorted(b for b in (1, 2, 3) if b != follower)
+        assert produce(leader_url, TOPIC, 0, ["while-shrunk"])[0] == 200  # acks=all still works with 2 in ISR
+    finally:
+        cluster.resume_broker(follower)
+    wait_until(lambda: follower in partition_state(leader_url, TOPIC)["isr"], 15, "the follower to rejoin the ISR")
+    wait_converged(cluster, [1, 2, 3])
+
+
+def test_acks_all_needs_min_insync_replicas_but_acks_1_does_not(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3)
+    create_topic(cluster.broker_url(1), TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))
+    leader = leader_of(cluster)
+    leader_url = cluster.broker_url(leader)
+    for b in (1, 2, 3):
+        if b != leader:
+            cluster.kill_broker(b)
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink to the leader")
+
+    status, body = produce(leader_url, TOPIC, 0, ["refused"], acks="all")
+    assert status == 200 and body["offsets"][0]["offset"] is None
+    assert body["offsets"][0]["error_code"] == 50304  # NOT_ENOUGH_REPLICAS: refused before appending
+    status, batch_body, _ = request(
+        "POST", f"{leader_url}/topics/{TOPIC}/partitions/0/batches?acks=all",
+        raw=_one_batch(b"refused-too"), content_type="application/vnd.odradek.batches.v2")
+    assert status == 503 and batch_body["error"] == "NOT_ENOUGH_REPLICAS" and batch_body["retriable"] is True
+
+    status, body = produce(leader_url, TOPIC, 0, ["accepted"], acks="1")
+    assert status == 200 and body["offsets"][0]["error_code"] is None
+    assert [r["value"] for r in read_all(leader_url, TOPIC)] == ["accepted"]
+
+
+def _one_batch(value: bytes) -> bytes:
+    from odradek.records import encode_batch
+
+    return encode_batch([(None, value, int(time.time() * 1000), ())])
+
+
+def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3, session_timeout_ms=3000)
+    create_topic(cluster.broker_url(1), TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))
+    old = leader_of(cluster)
+    followers = [b for b in (1, 2, 3) if b != old]
+    old_url = cluster.broker_url(old)
+    assert produce(old_url, TOPIC, 0, ["committed"])[0] == 200
+
+    # The leader takes a write its followers never see (acks=1), then freezes.
+    for f in followers:
+        cluster.pause_broker(f)
+    time.sleep(0.8)  # let the followers' in-flight long-polls (500 ms) end, so nothing carries the next write
+    status, body = produce(old_url, TOPIC, 0, ["divergent"], acks="1")
+    assert status == 200 and body["offsets"][0]["offset"] == 1
+    cluster.pause_broker(old)
+    for f in followers:
+        cluster.resume_broker(f)
+
+    new = wait_until(lambda: (lead := leader_of(cluster, via=followers[0])) in followers and lead, 20,
+                     "a new leader among the followers")
+    new_url = cluster.broker_url(int(new))  # type: ignore[arg-type]
+    status, body = produce(new_url, TOPIC, 0, ["after"])
+    assert status == 200 and body["offsets"][0]["offset"] == 1  # same offset as the divergent record
+
+    # A request queued at the frozen old leader must not be acknowledged when it wakes up.
+    result: dict[str, object] = {}
+    sender = threading.Thread(target=lambda: result.update(r=_try_produce(old_url)), daemon=True)
+    sender.start()
+    time.sleep(0.3)
+    cluster.resume_broker(old)
+    sender.join(30)
+    status, body = result["r"]  # type: ignore[misc]
+    assert not (status == 200 and body["offsets"][0]["error_code"] is None), body
+
+    wait_until(lambda: len(partition_state(new_url, TOPIC)["isr"]) == 3, 30, "the old leader to rejoin")
+    log_bytes = wait_converged(cluster, [1, 2, 3])
+    assert b"divergent" not in log_bytes
+    values = [r["value"] for r in read_all(new_url, TOPIC)]
+    assert values[:2] == ["committed", "after"] and "divergent" not in values
+
+
+def _try_produce(url: str) -> tuple[int, object]:
+    try:
+        return produce(url, TOPIC, 0, ["from-stale-leader"], acks="all", timeout_ms=3000)
+    except OSError as e:
+        return 0, str(e)
+
+
+def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=2)
+    url1 = cluster.broker_url(1)
+    create_topic(url1, TOPIC, 1, 2, seen_by=urls(cluster))
+    leader = leader_of(cluster)
+    other = 1 if leader == 2 else 2
+    leader_url = cluster.broker_url(leader)
+    status, body = produce(leader_url, TOPIC, 0, ["both"])
+    assert status == 200 and body["offsets"][0]["error_code"] is None, body
+
+    cluster.kill_broker(other)
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink")
+    status, body = produce(leader_url, TOPIC, 0, ["only-leader"], acks="1")
+    assert status == 200 and body["offsets"][0]["error_code"] is None, body
+    cluster.kill_broker(leader)  # the whole ISR is gone now
+    cluster.start_broker(other)  # alive, but out of sync
+    other_url = cluster.broker_url(other)
+    time.sleep(3)
+    assert partition_state(other_url, TOPIC)["leader"] == -1
+    status, body = produce(other_url, TOPIC, 0, ["x"])
+    assert body["offsets"][0]["error_code"] == 40404  # LEADER_NOT_AVAILABLE
+
+    cid = request("GET", f"{other_url}/v3/clusters")[1]["data"][0]["cluster_id"]
+    status, _, _ = request("PUT", f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/unclean.leader.election.enable",
+                           {"value": "true"})
+    assert status == 204
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, 15, "the out-of-sync replica to lead")
+    assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]  # the leader-only record is lost, as allowed
+
+
+def test_controlled_shutdown_moves_leadership_with_no_failed_produce(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3, session_timeout_ms=8000)
+    create_topic(cluster.broker_url(1), TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))
+    leader = leader_of(cluster)
+    producer = SequentialProducer(cluster, count=200)
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 50, 30, "records before the shutdown")
+    stopped_at = time.monotonic()
+    cluster.stop_broker(leader)  # SIGTERM: controlled shutdown
+    moved_in = time.monotonic() - stopped_at
+    producer.join(120)
+    assert not producer.failed and len(producer.acked) == 200
+    new_leader = leader_of(cluster)
+    assert new_leader != leader
+    assert moved_in < 8.0  # well before the 8 s session timeout would have moved it
+    values = [r["value"] for r in read_all(cluster.broker_url(new_leader), TOPIC)]
+    assert [v for v in dict.fromkeys(values) if v in set(producer.acked)] == producer.acked
