@@ -9,6 +9,7 @@ Prints figures; it is not a test.
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from tests.harness.ports import free_port_block
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below: end what we started
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--brokers", type=int, default=3)

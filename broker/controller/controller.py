@@ -231,39 +231,60 @@ class Controller:
             await self._elect_offline_partitions()
 
     async def _elect_offline_partitions(self) -> None:
-        """Move leadership off dead brokers (clean election unless the topic allows unclean)."""
+        """Move leadership off dead brokers (clean election unless the topic allows unclean), and take dead
+        followers out of ISRs."""
         live = set(self.ctx.live_brokers)
-        for (topic, partition), (state, version) in list(self.ctx.states.items()):
-            replicas = self.replicas_of(topic, partition)
+        unclean_by_topic: dict[str, bool] = {}
+        for (topic, partition), (state, _) in list(self.ctx.states.items()):
             if state.leader in live and all(r in live for r in state.isr):
                 continue
-            epoch = self._claim().epoch
-            if state.leader in live:
-                new_state = leadership.without_dead_replicas(state, live, epoch)
-            else:
-                unclean = (await asyncio.to_thread(self._zk.get_topic_config, topic)).get(
-                    "unclean.leader.election.enable", "false") == "true"
-                elected = leadership.offline_election(replicas, state, live, epoch, unclean)
-                if elected is None and state.leader == leadership.NO_LEADER:
-                    continue
-                new_state = elected or leadership.offline_no_leader(state, epoch)
-            if new_state == state:
-                continue
-            await self._write_state(topic, partition, new_state, version)
+            if topic not in unclean_by_topic:
+                config = await asyncio.to_thread(self._zk.get_topic_config, topic)
+                unclean_by_topic[topic] = config.get("unclean.leader.election.enable", "false") == "true"
+            replicas = self.replicas_of(topic, partition)
+            unclean = unclean_by_topic[topic]
+
+            def decide(s: LeaderAndIsr, replicas: list[int] = replicas, unclean: bool = unclean,
+                       epoch: int = self._claim().epoch) -> LeaderAndIsr | None:
+                if s.leader in live:
+                    return leadership.without_dead_replicas(s, live, epoch)
+                elected = leadership.offline_election(replicas, s, live, epoch, unclean)
+                if elected is None and s.leader == leadership.NO_LEADER:
+                    return None
+                return elected or leadership.offline_no_leader(s, epoch)
+
+            await self._update_state(topic, partition, decide)
 
     def replicas_of(self, topic: str, partition: int) -> list[int]:
         return self.ctx.assignments.get(topic, TopicAssignment({})).partitions.get(partition, [])
 
-    async def _write_state(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> None:
-        try:
-            new_version = await asyncio.to_thread(
-                self._zk.set_partition_state, self._claim(), topic, partition, state, version
-            )
-            self.ctx.states[(topic, partition)] = (state, new_version)
-        except ZkVersionConflict:
-            fresh = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
-            if fresh is not None:
+    async def _update_state(self, topic: str, partition: int,
+                            decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> LeaderAndIsr | None:
+        """Decide a partition's next state and write it conditionally; on a version conflict (the leader changed
+        the ISR meanwhile) re-read the node and decide again, as Kafka's controller does. Returns what was written.
+        """
+        for _ in range(10):
+            current = self.ctx.states.get((topic, partition))
+            if current is None:
+                return None
+            state, version = current
+            new_state = decide(state)
+            if new_state is None or new_state == state:
+                return None
+            try:
+                new_version = await asyncio.to_thread(
+                    self._zk.set_partition_state, self._claim(), topic, partition, new_state, version
+                )
+            except ZkVersionConflict:
+                fresh = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
+                if fresh is None:
+                    return None
                 self.ctx.states[(topic, partition)] = fresh
+                continue
+            self.ctx.states[(topic, partition)] = (new_state, new_version)
+            return new_state
+        log.warning("controller: gave up updating %s-%d after repeated version conflicts", topic, partition)
+        return None
 
     # -------------------------------------------------------------------------------------------- topics
 
@@ -328,22 +349,22 @@ class Controller:
         live = set(self.ctx.live_brokers)
         epoch = self._claim().epoch
         remaining: list[tuple[str, int]] = []
-        for (topic, partition), (state, version) in list(self.ctx.states.items()):
+        shutting_down = set(self.ctx.shutting_down)
+        for topic, partition in list(self.ctx.states):
             replicas = self.replicas_of(topic, partition)
-            if broker not in replicas or len(replicas) < 2:
-                if state.leader == broker:
-                    remaining.append((topic, partition))
+            if broker not in replicas:
                 continue
-            if state.leader == broker:
-                new_state = leadership.controlled_shutdown_election(replicas, state, live, self.ctx.shutting_down,
-                                                                    epoch)
-                if new_state is None:
-                    remaining.append((topic, partition))
-                    continue
-            else:
-                new_state = leadership.remove_from_isr(state, broker, epoch)
-            if new_state != state:
-                await self._write_state(topic, partition, new_state, version)
+
+            def decide(s: LeaderAndIsr, replicas: list[int] = replicas) -> LeaderAndIsr | None:
+                if len(replicas) < 2:
+                    return None
+                if s.leader == broker:
+                    return leadership.controlled_shutdown_election(replicas, s, live, shutting_down, epoch)
+                return leadership.remove_from_isr(s, broker, epoch)
+
+            await self._update_state(topic, partition, decide)
+            if self.ctx.states[(topic, partition)][0].leader == broker:
+                remaining.append((topic, partition))
         log.info("controller: controlled shutdown of broker %d; it still leads %s", broker, remaining)
         if not event.reply.done():
             event.reply.set_result(remaining)
@@ -362,15 +383,14 @@ class Controller:
 
     async def _elect_preferred(self, partitions: set[tuple[str, int]]) -> None:
         live = set(self.ctx.live_brokers) - self.ctx.shutting_down
+        epoch = self._claim().epoch
         for key in sorted(partitions):
-            current = self.ctx.states.get(key)
-            if current is None:
-                continue
-            state, version = current
-            new_state = leadership.preferred_election(self.replicas_of(*key), state, live, self._claim().epoch)
-            if new_state is not None:
-                await self._write_state(key[0], key[1], new_state, version)
-                log.info("controller: preferred replica %d leads %s-%d again", new_state.leader, *key)
+            replicas = self.replicas_of(*key)
+            written = await self._update_state(
+                key[0], key[1], lambda s, r=replicas: leadership.preferred_election(r, s, live, epoch)
+            )
+            if written is not None:
+                log.info("controller: preferred replica %d leads %s-%d again", written.leader, *key)
 
     async def _on_auto_rebalance(self) -> None:
         try:

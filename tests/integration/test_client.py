@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections import defaultdict
@@ -136,7 +137,7 @@ def test_acks_levels_and_keyless_stickiness(cluster3: LocalProcessBackend) -> No
     # Sticky: runs of one partition as long as a batch (about 8 records of 1 KiB batches), then a switch.
     runs = [p for i, p in enumerate(parts) if i == 0 or parts[i - 1] != p]
     assert 3 <= len(runs) <= 10 and len(set(parts)) >= 2
-    assert all(a != b for a, b in zip(runs, runs[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(runs))
 
 
 def test_unknown_topic_fails_the_future(cluster3: LocalProcessBackend) -> None:

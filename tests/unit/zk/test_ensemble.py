@@ -89,6 +89,10 @@ def run_in_other_process(code: str, *args: str) -> str:
     return out.stdout
 
 
+def _log_of(ens: ZkEnsemble, node_id: int) -> str:
+    return "\n" + ens.nodes[node_id].log_path.read_text(errors="replace")[-3000:]
+
+
 @needs_zookeeper
 def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemble: MakeEnsemble) -> None:
     ens = make_ensemble(1)
@@ -110,9 +114,10 @@ def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemb
         "ens.stop(timeout=10)\n"
         "print(json.dumps([[s.pid, s.mode] for s in ens.status()]))\n"
     )
-    before, after = run_in_other_process(code, str(ens.base_dir)).splitlines()
-    assert json.loads(before) == [[status.pid, "standalone"]]
-    assert json.loads(after) == [[None, None]]
+    output = run_in_other_process(code, str(ens.base_dir))
+    before, after = output.splitlines()
+    assert json.loads(before) == [[status.pid, "standalone"]], output + _log_of(ens, 1)
+    assert json.loads(after) == [[None, None]], output + _log_of(ens, 1)
     assert not ens.is_running(1)
     assert read_proc_stat(status.pid) is None
     assert json.loads(ens.state_path.read_text())["processes"] == {}

@@ -1,0 +1,1 @@
+"""Tests of the commit log (broker/log) and the record batch codec (odradek/records.py)."""
