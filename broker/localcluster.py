@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,7 @@ class LocalCluster:
         try:
             while True:
                 registered = set(client.get_broker_ids())
-                missing = [b for b in broker_ids if b not in registered]
+                missing = [b for b in broker_ids if b not in registered or not self._serving(b)]
                 if not missing:
                     return
                 for b in missing:
@@ -214,6 +215,14 @@ class LocalCluster:
                 time.sleep(0.05)
         finally:
             client.close()
+
+    def _serving(self, broker_id: int) -> bool:
+        """The broker answers /health with status ok (registered and its metadata loaded)."""
+        try:
+            with urllib.request.urlopen(self.slots[broker_id].url + "/health", timeout=2) as resp:
+                return json.loads(resp.read()).get("status") == "ok"
+        except (OSError, ValueError):
+            return False
 
     def status(self) -> dict[str, Any]:
         controller: int | None = None

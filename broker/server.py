@@ -87,6 +87,7 @@ class Broker:
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
         self._stop = asyncio.Event()
+        self.ready = asyncio.Event()  # set once the metadata cache holds what ZooKeeper holds
         self.http_session: aiohttp.ClientSession | None = None
         self._exit_code = EXIT_OK
         self.started_at = time.time()
@@ -131,6 +132,7 @@ class Broker:
         self.candidate.start()
         await self._refresh_controller()
         await self.metadata.start()
+        self.ready.set()
         tasks.append(asyncio.create_task(self._pause_detector()))
         log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
                  self.info().url, self.cluster_id, self.broker_epoch)
@@ -287,7 +289,7 @@ class Broker:
 
     def health(self) -> dict[str, Any]:
         return {
-            "status": "ok" if self.broker_epoch is not None else "degraded",
+            "status": ("ok" if self.ready.is_set() else "starting") if self.broker_epoch is not None else "degraded",
             "broker_id": self.broker_id,
             "cluster_id": self.cluster_id,
             "broker_epoch": self.broker_epoch,

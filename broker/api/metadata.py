@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from aiohttp import web
@@ -33,6 +35,8 @@ def topic_metadata(cache: MetadataCache, topic: str) -> dict[str, Any]:
 
 async def metadata(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(broker.ready.wait(), 10)  # a broker still starting answers once it knows
     cache = broker.cache
     wanted = request.query.get("topics")
     topics = [t for t in wanted.split(",") if t] if wanted else sorted(cache.topics)
