@@ -13,8 +13,8 @@ Prints figures; it is not a test.
 from __future__ import annotations
 
 import argparse
-import signal
 import asyncio
+import signal
 import statistics
 import sys
 import tempfile
@@ -26,10 +26,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster  # noqa: E402
-from odradek.records import encode_batch  # noqa: E402
-from tests.harness.http import create_topic, partition_state, produce  # noqa: E402
-from tests.harness.ports import free_port_block  # noqa: E402
+from broker.localcluster import LocalCluster
+from odradek.records import encode_batch
+from tests.harness.http import create_topic, partition_state, produce
+from tests.harness.ports import free_port_block
 
 BATCHES = "application/vnd.odradek.batches.v2"
 
