@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# The main job: set up, start a local cluster (3 ZooKeeper nodes, 3 brokers), show its status, take it down.
+# The main job on a fresh machine: set up, start a local cluster (3 ZooKeeper nodes, 3 brokers), produce and
+# read with the Python client and with curl, run the Spark pipeline through the connector, then stop it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 DATA_DIR="${ODRADEK_DATA_DIR:-.odradek/main-job}"
-trap '.venv/bin/odradek cluster down --data-dir "$DATA_DIR" >/dev/null 2>&1 || true' EXIT
-.venv/bin/odradek cluster up --data-dir "$DATA_DIR" "$@"
-.venv/bin/odradek cluster status --data-dir "$DATA_DIR" --json
-curl -s http://127.0.0.1:9092/health || true; echo
+ODR=.venv/bin/odradek
+trap '$ODR cluster down --data-dir "$DATA_DIR" >/dev/null 2>&1 || true' EXIT
+$ODR cluster down --data-dir "$DATA_DIR" >/dev/null 2>&1 || true
+rm -rf "$DATA_DIR"   # every run starts from an empty cluster
+$ODR cluster up --data-dir "$DATA_DIR" "$@"
+URL="$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["brokers"][0]["url"])' \
+        < <($ODR cluster status --data-dir "$DATA_DIR" --json))"
+echo; echo "== the Python client"
+.venv/bin/python examples/client_demo.py --bootstrap "$URL" --topic demo
+echo; echo "== curl: produce two JSON records, then read partition 0 from the start"
+curl -s -X POST "$URL/topics/demo?acks=all" -H 'Content-Type: application/vnd.kafka.json.v2+json' \
+     -d '{"records": [{"key": "curl", "value": {"hello": "odradek"}}, {"value": [1, 2, 3]}]}'; echo
+curl -s "$URL/topics/demo/partitions/0/records?offset=0" -H 'Accept: application/vnd.kafka.json.v2+json' \
+  | .venv/bin/python -c 'import json,sys; b=json.load(sys.stdin); r=b.pop("records"); print(json.dumps(b)); [print(" ", json.dumps(x)) for x in r[:3]]; print("  ... %d records" % len(r))' 
+if [ -f examples/pipeline.py ]; then
+  echo; echo "== Spark: batch and streaming through the connector"
+  PYSPARK_PYTHON="$PWD/.venv/bin/python" SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python examples/pipeline.py --bootstrap "$URL"
+fi
+echo; $ODR cluster status --data-dir "$DATA_DIR"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Odradek needs on a fresh Debian machine: ZooKeeper (and Java) from Debian, and a
-# virtualenv in .venv with the project and its test extras. Safe to run again: it skips what is there.
+# virtualenv in .venv with the project, its test extras and its Spark extras (pyspark, pyarrow).
+# Safe to run again: it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -12,4 +13,4 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark]"
