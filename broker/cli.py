@@ -29,6 +29,7 @@ def _broker(args: argparse.Namespace) -> int:
         zk_session_timeout_ms=args.zk_session_timeout_ms,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         max_request_bytes=args.max_request_bytes,
+        log_retention_check_interval_ms=args.log_retention_check_interval_ms,
     )
     return run_broker(config)
 
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--zk-session-timeout-ms", type=int, default=6000)
     b.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
     b.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
+    b.add_argument("--log-retention-check-interval-ms", type=int, default=300_000)
     b.set_defaults(func=_broker)
 
     c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",

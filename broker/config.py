@@ -22,6 +22,8 @@ class BrokerConfig:
     # leaves the ISR. A topic's own "replica.lag.time.max.ms" config overrides it.
     replica_lag_time_max_ms: int = 10000
     max_request_bytes: int = 64 * 1024 * 1024
+    # Kafka's log.retention.check.interval.ms: how often retention deletes old segments.
+    log_retention_check_interval_ms: int = 300_000
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:

@@ -37,14 +37,15 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 
 class ReplicaManager(MetadataListener):
     def __init__(self, broker_id: int, data_dir: Path, zk: ZkClient, cache: MetadataCache, *,
-                 replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000) -> None:
+                 replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000,
+                 retention_check_interval_ms: int = 300_000) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self._zk = zk
         self.cache = cache
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
-        self.logs = LogManager(data_dir)
+        self.logs = LogManager(data_dir, retention_check_interval_ms=retention_check_interval_ms)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []

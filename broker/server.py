@@ -101,7 +101,8 @@ class Broker:
         self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
         self.controller = Controller(self.broker_id, self.zk, self._release_election)
         self.replicas = ReplicaManager(self.broker_id, self.config.data_dir, self.zk, self.cache,
-                                       replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+                                       replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                                       retention_check_interval_ms=self.config.log_retention_check_interval_ms)
         self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
         self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
         self.candidate = ControllerCandidate(

@@ -59,7 +59,8 @@ def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluste
     made: list[LocalProcessBackend] = []
 
     def _make(brokers: int = 3, ensemble: ZkEnsemble | None = None, start: bool = True,
-              broker_args: list[str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> LocalProcessBackend:
+              broker_args: list[str] | None = None,
+              session_timeout_ms: int = SESSION_TIMEOUT_MS) -> LocalProcessBackend:
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(made)}",
             brokers=brokers,

@@ -12,7 +12,8 @@ JSON_V2 = "application/vnd.kafka.json.v2+json"
 
 
 def request(method: str, url: str, body: Any = None, *, content_type: str = "application/json",
-            accept: str | None = None, timeout: float = 30.0, raw: bytes | None = None) -> tuple[int, Any, dict[str, str]]:
+            accept: str | None = None, timeout: float = 30.0,
+            raw: bytes | None = None) -> tuple[int, Any, dict[str, str]]:
     """(status, parsed JSON body or raw bytes, headers); HTTP errors are returned, not raised."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     req = urllib.request.Request(url, data=data, method=method)
@@ -62,7 +63,8 @@ def partition_state(url: str, topic: str, partition: int = 0) -> dict[str, Any]:
 def produce(url: str, topic: str, partition: int, values: list[Any], *, acks: str = "all", key: Any = None,
             timeout_ms: int = 10000) -> tuple[int, Any]:
     records = [{"key": key, "value": v} for v in values]
-    status, body, _ = request("POST", f"{url}/topics/{topic}/partitions/{partition}?acks={acks}&timeout_ms={timeout_ms}",
+    path = f"/topics/{topic}/partitions/{partition}?acks={acks}&timeout_ms={timeout_ms}"
+    status, body, _ = request("POST", f"{url}{path}",
                               {"records": records}, content_type=JSON_V2, timeout=timeout_ms / 1000 + 10)
     return status, body
 

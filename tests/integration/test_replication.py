@@ -235,8 +235,8 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     assert body["offsets"][0]["error_code"] == 40404  # LEADER_NOT_AVAILABLE
 
     cid = request("GET", f"{other_url}/v3/clusters")[1]["data"][0]["cluster_id"]
-    status, _, _ = request("PUT", f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/unclean.leader.election.enable",
-                           {"value": "true"})
+    config_url = f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/unclean.leader.election.enable"
+    status, _, _ = request("PUT", config_url, {"value": "true"})
     assert status == 204
     wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, 15, "the out-of-sync replica to lead")
     assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]  # the leader-only record is lost, as allowed

@@ -1,0 +1,202 @@
+"""The connector's view of the cluster: partition discovery, offsets and binary fetches, over the client's HTTP
+transport and metadata cache (``odradek.client``), never the broker's code.
+
+The driver uses it to plan (which partitions, which offsets) and executors to fetch. Both retry what the
+cluster calls retriable: a leader that moved or died answers NOT_LEADER_OR_FOLLOWER or refuses connections, and
+the cure is always the same: refresh the metadata, wait a little, go to the new leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, TypeVar
+
+from odradek import media
+from odradek.client.metadata import Metadata
+from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
+from odradek.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
+from odradek.records import decode_batch, iter_batch_headers
+from odradek_spark.options import SourceOptions
+from odradek_spark.planning import TopicPartition
+
+__all__ = ["Cluster", "Fetched"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Fetched(NamedTuple):
+    """One binary fetch answer: whole batches from (or just before) the asked offset, and the log's bounds."""
+
+    body: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+class Cluster:
+    """Metadata, offsets and fetches for one driver-side planner or one executor-side read. Thread-safe."""
+
+    def __init__(self, bootstrap: Sequence[str], *, request_timeout_ms: int = 30_000,
+                 retry_backoff_ms: int = 100) -> None:
+        self.transport = Transport(request_timeout_ms=request_timeout_ms)
+        self.metadata = Metadata(self.transport, list(bootstrap), retry_backoff_ms=retry_backoff_ms)
+        self.request_timeout_ms = request_timeout_ms
+
+    def close(self) -> None:
+        self.transport.close()
+
+    # ---------------------------------------------------------------------------------------- retries
+
+    def retrying(self, fn: Callable[[], T], retries: int, interval_ms: int) -> T:
+        """Run ``fn``; after a retriable error refresh the metadata, wait ``interval_ms`` and try again."""
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except OdradekError as exc:
+                if not exc.retriable or attempt >= retries:
+                    raise
+                attempt += 1
+                log.info("retrying after %s (attempt %d of %d)", exc.name, attempt, retries)
+                self.on_error(exc)
+                time.sleep(interval_ms / 1000.0)
+
+    def on_error(self, exc: OdradekError, topic: str | None = None, partition: int | None = None) -> None:
+        """Make the next request go somewhere better: apply a leader hint and ask for fresh metadata."""
+        if isinstance(exc, NotLeaderOrFollowerError) and topic is not None and partition is not None:
+            self.metadata.hint_leader(topic, partition, exc.details.get("leader"), exc.details.get("leader_url"))
+        self.metadata.request_update()
+
+    # -------------------------------------------------------------------------------------- discovery
+
+    def discover(self, options: SourceOptions, *, must_exist: bool) -> list[TopicPartition]:
+        """The partitions the subscription covers now, sorted.
+
+        ``must_exist``: a batch query fails on a subscribed topic that does not exist (it could only read
+        nothing); a streaming query waits for it to appear.
+        """
+        if options.subscribe is not None:
+            view = self.metadata.refresh(list(options.subscribe))
+            topics = list(options.subscribe)
+        elif options.assign is not None:
+            view = self.metadata.refresh(sorted({t for t, _ in options.assign}))
+            topics = sorted({t for t, _ in options.assign})
+        else:
+            topics = sorted(t for t in self._all_topics() if options.matches(t))
+            view = self.metadata.refresh(topics) if topics else self.metadata.view
+        out: list[TopicPartition] = []
+        for topic in topics:
+            meta = view.topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                if must_exist:
+                    raise UnknownTopicError(f"topic '{topic}' does not exist", topic=topic)
+                continue
+            out.extend((topic, p.partition) for p in meta.partitions)
+        if options.assign is not None:
+            present = set(out)
+            missing = [tp for tp in options.assign if tp not in present]
+            if missing and must_exist:
+                t, p = missing[0]
+                raise UnknownPartitionError(f"assigned partition {t}-{p} does not exist", topic=t, partition=p)
+            out = [tp for tp in options.assign if tp in present]
+        return sorted(out)
+
+    def _all_topics(self) -> list[str]:
+        """Every topic's name. Asked directly: the metadata cache only refreshes the topics it tracks, and a
+        pattern must also see topics created since the last look."""
+        last: OdradekError | None = None
+        for url in self.metadata.broker_urls():
+            try:
+                body = self.transport.get_json(url, "/metadata")
+            except OdradekError as exc:
+                if not exc.retriable:
+                    raise
+                last = exc
+                continue
+            return [t["name"] for t in body.get("topics") or () if not t.get("error")]
+        raise last or OdradekError("no broker to ask for metadata")
+
+    def leader_url(self, topic: str, partition: int) -> str | None:
+        return self.metadata.leader_url(topic, partition)
+
+    # ---------------------------------------------------------------------------------------- offsets
+
+    def list_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """``(log start offset, high watermark)`` of each partition, asked of its leader (one request each).
+
+        Several partitions are asked concurrently: planning a 100-partition topic should not take 100 round
+        trips end to end.
+        """
+        tps = list(partitions)
+        if len(tps) <= 1:
+            return {tp: self._offsets(tp) for tp in tps}
+        with ThreadPoolExecutor(max_workers=min(8, len(tps)), thread_name_prefix="odradek-offsets") as pool:
+            return dict(zip(tps, pool.map(self._offsets, tps), strict=True))
+
+    def _offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        path = quote_path("topics", tp[0], "partitions", tp[1], "offsets")
+        leader = self.metadata.leader_url(*tp)
+        urls = ([leader] if leader else []) + [u for u in self.metadata.broker_urls() if u != leader]
+        last: OdradekError | None = None
+        for url in urls:  # any broker answers (a follower forwards), so a dead leader costs one try
+            try:
+                body = self.transport.get_json(url, path)
+                return int(body["beginning_offset"]), int(body["end_offset"])
+            except OdradekError as exc:
+                if not exc.retriable:
+                    raise
+                self.on_error(exc, *tp)
+                last = exc
+        raise last or OdradekError(f"no broker to ask for the offsets of {tp[0]}-{tp[1]}")
+
+    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int, start: int, end: int,
+                        max_bytes: int = 4 << 20) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms`` (Kafka's ``offsetsForTimes``), or None.
+
+        Kafka answers from a time index; the HTTP API has none, so this scans batch *headers* from the log start
+        (records are decoded only in the one batch that holds the answer). It costs one pass over the
+        partition's bytes on the wire, once per query start: fine for occasional use, slow on huge partitions.
+        As in Kafka, the answer is in the first batch whose max timestamp reaches the target.
+        """
+        offset = start
+        while offset < end:
+            leader = self.metadata.leader_url(*tp)
+            if leader is None:
+                self.metadata.refresh([tp[0]])
+                leader = self.metadata.leader_url(*tp)
+                if leader is None:
+                    raise OdradekError(f"{tp[0]}-{tp[1]} has no leader")
+            fetched = self.fetch(leader, tp[0], tp[1], offset, max_bytes, 0)
+            progressed = False
+            for pos, h in iter_batch_headers(fetched.body):
+                nxt = h.base_offset + h.last_offset_delta + 1
+                if nxt <= offset:
+                    continue
+                progressed = True
+                if not h.is_control and h.record_count and h.max_timestamp >= timestamp_ms:
+                    for r in decode_batch(fetched.body, pos):
+                        if r.offset >= offset and r.timestamp >= timestamp_ms:
+                            return r.offset
+                offset = nxt
+            if not progressed:
+                break
+        return None
+
+    # ------------------------------------------------------------------------------------------ fetch
+
+    def fetch(self, url: str, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int) -> Fetched:
+        """One ``GET .../batches`` to ``url``; raises the broker's typed error (OFFSET_OUT_OF_RANGE, ...)."""
+        resp = self.transport.request(
+            url,
+            "GET",
+            quote_path("topics", topic, "partitions", partition, "batches"),
+            query={"offset": offset, "max_bytes": max_bytes, "timeout_ms": wait_ms},
+            accept=BATCHES_MEDIA_TYPE,
+            timeout_ms=self.request_timeout_ms + wait_ms,
+        )
+        headers = resp.headers
+        return Fetched(resp.body, int(headers.get(media.HIGH_WATERMARK, -1)),
+                       int(headers.get(media.LOG_START_OFFSET, -1)))
