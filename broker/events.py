@@ -33,10 +33,16 @@ class EventQueue:
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
-    def put(self, event: Event) -> None:
-        """From the owning loop's thread."""
-        if not self._closed:
-            self._queue.put_nowait(event)
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, event: Event) -> bool:
+        """From the owning loop's thread; False when the queue is closed and the event was dropped."""
+        if self._closed:
+            return False
+        self._queue.put_nowait(event)
+        return True
 
     def signal_threadsafe(self, event: Event) -> None:
         """From any thread (kazoo callbacks); never blocks."""

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 from aiohttp import web
@@ -29,7 +32,7 @@ from broker.admin.topics import TopicAdmin
 from broker.api.app import create_app
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
-from broker.controller.controller import Controller, Elected, Resign
+from broker.controller.controller import ControlledShutdown, Controller, Elected, Resign
 from broker.events import Event, EventQueue
 from broker.metadata import MetadataCache, MetadataWatcher
 from broker.metrics import BrokerMetrics
@@ -153,12 +156,14 @@ class Broker:
             raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from e
         return runner
 
-    async def _controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5) -> None:
+    async def _controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5, budget_s: float = 10.0) -> None:
         """Ask the controller to move our leaderships first (Kafka's controlled shutdown), so clients see at most
-        a retry; after ``retries`` attempts we stop anyway."""
+        a retry; after ``retries`` attempts, or ``budget_s`` seconds, we stop anyway."""
+        deadline = time.monotonic() + budget_s
         for attempt in range(1, retries + 1):
             try:
-                remaining = await self._request_controlled_shutdown()
+                remaining = await asyncio.wait_for(self._request_controlled_shutdown(),
+                                                   max(0.1, deadline - time.monotonic()))
             except Exception as e:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
                 await asyncio.sleep(backoff_s)
@@ -177,11 +182,10 @@ class Broker:
     async def _request_controlled_shutdown(self) -> list[object]:
         body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
         if self.controller.active:
-            from broker.controller.controller import ControlledShutdown
-
             reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
-            self.controller.queue.put(ControlledShutdown(self.broker_id, self.broker_epoch or -1, reply))
-            return list(await asyncio.wait_for(reply, 30))
+            if not self.controller.queue.put(ControlledShutdown(self.broker_id, self.broker_epoch or -1, reply)):
+                raise RuntimeError("the controller queue is closed")
+            return list(await reply)
         url = self.cache.leader_url(self.controller_id) if self.controller_id is not None else None
         if url is None:
             raise RuntimeError("no controller is known")
@@ -193,25 +197,32 @@ class Broker:
             return list(reply_body["remaining_partitions"])
 
     async def _shutdown(self, runner: web.AppRunner | None, tasks: list[asyncio.Task[None]]) -> None:
+        """Reverse of startup. ZooKeeper steps are bounded: with ZooKeeper gone, the broker still stops (its
+        ephemeral nodes then go with its session)."""
         log.info("broker %d shutting down", self.broker_id)
         if self.broker_epoch is not None:
             await self._controlled_shutdown()
         self.controller.queue.put(Resign("controlled shutdown"))
         self.controller.queue.close()
-        await tasks[1]
-        await asyncio.to_thread(self.candidate.stop)
+        await self._bounded(tasks[1], "resigning the controller role")
+        await self._bounded(asyncio.to_thread(self.candidate.stop), "leaving the controller election")
         self.events.close()
-        await tasks[0]
+        await self._bounded(tasks[0], "draining broker events")
         tasks[2].cancel()
-        try:
-            await asyncio.to_thread(self.zk.deregister_broker, self.broker_id)
-        except Exception as e:
-            log.warning("could not deregister: %s", e)
+        await self._bounded(asyncio.to_thread(self.zk.deregister_broker, self.broker_id), "deregistering")
         if runner is not None:
             await runner.cleanup()
         await self.replicas.close()
-        await asyncio.to_thread(self.zk.close)
+        await self._bounded(asyncio.to_thread(self.zk.close), "closing the ZooKeeper session")
         log.info("broker %d stopped", self.broker_id)
+
+    async def _bounded(self, aw: Awaitable[object], what: str, timeout_s: float = 5.0) -> None:
+        try:
+            await asyncio.wait_for(aw, timeout_s)
+        except TimeoutError:
+            log.warning("broker %d: %s took over %.0f s; going on without it", self.broker_id, what, timeout_s)
+        except Exception as e:
+            log.warning("broker %d: %s failed: %s", self.broker_id, what, e)
 
     def info(self) -> BrokerInfo:
         return BrokerInfo(self.broker_id, self.config.host, self.config.port, self.config.rack,
@@ -302,11 +313,17 @@ class Broker:
         }
 
 
-def run_broker(config: BrokerConfig) -> int:
+def run_broker(config: BrokerConfig) -> NoReturn:
     logging.basicConfig(
         level=logging.INFO,
         format=f"%(asctime)s broker-{config.broker_id} %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(Broker(config).run())
+    loop = asyncio.new_event_loop()
+    code = loop.run_until_complete(Broker(config).run())
+    # Exit without joining worker threads: a ZooKeeper call stuck on a dead ensemble must not keep a stopped
+    # broker alive. Everything that matters (logs, checkpoints, the session) was closed or abandoned above.
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(code)

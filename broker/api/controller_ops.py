@@ -20,10 +20,10 @@ async def controlled_shutdown(request: web.Request) -> web.Response:
         broker_id, broker_epoch = int(body["broker_id"]), int(body["broker_epoch"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         raise InvalidRequestError('the body must be {"broker_id": int, "broker_epoch": int}') from None
-    if not broker.controller.active:
-        raise NotControllerError(f"broker {broker.broker_id} is not the controller", controller_id=broker.controller_id)
     reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
-    broker.controller.queue.put(ControlledShutdown(broker_id, broker_epoch, reply))
+    request_ = ControlledShutdown(broker_id, broker_epoch, reply)
+    if not broker.controller.active or not broker.controller.queue.put(request_):
+        raise NotControllerError(f"broker {broker.broker_id} is not the controller", controller_id=broker.controller_id)
     try:
         remaining = await asyncio.wait_for(reply, 30)
     except TimeoutError:

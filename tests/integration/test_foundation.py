@@ -110,7 +110,7 @@ def test_duplicate_broker_id_is_refused(make_cluster: MakeCluster, tmp_path: Any
 
 
 def test_losing_zookeeper_nodes_including_the_leader_keeps_the_cluster_working(
-    make_cluster: MakeCluster, private_ensemble: ZkEnsemble
+    private_ensemble: ZkEnsemble, make_cluster: MakeCluster  # this order: the ensemble outlives the brokers
 ) -> None:
     cluster = make_cluster(brokers=2, ensemble=private_ensemble)
     zk = cluster.zk_client()
