@@ -30,6 +30,9 @@ def _broker(args: argparse.Namespace) -> int:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         max_request_bytes=args.max_request_bytes,
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
+        auto_leader_rebalance_enable=args.auto_leader_rebalance_enable == "true",
+        leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
+        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
     )
     return run_broker(config)
 
@@ -133,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
     b.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
     b.add_argument("--log-retention-check-interval-ms", type=int, default=300_000)
+    b.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
+    b.add_argument("--leader-imbalance-check-interval-seconds", type=float, default=300.0)
+    b.add_argument("--leader-imbalance-per-broker-percentage", type=int, default=10)
     b.set_defaults(func=_broker)
 
     c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",

@@ -24,6 +24,11 @@ class BrokerConfig:
     max_request_bytes: int = 64 * 1024 * 1024
     # Kafka's log.retention.check.interval.ms: how often retention deletes old segments.
     log_retention_check_interval_ms: int = 300_000
+    # Kafka's auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds and
+    # leader.imbalance.per.broker.percentage.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+    leader_imbalance_per_broker_percentage: int = 10
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:

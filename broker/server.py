@@ -32,7 +32,7 @@ from broker.admin.topics import TopicAdmin
 from broker.api.app import create_app
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
-from broker.controller.controller import ControlledShutdown, Controller, Elected, Resign
+from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign
 from broker.events import Event, EventQueue
 from broker.metadata import MetadataCache, MetadataWatcher
 from broker.metrics import BrokerMetrics
@@ -102,7 +102,11 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
-        self.controller = Controller(self.broker_id, self.zk, self._release_election)
+        self.controller = Controller(self.broker_id, self.zk, self._release_election, RebalanceSettings(
+            enabled=self.config.auto_leader_rebalance_enable,
+            check_interval_s=self.config.leader_imbalance_check_interval_s,
+            per_broker_percentage=self.config.leader_imbalance_per_broker_percentage,
+        ))
         self.replicas = ReplicaManager(self.broker_id, self.config.data_dir, self.zk, self.cache,
                                        replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                                        retention_check_interval_ms=self.config.log_retention_check_interval_ms)

@@ -236,12 +236,12 @@ class Controller:
         live = set(self.ctx.live_brokers)
         unclean_by_topic: dict[str, bool] = {}
         for (topic, partition), (state, _) in list(self.ctx.states.items()):
-            if state.leader in live and all(r in live for r in state.isr):
-                continue
+            replicas = self.replicas_of(topic, partition)
+            if state.leader in live and all(r in live for r in replicas):
+                continue  # (the cached ISR may be stale; with every replica alive nothing needs deciding)
             if topic not in unclean_by_topic:
                 config = await asyncio.to_thread(self._zk.get_topic_config, topic)
                 unclean_by_topic[topic] = config.get("unclean.leader.election.enable", "false") == "true"
-            replicas = self.replicas_of(topic, partition)
             unclean = unclean_by_topic[topic]
 
             def decide(s: LeaderAndIsr, replicas: list[int] = replicas, unclean: bool = unclean,
@@ -260,13 +260,16 @@ class Controller:
 
     async def _update_state(self, topic: str, partition: int,
                             decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> LeaderAndIsr | None:
-        """Decide a partition's next state and write it conditionally; on a version conflict (the leader changed
-        the ISR meanwhile) re-read the node and decide again, as Kafka's controller does. Returns what was written.
+        """Decide a partition's next state from a fresh read and write it conditionally; on a version conflict
+        (the leader changed the ISR meanwhile) re-read and decide again, as Kafka's controller does. Leaders
+        change ISRs themselves, so the cached state may be stale: decisions always start from ZooKeeper.
+        Returns what was written.
         """
         for _ in range(10):
-            current = self.ctx.states.get((topic, partition))
+            current = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
             if current is None:
                 return None
+            self.ctx.states[(topic, partition)] = current
             state, version = current
             new_state = decide(state)
             if new_state is None or new_state == state:
@@ -276,10 +279,6 @@ class Controller:
                     self._zk.set_partition_state, self._claim(), topic, partition, new_state, version
                 )
             except ZkVersionConflict:
-                fresh = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
-                if fresh is None:
-                    return None
-                self.ctx.states[(topic, partition)] = fresh
                 continue
             self.ctx.states[(topic, partition)] = (new_state, new_version)
             return new_state

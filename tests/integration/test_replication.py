@@ -259,3 +259,44 @@ def test_controlled_shutdown_moves_leadership_with_no_failed_produce(make_cluste
     assert moved_in < 8.0  # well before the 8 s session timeout would have moved it
     values = [r["value"] for r in read_all(cluster.broker_url(new_leader), TOPIC)]
     assert [v for v in dict.fromkeys(values) if v in set(producer.acked)] == producer.acked
+
+
+def test_preferred_leaders_come_back_on_request_and_by_auto_rebalance(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3, broker_args=["--leader-imbalance-check-interval-seconds", "1"])
+    url = cluster.broker_url(1)
+    create_topic(url, "manual", 1, 3, seen_by=urls(cluster))
+    preferred = int(partition_state(url, "manual")["replicas"][0])
+    other_url = cluster.broker_url(next(b for b in (1, 2, 3) if b != preferred))
+
+    cluster.stop_broker(preferred)  # controlled shutdown moves leadership away
+    moved = int(partition_state(other_url, "manual")["leader"])
+    assert moved != preferred
+    cluster.start_broker(preferred)
+    wait_until(lambda: preferred in partition_state(other_url, "manual")["isr"], 15, "the preferred replica in sync")
+    # the auto-rebalance (every second here, 10 % imbalance) gives leadership back without being asked
+    wait_until(lambda: partition_state(other_url, "manual")["leader"] == preferred, 15,
+               "leadership back on the preferred replica")
+
+
+def test_preferred_leader_election_on_request(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(brokers=3, broker_args=["--auto-leader-rebalance-enable", "false"])
+    url = cluster.broker_url(1)
+    create_topic(url, "manual", 4, 3, seen_by=urls(cluster))  # partitions 0 and 3 share a preferred leader
+    victim = int(partition_state(url, "manual", 0)["replicas"][0])
+    assert int(partition_state(url, "manual", 3)["replicas"][0]) == victim
+    other_url = cluster.broker_url(next(b for b in (1, 2, 3) if b != victim))
+    cluster.stop_broker(victim)
+    cluster.start_broker(victim)
+    for p in (0, 3):
+        wait_until(lambda p=p: victim in partition_state(other_url, "manual", p)["isr"], 15, "the replica in sync")
+    time.sleep(2)
+    assert partition_state(other_url, "manual", 0)["leader"] != victim  # no automatic move when disabled
+
+    status, body, _ = request("POST", f"{other_url}/admin/preferred_leader_election",
+                              {"partitions": [{"topic": "manual", "partition": 0}]})
+    assert status == 202 and body["accepted"] is True
+    wait_until(lambda: partition_state(other_url, "manual", 0)["leader"] == victim, 15, "partition 0 back")
+    assert partition_state(other_url, "manual", 3)["leader"] != victim  # only the listed partition moved
+    wait_until(lambda: request("POST", f"{other_url}/admin/preferred_leader_election")[0] == 202, 10,
+               "the first election to finish")
+    wait_until(lambda: partition_state(other_url, "manual", 3)["leader"] == victim, 15, "all partitions back")
