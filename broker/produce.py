@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from broker.api import forward
-from broker.api.embedded import ParsedRecord
+from broker import forwarding as forward
 from broker.replica_manager import ReplicaManager
 from odradek.errors import InvalidRequestError, NotLeaderOrFollowerError, OdradekError, UnknownPartitionError
 from odradek.partitioner import murmur2, to_positive
 from odradek.records import encode_batch
+
+Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
@@ -47,31 +48,45 @@ class ProduceService:
         self._session = session
         self._round_robin: dict[str, itertools.count[int]] = {}
 
-    def choose_partitions(self, topic: str, records: Sequence[ParsedRecord], fixed: int | None) -> list[int]:
+    def choose_partitions(self, topic: str, rows: Sequence[Row], named: Sequence[int | None] | None,
+                          fixed: int | None) -> list[int]:
+        """Each record's partition: the path's, else the one it names, else Kafka's default partitioner."""
         count = self._replicas.cache.partition_count(topic)
         if count == 0:
             self._replicas.partition_info(topic, 0)  # raises UNKNOWN_TOPIC with the right message
+        if fixed is not None:
+            self._check_partition(topic, fixed, count)
+            return [fixed] * len(rows)
         counter = self._round_robin.setdefault(topic, itertools.count(random.randrange(1 << 16)))
-        chosen = []
-        for key, _value, _ts, _headers, partition in records:
-            if fixed is not None:
-                partition = fixed
-            elif partition is None:
-                partition = to_positive(murmur2(key)) % count if key is not None else next(counter) % count
-            if partition >= count:
-                raise UnknownPartitionError(f"partition {partition} of topic '{topic}' does not exist "
-                                            f"(it has {count} partitions)")
-            chosen.append(partition)
+        chosen = [
+            to_positive(murmur2(key)) % count if key is not None else next(counter) % count
+            for key, _value, _ts, _headers in rows
+        ]
+        if named is not None:
+            for i, partition in enumerate(named):
+                if partition is not None:
+                    self._check_partition(topic, partition, count)
+                    chosen[i] = partition
         return chosen
 
-    async def produce(self, topic: str, records: Sequence[ParsedRecord], partitions: Sequence[int], acks: int,
+    @staticmethod
+    def _check_partition(topic: str, partition: int, count: int) -> None:
+        if partition >= count:
+            raise UnknownPartitionError(f"partition {partition} of topic '{topic}' does not exist "
+                                        f"(it has {count} partitions)")
+
+    async def produce(self, topic: str, rows: Sequence[Row], partitions: Sequence[int], acks: int,
                       timeout_ms: int) -> dict[int, PartitionResult]:
         """One batch per partition, appended concurrently; per-partition errors are returned, not raised."""
         now_ms = int(time.time() * 1000)
-        groups: dict[int, list[tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]]] = {}
-        for (key, value, ts, headers, _), p in zip(records, partitions, strict=True):
-            groups.setdefault(p, []).append((key, value, ts, headers))
-        batches = {p: encode_batch(rows, now_ms=now_ms) for p, rows in groups.items()}
+        if len(set(partitions)) == 1:
+            groups: dict[int, Sequence[Row]] = {partitions[0]: rows}
+        else:
+            grouped: dict[int, list[Row]] = {}
+            for row, p in zip(rows, partitions, strict=True):
+                grouped.setdefault(p, []).append(row)
+            groups = dict(grouped)
+        batches = {p: encode_batch(group, now_ms=now_ms) for p, group in groups.items()}
         results = await asyncio.gather(*(self.append(topic, p, data, acks, timeout_ms) for p, data in batches.items()))
         return {r.partition: r for r in results}
 

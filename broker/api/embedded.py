@@ -62,13 +62,14 @@ def encode_field(value: Any, fmt: str, what: str) -> bytes | None:
     return _b64(value, what)
 
 
-ParsedRecord = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]], int | None]
+Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
 _KNOWN_FIELDS = frozenset({"key", "value", "partition", "timestamp", "headers"})
 
 
-def parse_produce_body(body: bytes, fmt: str) -> list[ParsedRecord]:
-    """(key, value, timestamp, headers, partition) per record, in request order; bad input raises 400s.
+def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | None] | None]:
+    """The records as ``(key, value, timestamp, headers)`` rows in request order, and the partitions they name
+    (None when none names one); bad input raises 400s.
 
     This runs per record on the JSON produce path, so the common case (a record with just a key and a value)
     takes a short branch, and error messages are only built when there is an error.
@@ -84,8 +85,9 @@ def parse_produce_body(body: bytes, fmt: str) -> list[ParsedRecord]:
         raise InvalidRequestError('"records" is empty')
     dumps = orjson.dumps
     as_json = fmt == JSON
-    out: list[ParsedRecord] = []
+    out: list[Row] = []
     append = out.append
+    partitions: list[int | None] | None = None
     for i, rec in enumerate(records):
         if type(rec) is not dict:
             raise InvalidRequestError(f"records[{i}] must be an object")
@@ -93,16 +95,25 @@ def parse_produce_body(body: bytes, fmt: str) -> list[ParsedRecord]:
         value = rec.get("value")
         if len(rec) <= 2 and ("value" in rec or "key" in rec) and (len(rec) == 1 or ("value" in rec and "key" in rec)):
             if as_json:
-                append((None if key is None else dumps(key), None if value is None else dumps(value), None, [], None))
+                append((None if key is None else dumps(key), None if value is None else dumps(value), None, []))
             else:
                 append((None if key is None else _b64(key, f"records[{i}].key"),
-                        None if value is None else _b64(value, f"records[{i}].value"), None, [], None))
+                        None if value is None else _b64(value, f"records[{i}].value"), None, []))
+            if partitions is not None:
+                partitions.append(None)
             continue
-        append(_parse_full(rec, i, fmt))
-    return out
+        row, partition = _parse_full(rec, i, fmt)
+        append(row)
+        if partition is not None:
+            if partitions is None:
+                partitions = [None] * i
+            partitions.append(partition)
+        elif partitions is not None:
+            partitions.append(None)
+    return out, partitions
 
 
-def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> ParsedRecord:
+def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> tuple[Row, int | None]:
     if "value" not in rec and "key" not in rec:
         raise InvalidRequestError(f"records[{i}] has neither a key nor a value")
     unknown = set(rec) - _KNOWN_FIELDS
@@ -123,11 +134,12 @@ def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> ParsedRecord:
             raise InvalidRequestError(f"records[{i}].headers[{j}] must be {{\"name\": str, \"value\": base64}}")
         v = h.get("value")
         headers.append((h["name"], None if v is None else _b64(v, f"records[{i}].headers[{j}].value")))
-    return (
+    row = (
         encode_field(rec.get("key"), fmt, f"records[{i}].key"),
         encode_field(rec.get("value"), fmt, f"records[{i}].value"),
-        timestamp, headers, partition,
+        timestamp, headers,
     )
+    return row, partition
 
 
 def record_json(topic: str, partition: int, r: Record, fmt: str) -> dict[str, Any]:

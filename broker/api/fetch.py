@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from broker.api import forward
+from broker import forwarding as forward
 from broker.api.app import BROKER, json_response
 from broker.api.embedded import read_format, record_json
 from broker.api.params import int_param, partition_param

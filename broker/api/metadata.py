@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.api import forward
+from broker import forwarding as forward
 from broker.api.app import BROKER, json_response
 from broker.api.params import partition_param
 from broker.metadata import MetadataCache, PartitionInfo

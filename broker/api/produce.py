@@ -21,9 +21,9 @@ async def produce_json(request: web.Request) -> web.Response:
     fmt = produce_format(request.content_type)
     acks = parse_acks(request.query.get("acks"))
     timeout_ms = int_param(request, "timeout_ms", 30000)
-    records = parse_produce_body(await request.read(), fmt)
-    partitions = broker.produce.choose_partitions(topic, records, fixed)
-    results = await broker.produce.produce(topic, records, partitions, acks, timeout_ms)
+    rows, named = parse_produce_body(await request.read(), fmt)
+    partitions = broker.produce.choose_partitions(topic, rows, named, fixed)
+    results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms)
     seen: dict[int, int] = {}
     offsets = []
     for p in partitions:
