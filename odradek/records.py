@@ -731,7 +731,14 @@ def _decode_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | Non
     count, pos = decode_varint(data, pos)
     if count < 0:
         raise CorruptRecordError(f"negative header count {count}")
-    headers = []
+    headers, pos = decode_headers(data, pos, count)
+    return tuple(headers), pos
+
+
+def decode_headers(data: bytes, pos: int, count: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """``count`` record headers from ``pos`` (after the header count): ``(key, value or None)`` pairs and the
+    position after them. Shared by the record decoder and the Spark connector's Arrow decoder."""
+    headers: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         n, pos = decode_varint(data, pos)
         if n < 0:
@@ -743,14 +750,13 @@ def _decode_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | Non
         pos += n
         n, pos = decode_varint(data, pos)
         if n >= 0:
-            h_value: bytes | None = data[pos : pos + n]
+            headers.append((h_key, data[pos : pos + n]))
             pos += n
         elif n == -1:
-            h_value = None
+            headers.append((h_key, None))
         else:
             raise CorruptRecordError(f"negative header value length {n}")
-        headers.append((h_key, h_value))
-    return tuple(headers), pos
+    return headers, pos
 
 
 def decode_records(

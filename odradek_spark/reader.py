@@ -54,6 +54,7 @@ from odradek.records import (
     NONE,
     TIMESTAMP_TYPE_MASK,
     check_counts,
+    decode_headers,
     decode_varint,
     decompress,
     iter_batch_headers,
@@ -229,28 +230,6 @@ def _varints(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | i
     return (zu >> np.uint64(1)).astype(np.int64) ^ -(zu & np.uint64(1)).astype(np.int64), width
 
 
-def _headers_at(buf: bytes, pos: int, count: int) -> tuple[list[tuple[str, bytes | None]], int]:
-    headers: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        n, pos = decode_varint(buf, pos)
-        if n < 0:
-            raise CorruptRecordError("null header key")
-        try:
-            key = buf[pos : pos + n].decode()
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError("header key is not UTF-8") from exc
-        pos += n
-        n, pos = decode_varint(buf, pos)
-        if n >= 0:
-            headers.append((key, buf[pos : pos + n]))
-            pos += n
-        elif n == -1:
-            headers.append((key, None))
-        else:
-            raise CorruptRecordError(f"negative header value length {n}")
-    return headers, pos
-
-
 class ArrowDecoder:
     """Turns fetch answers of one partition into RecordBatches of the source schema."""
 
@@ -346,7 +325,7 @@ class ArrowDecoder:
         if len(with_headers):
             p = p.copy()
             for i in with_headers.tolist():
-                headers[i], p[i] = _headers_at(buf, int(p[i]), int(header_count[i]))
+                headers[i], p[i] = decode_headers(buf, int(p[i]), int(header_count[i]))
         if not np.array_equal(p, ends):
             raise CorruptRecordError(f"a record's length does not match its fields in {self.topic}-{self.partition}")
 
