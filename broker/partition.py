@@ -89,6 +89,7 @@ class Partition:
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
         self._role_changed = asyncio.Event()
         self._isr_change_in_flight = False
+        self._background: set[asyncio.Task[None]] = set()  # held so a running ISR change is not collected
 
     # ------------------------------------------------------------------------------------------- offsets
 
@@ -286,7 +287,9 @@ class Partition:
         progress.last_fetch_leader_leo = leo
         if (replica_id not in self.isr and offset >= self.high_watermark
                 and offset >= self.epoch_start_offset):
-            asyncio.get_running_loop().create_task(self._change_isr((*self.isr, replica_id)))
+            task = asyncio.get_running_loop().create_task(self._change_isr((*self.isr, replica_id)))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         self._maybe_increment_hw()
 
     def _maybe_increment_hw(self) -> None:
@@ -340,6 +343,7 @@ class Partition:
                 self._wake_all_waiters()
         finally:
             self._isr_change_in_flight = False
+        self._background: set[asyncio.Task[None]] = set()  # held so a running ISR change is not collected
 
     def _wake_all_waiters(self) -> None:
         """Wake acks=all waiters so they re-check the ISR size (a shrink can make them fail)."""

@@ -194,15 +194,22 @@ class ReplicaManager(MetadataListener):
                     except Exception:
                         log.exception("ISR expiry of %s-%d failed", part.topic, part.partition)
 
-    def _checkpoint_hw(self) -> None:
+    def _hw_snapshot(self) -> dict[tuple[str, int], int]:
+        """On the loop: the offsets to checkpoint (the partition map is the loop's, not the writer thread's)."""
         for key, part in self.partitions.items():
             self._hw_checkpoint[key] = part.high_watermark
+        return dict(self._hw_checkpoint)
+
+    def _write_hw(self, offsets: dict[tuple[str, int], int]) -> None:
         try:
-            write_offsets(self.data_dir / HW_CHECKPOINT, self._hw_checkpoint)
+            write_offsets(self.data_dir / HW_CHECKPOINT, offsets)
         except OSError as e:
             log.warning("could not write the high-watermark checkpoint: %s", e)
+
+    def _checkpoint_hw(self) -> None:
+        self._write_hw(self._hw_snapshot())
 
     async def _hw_checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self._hw_checkpoint_interval_ms / 1000)
-            await asyncio.to_thread(self._checkpoint_hw)
+            await asyncio.to_thread(self._write_hw, self._hw_snapshot())
