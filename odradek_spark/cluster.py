@@ -18,7 +18,6 @@ from odradek import media
 from odradek.client.metadata import Metadata
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
 from odradek.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
-from odradek.records import decode_batch, iter_batch_headers
 from odradek_spark.options import SourceOptions
 from odradek_spark.planning import TopicPartition
 
@@ -152,38 +151,25 @@ class Cluster:
                 last = exc
         raise last or OdradekError(f"no broker to ask for the offsets of {tp[0]}-{tp[1]}")
 
-    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int, start: int, end: int,
-                        max_bytes: int = 4 << 20) -> int | None:
+    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms`` (Kafka's ``offsetsForTimes``), or None.
 
-        Kafka answers from a time index; the HTTP API has none, so this scans batch *headers* from the log start
-        (records are decoded only in the one batch that holds the answer). It costs one pass over the
-        partition's bytes on the wire, once per query start: fine for occasional use, slow on huge partitions.
-        As in Kafka, the answer is in the first batch whose max timestamp reaches the target.
+        The partition's leader answers from its time index (``GET .../offsets?timestamp=``); any broker forwards.
         """
-        offset = start
-        while offset < end:
-            leader = self.metadata.leader_url(*tp)
-            if leader is None:
-                self.metadata.refresh([tp[0]])
-                leader = self.metadata.leader_url(*tp)
-                if leader is None:
-                    raise OdradekError(f"{tp[0]}-{tp[1]} has no leader")
-            fetched = self.fetch(leader, tp[0], tp[1], offset, max_bytes, 0)
-            progressed = False
-            for pos, h in iter_batch_headers(fetched.body):
-                nxt = h.base_offset + h.last_offset_delta + 1
-                if nxt <= offset:
-                    continue
-                progressed = True
-                if not h.is_control and h.record_count and h.max_timestamp >= timestamp_ms:
-                    for r in decode_batch(fetched.body, pos):
-                        if r.offset >= offset and r.timestamp >= timestamp_ms:
-                            return r.offset
-                offset = nxt
-            if not progressed:
-                break
-        return None
+        path = quote_path("topics", tp[0], "partitions", tp[1], "offsets")
+        leader = self.metadata.leader_url(*tp)
+        urls = ([leader] if leader else []) + [u for u in self.metadata.broker_urls() if u != leader]
+        last: OdradekError | None = None
+        for url in urls:
+            try:
+                body = self.transport.get_json(url, path, query={"timestamp": timestamp_ms})
+                return None if body.get("offset") is None else int(body["offset"])
+            except OdradekError as exc:
+                if not exc.retriable:
+                    raise
+                self.on_error(exc, *tp)
+                last = exc
+        raise last or OdradekError(f"no broker to ask for the offset of {tp[0]}-{tp[1]} at {timestamp_ms}")
 
     # ------------------------------------------------------------------------------------------ fetch
 

@@ -139,7 +139,7 @@ def _starting_offsets(cluster: Cluster, options: SourceOptions, tps: Sequence[To
         wanted = {tp: spec.per_partition[tp] for tp in tps}
     out: PartitionOffsets = {}
     for tp in tps:
-        found = cluster.offset_for_time(tp, wanted[tp], earliest[tp], latest[tp], 1 << 20)
+        found = cluster.offset_for_time(tp, wanted[tp])
         if found is None:
             if spec.strategy != "latest":
                 raise OptionError(f"no record of {tp[0]}-{tp[1]} has a timestamp >= {wanted[tp]}; set "

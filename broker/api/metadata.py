@@ -10,7 +10,7 @@ from aiohttp import web
 
 from broker import forwarding as forward
 from broker.api.app import BROKER, json_response
-from broker.api.params import partition_param
+from broker.api.params import int_param, partition_param
 from broker.metadata import MetadataCache, PartitionInfo
 from odradek import media
 from odradek.errors import NotLeaderOrFollowerError, UnknownPartitionError, UnknownTopicError
@@ -114,5 +114,13 @@ async def partition_offsets(request: web.Request) -> web.Response:
             raise
         body = await forward.get_json(broker.http_session, f"{e.details['leader_url']}{request.rel_url}")
         return json_response(body, content_type=media.KAFKA_V2)
-    return json_response({"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark,
-                          "log_end_offset": part.log_end_offset}, content_type=media.KAFKA_V2)
+    body: dict[str, Any] = {"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark,
+                            "log_end_offset": part.log_end_offset}
+    if request.query.get("timestamp"):
+        # Kafka's ListOffsets by time, from the time index: the first offset with a timestamp at or after it,
+        # among what consumers may read (below the high watermark); null when there is none.
+        timestamp = int_param(request, "timestamp", minimum=-2)
+        found = await asyncio.to_thread(part.log.offset_for_timestamp, timestamp)
+        body["timestamp"] = timestamp
+        body["offset"] = found if found is not None and found < part.high_watermark else None
+    return json_response(body, content_type=media.KAFKA_V2)

@@ -334,3 +334,16 @@ def test_metrics_and_openapi_are_served(shared: LocalProcessBackend) -> None:
     assert "/topics/{topic}/partitions/{partition}/records" in spec["paths"]
     kept = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
     assert kept == spec, "docs/openapi.json is stale: python -m broker.api.openapi > docs/openapi.json"
+
+
+def test_offset_for_a_timestamp_comes_from_the_time_index(shared: LocalProcessBackend) -> None:
+    new_topic(shared, "times")
+    records = [{"value": i, "timestamp": ts} for i, ts in enumerate([1000, 2000, 2000, 3000])]
+    assert request("POST", f"{shared.broker_url(1)}/topics/times/partitions/0", {"records": records},
+                   content_type=JSON_V2)[0] == 200
+    url = other_url(shared, "times")  # forwarded to the leader
+    for ts, expected in ((0, 0), (1500, 1), (2000, 1), (2500, 3), (3001, None), (-2, 0)):
+        status, body, _ = request("GET", f"{url}/topics/times/partitions/0/offsets?timestamp={ts}")
+        assert status == 200 and body["offset"] == expected, (ts, body)
+    status, body, _ = request("GET", f"{url}/topics/times/partitions/0/offsets?timestamp=soon")
+    assert status == 400 and body["error_code"] == 40001
