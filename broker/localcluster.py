@@ -26,7 +26,7 @@ from typing import Any
 
 from zk.client import ZkClient
 from zk.ensemble import ZkEnsemble
-from zk.processes import ManagedProcess, terminate_all
+from zk.processes import ManagedProcess, log_tail, terminate_all
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
@@ -208,7 +208,7 @@ class LocalCluster:
                     if proc is not None and not proc.is_alive():
                         raise ClusterError(
                             f"broker {b} exited before registering; see {self.slots[b].log_path}:\n"
-                            + _tail(self.slots[b].log_path)
+                            + log_tail(self.slots[b].log_path, 20)
                         )
                 if time.monotonic() >= deadline:
                     raise ClusterError(f"brokers {missing} did not register within {timeout:.0f} s")
@@ -303,9 +303,3 @@ class LocalCluster:
         cluster._procs = {int(b): ManagedProcess.from_json(p) for b, p in state.get("processes", {}).items()}
         return cluster
 
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"

@@ -36,9 +36,6 @@ class PartitionInfo:
         return cls(topic, partition, tuple(replicas), state.leader, state.leader_epoch, tuple(state.isr),
                    state.controller_epoch, version)
 
-    def leader_and_isr(self) -> LeaderAndIsr:
-        return LeaderAndIsr(self.leader, self.leader_epoch, list(self.isr), self.controller_epoch)
-
 
 @dataclass
 class MetadataCache:

@@ -87,7 +87,6 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers and acks=all waiters
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
-        self._role_changed = asyncio.Event()
         self._isr_change_in_flight = False
         self._background: set[asyncio.Task[None]] = set()  # held so a running ISR change is not collected
 
@@ -109,8 +108,7 @@ class Partition:
         hw = min(hw, self.log.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.high_watermark = hw
-            self._hw_advanced.set()
-            self._hw_advanced = asyncio.Event()
+            self._wake_hw_waiters()
 
     # -------------------------------------------------------------------------------------- role changes
 
@@ -165,10 +163,18 @@ class Partition:
             self._wake_all()
 
     def _wake_all(self) -> None:
-        for attr in ("_hw_advanced", "_appended", "_role_changed"):
-            event: asyncio.Event = getattr(self, attr)
-            event.set()
-            setattr(self, attr, asyncio.Event())
+        """A role or epoch change: every waiter re-checks whether it may still proceed."""
+        self._wake_hw_waiters()
+        self._wake_followers()
+
+    def _wake_hw_waiters(self) -> None:
+        """Consumers' long-polls and acks=all waiters (who re-check the high watermark and the ISR size)."""
+        self._hw_advanced.set()
+        self._hw_advanced = asyncio.Event()
+
+    def _wake_followers(self) -> None:
+        self._appended.set()
+        self._appended = asyncio.Event()
 
     def not_leader(self) -> NotLeaderOrFollowerError:
         url = self._leader_url(self.leader) if self.leader >= 0 else None
@@ -191,8 +197,7 @@ class Partition:
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
         result = self.log.append(batches, leader_epoch=epoch)
-        self._appended.set()
-        self._appended = asyncio.Event()
+        self._wake_followers()
         self._maybe_increment_hw()
         if acks != -1:
             return result
@@ -340,15 +345,9 @@ class Partition:
                 self.isr = tuple(state.isr)
                 self.zk_version = version
                 self._maybe_increment_hw()
-                self._wake_all_waiters()
+                self._wake_hw_waiters()  # a shrink can make acks=all waiters fail
         finally:
             self._isr_change_in_flight = False
-        self._background: set[asyncio.Task[None]] = set()  # held so a running ISR change is not collected
-
-    def _wake_all_waiters(self) -> None:
-        """Wake acks=all waiters so they re-check the ISR size (a shrink can make them fail)."""
-        self._hw_advanced.set()
-        self._hw_advanced = asyncio.Event()
 
     # -------------------------------------------------------------------------------------------- follower
 
@@ -361,10 +360,3 @@ class Partition:
         hw = min(leader_hw, self.log.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.high_watermark = hw
-
-    def describe(self) -> dict[str, object]:
-        return {
-            "topic": self.topic, "partition": self.partition, "role": self.role, "leader": self.leader,
-            "leader_epoch": self.leader_epoch, "isr": list(self.isr), "high_watermark": self.high_watermark,
-            "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
-        }

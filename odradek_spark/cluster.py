@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from odradek import media
 from odradek.client.metadata import Metadata
@@ -136,40 +136,33 @@ class Cluster:
             return dict(zip(tps, pool.map(self._offsets, tps), strict=True))
 
     def _offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        path = quote_path("topics", tp[0], "partitions", tp[1], "offsets")
-        leader = self.metadata.leader_url(*tp)
-        urls = ([leader] if leader else []) + [u for u in self.metadata.broker_urls() if u != leader]
-        last: OdradekError | None = None
-        for url in urls:  # any broker answers (a follower forwards), so a dead leader costs one try
-            try:
-                body = self.transport.get_json(url, path)
-                return int(body["beginning_offset"]), int(body["end_offset"])
-            except OdradekError as exc:
-                if not exc.retriable:
-                    raise
-                self.on_error(exc, *tp)
-                last = exc
-        raise last or OdradekError(f"no broker to ask for the offsets of {tp[0]}-{tp[1]}")
+        body = self._offsets_request(tp, None)
+        return int(body["beginning_offset"]), int(body["end_offset"])
 
     def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms`` (Kafka's ``offsetsForTimes``), or None.
 
-        The partition's leader answers from its time index (``GET .../offsets?timestamp=``); any broker forwards.
+        The partition's leader answers from its time index (``GET .../offsets?timestamp=``).
         """
+        body = self._offsets_request(tp, {"timestamp": timestamp_ms})
+        return None if body.get("offset") is None else int(body["offset"])
+
+    def _offsets_request(self, tp: TopicPartition, query: dict[str, int] | None) -> dict[str, Any]:
+        """``GET .../offsets`` of the leader first, then of any broker (a follower forwards), so a dead leader
+        costs one try; retriable errors also refresh metadata."""
         path = quote_path("topics", tp[0], "partitions", tp[1], "offsets")
         leader = self.metadata.leader_url(*tp)
         urls = ([leader] if leader else []) + [u for u in self.metadata.broker_urls() if u != leader]
         last: OdradekError | None = None
         for url in urls:
             try:
-                body = self.transport.get_json(url, path, query={"timestamp": timestamp_ms})
-                return None if body.get("offset") is None else int(body["offset"])
+                return dict(self.transport.get_json(url, path, query=query))
             except OdradekError as exc:
                 if not exc.retriable:
                     raise
                 self.on_error(exc, *tp)
                 last = exc
-        raise last or OdradekError(f"no broker to ask for the offset of {tp[0]}-{tp[1]} at {timestamp_ms}")
+        raise last or OdradekError(f"no broker to ask for the offsets of {tp[0]}-{tp[1]}")
 
     # ------------------------------------------------------------------------------------------ fetch
 

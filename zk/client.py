@@ -268,13 +268,6 @@ class ZkClient:
                 brokers[broker_id] = info
         return brokers
 
-    def broker_owner_session(self, broker_id: int) -> int | None:
-        try:
-            _, stat = self._kazoo.get(BrokerIdZNode.path(broker_id))
-        except NoNodeError:
-            return None
-        return int(stat.ephemeralOwner)
-
     # ----------------------------------------------------------------------------------------- controller
 
     def controller_election(self, identifier: str) -> ControllerElection:
@@ -543,6 +536,3 @@ class ControllerElection:
 
     def cancel(self) -> None:
         self._election.cancel()
-
-    def contenders(self) -> list[str]:
-        return [str(c) for c in self._election.contenders()]

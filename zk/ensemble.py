@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zk.processes import ManagedProcess, terminate_all
+from zk.processes import ManagedProcess, log_tail, terminate_all
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -125,13 +125,6 @@ def _port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 class ZkEnsemble:
@@ -402,7 +395,7 @@ class ZkEnsemble:
             parts.append(f"node {s.id} port {s.client_port} pid {s.pid} mode {s.mode}")
             if not s.serving:
                 log_path = self.nodes[s.id].log_path
-                parts.append(f"  last lines of {log_path}:\n{_log_tail(log_path)}")
+                parts.append(f"  last lines of {log_path}:\n{log_tail(log_path)}")
         return "\n".join(parts)
 
     def connect_string(self, chroot: str | None = None) -> str:

@@ -236,6 +236,14 @@ class ManagedProcess:
         return f"ManagedProcess(pid={self.pid}, start_time={self.start_time}, {kind})"
 
 
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a process's log, for error messages that say why it died."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 def terminate_all(
     processes: Iterable[ManagedProcess], timeout: float = 10.0, kill_timeout: float = 5.0
 ) -> None:

@@ -24,7 +24,9 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/topics/{topic}/partitions"): "Partitions of a topic (v2)",
     ("GET", "/topics/{topic}/partitions/{partition}"): "One partition (v2)",
     ("POST", "/topics/{topic}/partitions/{partition}"): "Produce to one partition (v2)",
-    ("GET", "/topics/{topic}/partitions/{partition}/offsets"): "Beginning and end (high watermark) offsets (v2); ?timestamp= gives the offset for a time",
+    ("GET", "/topics/{topic}/partitions/{partition}/offsets"): (
+        "Beginning and end (high watermark) offsets (v2); ?timestamp= gives the offset for a time"
+    ),
     ("GET", "/topics/{topic}/partitions/{partition}/records"): "Read records by offset, long-polling (JSON)",
     ("GET", "/topics/{topic}/partitions/{partition}/batches"): "Fetch whole v2 record batches (binary path)",
     ("POST", "/topics/{topic}/partitions/{partition}/batches"): "Produce whole v2 record batches (binary path)",

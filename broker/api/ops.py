@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aiohttp import web
 
 from broker.api.app import BROKER, json_response
-
-OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
 
 async def health(request: web.Request) -> web.Response:
