@@ -26,7 +26,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.localcluster import LocalCluster
-from odradek.records import encode_batch, iter_batch_headers
+from odradek.protocol.records import encode_batch, iter_batch_headers
 from tests.harness.http import create_topic
 from tests.harness.ports import free_port_block
 from zk.processes import ManagedProcess

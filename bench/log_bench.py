@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from broker.log import Log, LogConfig  # noqa: E402
-from odradek.records import decode_records, encode_batch  # noqa: E402
+from odradek.protocol.records import decode_records, encode_batch  # noqa: E402
 
 
 def make_batches(count: int, per_batch: int, record_size: int, distinct: int = 32) -> list[bytes]:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker.localcluster import LocalCluster
 from odradek.client import AdminClient, Consumer, TopicPartition
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
-from odradek.records import encode_batch
+from odradek.protocol.records import encode_batch
 from tests.harness.ports import free_port_block
 
 TOPIC = "spark-bench"

@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from broker.partition import Partition
+    from broker.replication.partition import Partition
 
 
 class _PartitionCollector(Collector):

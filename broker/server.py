@@ -33,14 +33,14 @@ from broker.api.app import create_app
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
 from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign
-from broker.events import Event, EventQueue
-from broker.metadata import MetadataCache, MetadataWatcher
+from broker.metadata.cache import MetadataCache, MetadataWatcher
+from broker.metadata.events import Event, EventQueue
 from broker.metrics import BrokerMetrics
-from broker.produce import ProduceService
-from broker.replica_manager import ReplicaManager
-from odradek.errors import BrokerIdInUseError, OdradekError
+from broker.produce.service import ProduceService
+from broker.replication.replica_manager import ReplicaManager
+from odradek.protocol.errors import BrokerIdInUseError, OdradekError
+from odradek.protocol.model import BrokerInfo
 from zk.client import CONNECTED, LOST, ZkClient
-from zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
 

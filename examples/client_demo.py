@@ -9,7 +9,7 @@ import argparse
 import json
 
 from odradek import AdminClient, Consumer, Producer, TopicPartition
-from odradek.errors import TopicAlreadyExistsError
+from odradek.protocol.errors import TopicAlreadyExistsError
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from odradek.client import AdminClient, Consumer, Producer, TopicPartition
-from odradek.errors import TopicAlreadyExistsError
+from odradek.protocol.errors import TopicAlreadyExistsError
 
 ACTIONS = ("view", "click", "add_to_cart", "purchase")
 EVENT_SCHEMA = "user STRING, action STRING, amount DOUBLE"

@@ -27,7 +27,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy (PEP 562): the broker imports odradek.errors and odradek.records and should not load the client.
+    # Lazy (PEP 562): the broker imports odradek.protocol and should not load the client.
     if name in __all__:
         from odradek import client
 

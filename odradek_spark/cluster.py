@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
-from odradek import media
 from odradek.client.metadata import Metadata
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
-from odradek.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
+from odradek.protocol import media
+from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
 from odradek_spark.options import SourceOptions
 from odradek_spark.planning import TopicPartition
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.protocol.model import TopicPartition
 from odradek_spark.options import EARLIEST, LATEST, OffsetSpec, OptionError
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "to_json_offsets",
 ]
 
-TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
 
 

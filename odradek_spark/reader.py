@@ -38,7 +38,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - an environment problem,
     raise ModuleNotFoundError("odradek_spark's reader needs numpy (it comes with pyspark[sql]; pip install numpy) "
                               "in the Python that runs Spark's workers") from exc
 
-from odradek.errors import (
+from odradek.protocol.errors import (
     CorruptRecordError,
     LeaderNotAvailableError,
     OdradekError,
@@ -46,7 +46,7 @@ from odradek.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from odradek.records import (
+from odradek.protocol.records import (
     CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -34,18 +34,18 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
-from odradek.errors import (
+from odradek.protocol.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     CoordinationUnavailableError,
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
     BrokerIdZNode,
-    BrokerInfo,
     ClusterIdZNode,
     ConfigChangesZNode,
     ConfigEntityZNode,
@@ -54,10 +54,7 @@ from zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     DeleteTopicZNode,
-    LeaderAndIsr,
     PreferredReplicaElectionZNode,
-    TopicAssignment,
-    TopicPartition,
     TopicPartitionStateZNode,
     TopicPartitionZNode,
     TopicsZNode,

@@ -29,10 +29,13 @@ All paths are relative to the chroot given in the connect string (``host:2181,ho
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+
+__all__ = ["BrokerInfo", "LeaderAndIsr", "TopicAssignment", "TopicPartition"]  # codecs' value types, re-exported
 
 
 def _dumps(obj: Any) -> bytes:
@@ -101,20 +104,6 @@ class ControllerElectionZNode:
 # -------------------------------------------------------------------------------------------------- brokers
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    """A broker's registration. ``url`` is its HTTP endpoint, the one clients and followers use."""
-
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    timestamp_ms: int = 0
-    epoch: int = -1  # the registration znode's czxid (Kafka's broker epoch, KIP-380); read, never written
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
 
 class BrokerIdsZNode:
@@ -164,14 +153,6 @@ class BrokerSeqIdZNode:
 # --------------------------------------------------------------------------------------------------- topics
 
 
-@dataclass(frozen=True, slots=True)
-class TopicAssignment:
-    """Replica lists per partition; the first replica of each list is the preferred leader."""
-
-    partitions: dict[int, list[int]]
-    topic_id: str | None = None
-    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
-    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
 
 
 class TopicsZNode:
@@ -227,16 +208,6 @@ class TopicPartitionZNode:
         return f"{TopicPartitionsZNode.path(topic)}/{partition}"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """A partition's leadership as the controller (or, for ISR changes, the leader) last wrote it."""
-
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    controller_epoch: int
-
-    NO_LEADER = -1
 
 
 class TopicPartitionStateZNode:
@@ -284,10 +255,6 @@ class DeleteTopicZNode:
         return f"{DeleteTopicsZNode.path}/{topic}"
 
 
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    topic: str
-    partition: int
 
 
 class ReassignPartitionsZNode:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from odradek.errors import InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError
+from odradek.protocol.errors import InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError
 
 
 def assign_replicas(

@@ -13,7 +13,7 @@ from base64 import urlsafe_b64encode
 
 from broker.admin.assignment import assign_replicas
 from broker.log.config import LogConfig
-from odradek.errors import (
+from odradek.protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -22,8 +22,8 @@ from odradek.errors import (
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
+from odradek.protocol.model import TopicAssignment
 from zk.client import ZkClient
-from zk.znodes import TopicAssignment
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from broker.api.app import BROKER, json_response
-from odradek.errors import ClusterNotFoundError, InvalidRequestError, UnknownTopicError
+from broker.api.context import BROKER, json_response
+from odradek.protocol.errors import ClusterNotFoundError, InvalidRequestError, UnknownTopicError
 
 ADMIN_TIMEOUT_S = 15.0
 

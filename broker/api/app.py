@@ -6,19 +6,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from aiohttp import web
 
+from broker.api import admin_v3, controller_ops, fetch, metadata, ops, produce
+from broker.api.context import BROKER, OPENAPI
 from broker.api.errors import error_middleware
+from broker.api.openapi import spec
 
 if TYPE_CHECKING:
     from broker.server import Broker
-
-BROKER = web.AppKey("broker", "Broker")
-
-
-def json_response(obj: object, status: int = 200, content_type: str = "application/json") -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(obj), content_type=content_type)
 
 
 @web.middleware
@@ -34,8 +30,6 @@ async def metrics_middleware(request: web.Request,
 
 
 def routes() -> list[web.RouteDef]:
-    from broker.api import admin_v3, controller_ops, fetch, metadata, ops, produce
-
     t, p = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
     c = "/v3/clusters/{cluster_id}"
     return [
@@ -75,6 +69,7 @@ def routes() -> list[web.RouteDef]:
 def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
     app = web.Application(middlewares=[metrics_middleware, error_middleware], client_max_size=client_max_size)
     app[BROKER] = broker
+    app[OPENAPI] = spec(route_table())
     app.add_routes(routes())
     return app
 

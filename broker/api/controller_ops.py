@@ -7,10 +7,10 @@ import asyncio
 import orjson
 from aiohttp import web
 
-from broker.api.app import BROKER, json_response
+from broker.api.context import BROKER, json_response
 from broker.controller.controller import ControlledShutdown
-from odradek.errors import InvalidRequestError, NotControllerError, RequestTimedOutError
-from zk.znodes import TopicPartition
+from odradek.protocol.errors import InvalidRequestError, NotControllerError, RequestTimedOutError
+from odradek.protocol.model import TopicPartition
 
 
 async def controlled_shutdown(request: web.Request) -> web.Response:

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from odradek import media
-from odradek.errors import InvalidRequestError, NotAcceptableError, UnsupportedMediaTypeError
-from odradek.records import Record
+from odradek.protocol import media
+from odradek.protocol.errors import InvalidRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from odradek.protocol.records import Record
 
 JSON = "json"
 BINARY = "binary"

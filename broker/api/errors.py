@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from odradek.errors import InvalidRequestError, OdradekError, RequestTooLargeError, UnknownServerError
+from odradek.protocol.errors import InvalidRequestError, OdradekError, RequestTooLargeError, UnknownServerError
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from broker import forwarding as forward
-from broker.api.app import BROKER, json_response
+from broker.api.context import BROKER, json_response
 from broker.api.embedded import read_format, record_json
 from broker.api.params import int_param, partition_param
-from odradek import media
-from odradek.errors import NotLeaderOrFollowerError
-from odradek.records import decode_records, iter_batch_headers
+from broker.produce import forwarding as forward
+from odradek.protocol import media
+from odradek.protocol.errors import NotLeaderOrFollowerError
+from odradek.protocol.records import decode_records, iter_batch_headers
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 

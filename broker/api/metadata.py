@@ -8,12 +8,12 @@ from typing import Any
 
 from aiohttp import web
 
-from broker import forwarding as forward
-from broker.api.app import BROKER, json_response
+from broker.api.context import BROKER, json_response
 from broker.api.params import int_param, partition_param
-from broker.metadata import MetadataCache, PartitionInfo
-from odradek import media
-from odradek.errors import NotLeaderOrFollowerError, UnknownPartitionError, UnknownTopicError
+from broker.metadata.cache import MetadataCache, PartitionInfo
+from broker.produce import forwarding as forward
+from odradek.protocol import media
+from odradek.protocol.errors import NotLeaderOrFollowerError, UnknownPartitionError, UnknownTopicError
 
 
 def _partition_meta(info: PartitionInfo | None, partition: int, replicas: list[int]) -> dict[str, Any]:

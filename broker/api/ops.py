@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from broker.api.app import BROKER, json_response
+from broker.api.context import BROKER, OPENAPI, json_response
 
 
 async def health(request: web.Request) -> web.Response:
@@ -17,6 +17,4 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    from broker.api.openapi import spec
-
-    return json_response(spec())
+    return json_response(request.app[OPENAPI])

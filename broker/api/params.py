@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from odradek.errors import InvalidRequestError
+from odradek.protocol.errors import InvalidRequestError
 
 
 def int_param(request: web.Request, name: str, default: int | None = None, *, minimum: int = 0) -> int:

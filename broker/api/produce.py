@@ -5,12 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
-from broker.api.app import BROKER, json_response
+from broker.api.context import BROKER, json_response
 from broker.api.embedded import parse_produce_body, produce_format
 from broker.api.params import int_param, partition_param
-from broker.produce import parse_acks
-from odradek import media
-from odradek.errors import UnsupportedMediaTypeError
+from broker.produce.service import parse_acks
+from odradek.protocol import media
+from odradek.protocol.errors import UnsupportedMediaTypeError
 
 
 async def produce_json(request: web.Request) -> web.Response:

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.controller import leadership
-from broker.events import Event, EventQueue
-from odradek.errors import ControllerMovedError, NotControllerError, OdradekError, StaleBrokerEpochError
+from broker.metadata.events import Event, EventQueue
+from odradek.protocol.errors import ControllerMovedError, NotControllerError, OdradekError, StaleBrokerEpochError
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment
 from zk.client import ControllerClaim, ZkClient, ZkVersionConflict
-from zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from zk.znodes import LeaderAndIsr
+from odradek.protocol.model import LeaderAndIsr
 
 NO_LEADER = LeaderAndIsr.NO_LEADER
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from odradek.errors import KafkaStorageError
+from odradek.protocol.errors import KafkaStorageError
 
 VERSION = 0
 

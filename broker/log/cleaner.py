@@ -40,8 +40,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.errors import OdradekError
-from odradek.records import BatchHeader, Record, decode_batch, parse_header, rebuild_batch
+from odradek.protocol.errors import OdradekError
+from odradek.protocol.records import BatchHeader, Record, decode_batch, parse_header, rebuild_batch
 
 from .log import Log
 from .segment import INT32_MAX, LogSegment, file_name

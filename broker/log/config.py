@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.errors import InvalidConfigError
-from odradek.records import COMPRESSION_CODECS
+from odradek.protocol.errors import InvalidConfigError
+from odradek.protocol.records import COMPRESSION_CODECS
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1

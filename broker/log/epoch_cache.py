@@ -22,7 +22,7 @@ import threading
 from bisect import bisect_right
 from pathlib import Path
 
-from odradek.errors import KafkaStorageError
+from odradek.protocol.errors import KafkaStorageError
 
 from .checkpoint import read_lines, write_lines
 

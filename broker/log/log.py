@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from odradek.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
-from odradek.records import (
+from odradek.protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from odradek.protocol.records import (
     LOG_OVERHEAD,
     BatchHeader,
     decode_batch,

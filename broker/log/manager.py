@@ -40,7 +40,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from odradek.errors import KafkaStorageError
+from odradek.protocol.errors import KafkaStorageError
+from odradek.protocol.model import TopicPartition
 
 from . import checkpoint
 from .cleaner import DEFAULT_MAX_MAP_ENTRIES, clean, needs_cleaning, plan
@@ -56,7 +57,6 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 
-TopicPartition = tuple[str, int]
 
 
 def log_dir_name(topic: str, partition: int) -> str:

@@ -2,7 +2,7 @@
 
 Files are named after the segment's base offset, zero-padded to 20 digits, so a directory listing sorts in
 offset order and the base offset of an empty segment survives a restart. ``.log`` holds whole v2 record
-batches back to back (the layout is in ``odradek.records``), exactly the bytes the producer sent except the
+batches back to back (the layout is in ``odradek.protocol.records``), exactly the bytes the producer sent except the
 12 header bytes the leader stamps. Temporary suffixes: ``.cleaned`` (compaction output being written),
 ``.swap`` (complete compaction output about to replace segments), ``.deleted`` (waiting out
 ``file.delete.delay.ms`` so in-flight readers can finish).
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from crc32c import crc32c as _crc
 
-from odradek.errors import InvalidRecordError, KafkaStorageError
-from odradek.records import (
+from odradek.protocol.errors import InvalidRecordError, KafkaStorageError
+from odradek.protocol.records import (
     ATTRIBUTES_POS,
     HEADER,
     HEADER_SIZE,

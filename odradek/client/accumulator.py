@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 
 from odradek.client.types import Header, RecordMetadata, TopicPartition
-from odradek.partitioner import DefaultPartitioner
-from odradek.records import HEADER_SIZE, encode_batch
+from odradek.protocol.partitioner import DefaultPartitioner
+from odradek.protocol.records import HEADER_SIZE, encode_batch
 
 __all__ = [
     "ABORTED",

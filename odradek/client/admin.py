@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from odradek.client.metadata import Metadata, PartitionMeta, parse_metadata
 from odradek.client.transport import Transport, parse_bootstrap, quote_path
-from odradek.errors import (
+from odradek.protocol.errors import (
     BrokerNotAvailableError,
     CoordinationUnavailableError,
     NotControllerError,

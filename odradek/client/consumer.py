@@ -19,13 +19,13 @@ from typing import Any
 from odradek.client.metadata import REFRESH_ERRORS, Metadata
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import ConsumerRecord, TopicPartition
-from odradek.errors import (
+from odradek.protocol.errors import (
     InvalidConfigError,
     NotLeaderOrFollowerError,
     OdradekError,
     OffsetOutOfRangeError,
 )
-from odradek.records import decode_batch, iter_batch_headers
+from odradek.protocol.records import decode_batch, iter_batch_headers
 
 __all__ = ["Consumer"]
 

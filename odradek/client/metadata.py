@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from odradek.client.transport import Transport, normalize_url
-from odradek.errors import (
+from odradek.protocol.errors import (
     BrokerNotAvailableError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,

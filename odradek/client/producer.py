@@ -27,15 +27,15 @@ from odradek.client.accumulator import (
 from odradek.client.metadata import REFRESH_ERRORS, Metadata
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import Header, RecordMetadata, TopicPartition
-from odradek.errors import (
+from odradek.protocol.errors import (
     InvalidConfigError,
     NotLeaderOrFollowerError,
     OdradekError,
     RequestTimedOutError,
     UnknownPartitionError,
 )
-from odradek.partitioner import DefaultPartitioner, murmur2
-from odradek.records import COMPRESSION_CODECS
+from odradek.protocol.partitioner import DefaultPartitioner, murmur2
+from odradek.protocol.records import COMPRESSION_CODECS
 
 __all__ = ["Producer"]
 

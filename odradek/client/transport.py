@@ -2,8 +2,8 @@
 
 Why ``http.client`` and not a third-party client: a producer or consumer talks to a handful of brokers with small
 requests, so connection reuse is what matters, and ``http.client`` over a kept-alive socket is as fast as anything
-in pure Python, with nothing to install. Every failure leaves here as an :class:`~odradek.errors.OdradekError`:
-error envelopes through :func:`~odradek.errors.error_for`, a refused or dropped connection as the retriable
+in pure Python, with nothing to install. Every failure leaves here as an :class:`~odradek.protocol.errors.OdradekError`:
+error envelopes through :func:`~odradek.protocol.errors.error_for`, a refused or dropped connection as the retriable
 ``BROKER_NOT_AVAILABLE`` and a socket timeout as the retriable ``REQUEST_TIMED_OUT``, so callers decide retries
 from one attribute (``retriable``) whatever went wrong.
 """
@@ -19,8 +19,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
-from odradek import media
-from odradek.errors import (
+from odradek.protocol import media
+from odradek.protocol.errors import (
     BrokerNotAvailableError,
     OdradekError,
     RequestTimedOutError,

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from odradek.protocol.model import TopicPartition
+
 __all__ = ["ConsumerRecord", "Header", "RecordMetadata", "TopicPartition"]
 
 Header = tuple[str, bytes | None]
 
-
-class TopicPartition(NamedTuple):
-    """Hashable, so it keys dicts the way Kafka's ``TopicPartition`` does."""
-
-    topic: str
-    partition: int
 
 
 class RecordMetadata(NamedTuple):

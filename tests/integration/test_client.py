@@ -10,13 +10,13 @@ from collections import defaultdict
 import pytest
 
 from odradek import AdminClient, Consumer, Producer, TopicPartition
-from odradek.errors import (
+from odradek.protocol.errors import (
     InvalidPartitionsError,
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
-from odradek.partitioner import murmur2, to_positive
+from odradek.protocol.partitioner import murmur2, to_positive
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from odradek.errors import ControllerMovedError
+from odradek.protocol.errors import ControllerMovedError
+from odradek.protocol.model import LeaderAndIsr
 from tests.conftest import SESSION_TIMEOUT_MS, MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.ports import free_port_block
 from zk.client import ControllerClaim
 from zk.ensemble import ZkEnsemble
-from zk.znodes import LeaderAndIsr
 
 pytestmark = pytest.mark.cluster
 

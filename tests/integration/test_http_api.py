@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from odradek.partitioner import murmur2, to_positive
-from odradek.records import decode_records, encode_batch
+from odradek.protocol.partitioner import murmur2, to_positive
+from odradek.protocol.records import decode_records, encode_batch
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, metadata, request
 

@@ -159,7 +159,7 @@ def test_acks_all_needs_min_insync_replicas_but_acks_1_does_not(make_cluster: Ma
 
 
 def _one_batch(value: bytes) -> bytes:
-    from odradek.records import encode_batch
+    from odradek.protocol.records import encode_batch
 
     return encode_batch([(None, value, int(time.time() * 1000), ())])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from odradek.records import decode_records, encode_batch
+from odradek.protocol.records import decode_records, encode_batch
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.http import partition_state, request

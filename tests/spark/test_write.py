@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from odradek.partitioner import murmur2, to_positive
+from odradek.protocol.partitioner import murmur2, to_positive
 from tests.harness.cluster import LocalProcessBackend
 from tests.spark.conftest import bootstrap, new_topic, read_rows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.controller import leadership as L
-from zk.znodes import LeaderAndIsr
+from odradek.protocol.model import LeaderAndIsr
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from odradek.client.consumer import _decode
 from odradek.client.metadata import Metadata, parse_metadata
 from odradek.client.transport import Transport, _error_from, normalize_url, parse_bootstrap, quote_path
 from odradek.client.types import TopicPartition
-from odradek.errors import (
+from odradek.protocol.errors import (
     BrokerNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -22,7 +22,7 @@ from odradek.errors import (
     UnknownServerError,
     UnknownTopicError,
 )
-from odradek.records import decode_batch, encode_batch, parse_header, rebuild_batch, set_base_offset
+from odradek.protocol.records import decode_batch, encode_batch, parse_header, rebuild_batch, set_base_offset
 
 # ------------------------------------------------------------------------------------------------ addresses
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek import errors as E
+from odradek.protocol import errors as E
 
 
 def test_every_error_has_a_unique_name_and_a_valid_status() -> None:

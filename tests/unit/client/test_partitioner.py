@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.partitioner import DefaultPartitioner, murmur2, to_positive
+from odradek.protocol.partitioner import DefaultPartitioner, murmur2, to_positive
 
 # (key, murmur2 signed, {num_partitions: partition}) — every row of kafka-classic.md section 5; blank cells omitted.
 VECTORS: list[tuple[bytes, int, dict[int, int]]] = [

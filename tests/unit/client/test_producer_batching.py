@@ -19,8 +19,8 @@ from odradek.client.accumulator import (
     estimate_size,
 )
 from odradek.client.types import RecordMetadata, TopicPartition
-from odradek.partitioner import DefaultPartitioner
-from odradek.records import GZIP, HEADER_SIZE, NONE, decode_records
+from odradek.protocol.partitioner import DefaultPartitioner
+from odradek.protocol.records import GZIP, HEADER_SIZE, NONE, decode_records
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)

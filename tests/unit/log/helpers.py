@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from broker.log import Log, LogConfig
-from odradek.records import decode_records, encode_batch, iter_batch_headers
+from odradek.protocol.records import decode_records, encode_batch, iter_batch_headers
 
 
 class FakeClock:

@@ -10,8 +10,8 @@ import crc32c
 import pytest
 
 from broker.log import Log
-from odradek import records as r
-from odradek.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, RecordTooLargeError
+from odradek.protocol import records as r
+from odradek.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, RecordTooLargeError
 
 from .helpers import batch, open_log, read_all
 

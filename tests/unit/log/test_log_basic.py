@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from broker.log import Log, LogConfig
-from odradek import records as r
-from odradek.errors import InvalidRecordError, OffsetOutOfRangeError
+from odradek.protocol import records as r
+from odradek.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
 
 from .helpers import FakeClock, batch, batch_offsets, config, keyed_batch, open_log, read_all
 
@@ -234,7 +234,7 @@ def test_reopen_after_clean_close_keeps_everything(tmp_path: Path) -> None:
 
 
 def test_config_from_topic_config() -> None:
-    from odradek.errors import InvalidConfigError
+    from odradek.protocol.errors import InvalidConfigError
 
     cfg = LogConfig.from_topic_config(
         {"cleanup.policy": "compact,delete", "retention.ms": "-1", "min.insync.replicas": "2"},

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.log import Log, cleaner
-from odradek import records as r
+from odradek.protocol import records as r
 
 from .helpers import FakeClock, batch_offsets, config, keyed_batch, read_all, values_by_offset
 

@@ -17,7 +17,7 @@ with warnings.catch_warnings():  # kafka-python's protocol schemas use deprecate
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
     from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from odradek import records as r
+from odradek.protocol import records as r
 
 keys = st.one_of(st.none(), st.binary(max_size=30))
 values = st.one_of(st.none(), st.binary(max_size=200))

@@ -9,7 +9,7 @@ import pytest
 
 from broker.log import LogManager
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, parse_log_dir_name
-from odradek.errors import InvalidConfigError, KafkaStorageError
+from odradek.protocol.errors import InvalidConfigError, KafkaStorageError
 
 from .helpers import FakeClock, batch, keyed_batch, read_all, values_by_offset
 

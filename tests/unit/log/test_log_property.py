@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker.log import Log
-from odradek import records as r
+from odradek.protocol import records as r
 
 from .helpers import FakeClock, config
 

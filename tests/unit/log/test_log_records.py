@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek import records as r
-from odradek.errors import (
+from odradek.protocol import records as r
+from odradek.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from broker.log import Log
-from odradek import records as r
+from odradek.protocol import records as r
 
 from .helpers import FakeClock, batch, batch_offsets, config, read_all
 

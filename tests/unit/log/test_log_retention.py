@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from broker.log import Log
-from odradek import records as r
+from odradek.protocol import records as r
 
 from .helpers import FakeClock, batch, batch_offsets, config, open_log, read_all
 

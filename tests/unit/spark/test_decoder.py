@@ -1,4 +1,4 @@
-"""The vectorised Arrow decoder against the reference codec (odradek.records), on every shape of batch."""
+"""The vectorised Arrow decoder against the reference codec (odradek.protocol.records), on every shape of batch."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from odradek.errors import CorruptRecordError
-from odradek.records import GZIP, LZ4, NONE, ZSTD, encode_batch, set_base_offset
+from odradek.protocol.errors import CorruptRecordError
+from odradek.protocol.records import GZIP, LZ4, NONE, ZSTD, encode_batch, set_base_offset
 from odradek_spark.reader import ArrowDecoder, arrow_schema
 
 pa = pytest.importorskip("pyarrow")
@@ -31,7 +31,7 @@ def _batch(rng: random.Random, base: int, n: int, **kwargs: object) -> bytes:
 
 def _log(seed: int) -> tuple[bytes, list[tuple]]:
     """Concatenated batches of every kind, and the records the reference decoder sees in them."""
-    from odradek.records import decode_records
+    from odradek.protocol.records import decode_records
 
     rng = random.Random(seed)
     body = b""
@@ -74,7 +74,7 @@ def test_decoder_matches_the_reference_codec(seed: int, include_headers: bool) -
 
 def test_log_append_time_batches_take_the_batch_time() -> None:
     data = bytearray(encode_batch([(None, b"a", 5, []), (None, b"b", 6, [])], timestamp_type=1))
-    from odradek.records import set_log_append_time
+    from odradek.protocol.records import set_log_append_time
 
     set_log_append_time(data, 0, 1_800_000_000_000)
     batch, _ = ArrowDecoder("t", 0, False).decode(bytes(data), 0, 10)
@@ -107,7 +107,7 @@ def test_the_arrow_schema_is_the_one_pyspark_expects() -> None:
 def test_runs_of_equal_sizes_and_odd_ones_out_decode_exactly() -> None:
     """The guess-then-walk start finder: long runs, a size change every few records, a record over 8 KiB
     (three-byte length varint) in the middle of a run, and batches too small to guess in."""
-    from odradek.records import decode_records
+    from odradek.protocol.records import decode_records
 
     rng = random.Random(11)
     body = b""

@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from odradek import media
-from odradek.errors import BrokerNotAvailableError, error_for
+from odradek.protocol import media
+from odradek.protocol.errors import BrokerNotAvailableError, error_for
 
 
 async def _raise_for_error(resp: aiohttp.ClientResponse) -> None:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from broker.partition import FOLLOWER, Partition
-from odradek import media
+from broker.replication.partition import FOLLOWER, Partition
+from odradek.protocol import media
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from broker import forwarding as forward
-from broker.replica_manager import ReplicaManager
-from odradek.errors import InvalidRequestError, NotLeaderOrFollowerError, OdradekError, UnknownPartitionError
-from odradek.partitioner import murmur2, to_positive
-from odradek.records import encode_batch
+from broker.produce import forwarding as forward
+from broker.replication.replica_manager import ReplicaManager
+from odradek.protocol.errors import InvalidRequestError, NotLeaderOrFollowerError, OdradekError, UnknownPartitionError
+from odradek.protocol.partitioner import murmur2, to_positive
+from odradek.protocol.records import encode_batch
 
 Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 

@@ -15,9 +15,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from broker.events import Event, EventQueue
+from broker.metadata.events import Event, EventQueue
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment
 from zk.client import ZkClient
-from zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ import crc32c as _crc32c
 import lz4.frame
 import zstandard
 
-from odradek.errors import (
+from odradek.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,

@@ -18,17 +18,17 @@ import aiohttp
 
 from broker.log.checkpoint import read_offsets, write_offsets
 from broker.log.manager import LogManager
-from broker.metadata import MetadataCache, MetadataListener, PartitionInfo
-from broker.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
-from broker.replica_fetcher import FollowerFetcher
-from odradek.errors import (
+from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
+from broker.replication.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
+from broker.replication.replica_fetcher import FollowerFetcher
+from odradek.protocol.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     UnknownPartitionError,
     UnknownTopicError,
 )
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr
 from zk.client import ZkClient
-from zk.znodes import BrokerInfo, LeaderAndIsr
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from broker.log.log import AppendResult, Log, ReadResult
-from broker.metadata import PartitionInfo
-from odradek.errors import (
+from broker.metadata.cache import PartitionInfo
+from odradek.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -39,7 +39,7 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
 )
-from zk.znodes import LeaderAndIsr
+from odradek.protocol.model import LeaderAndIsr
 
 LEADER = "leader"
 FOLLOWER = "follower"

@@ -1,0 +1,25 @@
+"""What every HTTP handler needs from the application, in a module that imports no handler.
+
+Why: handlers used to import the broker key from ``app.py``, which imports the handlers, so the package was one
+import cycle and the key was untyped. ``BROKER`` is a typed ``web.AppKey[Broker]``: ``request.app[BROKER]`` is
+a ``Broker`` to a type checker, with no runtime import of the broker (which imports this package).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+__all__ = ["BROKER", "OPENAPI", "json_response"]
+
+BROKER: web.AppKey[Broker] = web.AppKey("broker")
+OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi")  # built once, from the route table
+
+
+def json_response(obj: object, status: int = 200, content_type: str = "application/json") -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(obj), content_type=content_type)
