@@ -73,15 +73,12 @@ def spark_session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    import odradek_spark
-
     spark = (SparkSession.builder.master("local[2]").appName("odradek-pipeline")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    odradek_spark.register(spark)
-    return spark
+    return spark  # format("odradek") resolves by itself: pip install brings pyspark_odradek (SPARK-45917)
 
 
 def aggregate(events: Any) -> Any:

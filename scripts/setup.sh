@@ -13,4 +13,6 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark]"
+# compat mode puts the project root on sys.path (a .pth line), which Spark's Python workers need both to import
+# the project and to discover pyspark_odradek (pkgutil.iter_modules does not see setuptools' editable finder).
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark]" --config-settings editable_mode=compat

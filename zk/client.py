@@ -5,6 +5,11 @@ Why a facade: every write the controller makes must be fenced by the controller 
 and callers must not have to know paths or kazoo's types. Callers get domain values (``BrokerInfo``,
 ``LeaderAndIsr``) and typed errors (``BrokerIdInUseError``, ``ControllerMovedError``) instead.
 
+Retries: every kazoo call goes through ``retrying`` (zk/retry.py): a connection loss or a slow server is retried
+with backoff until the call's deadline (``op_deadline_s``, the session timeout by default, so a caller never
+waits longer than ZooKeeper would take to expire it); what still fails then, and a session expiry, leave as
+``CoordinationUnavailableError`` (retriable, HTTP 503), never as a kazoo exception.
+
 Concurrency: ``ZkClient`` is thread-safe (kazoo is); its methods block for one or a few ZooKeeper round trips,
 so asyncio callers run them with ``asyncio.to_thread``. Watches are one-shot: a verb that takes ``watch`` arms
 it on the node it reads, and the callback runs on a kazoo thread with no arguments. Callers must only hand a
@@ -23,14 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-    RuntimeInconsistency,
-)
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
@@ -41,7 +39,9 @@ from odradek.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
-from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.protocol.model import BrokerInfo, TopicAssignment, TopicPartition
+from zk.partition_states import PartitionStatesMixin, StateWrites, ZkVersionConflict, is_rollback
+from zk.retry import ZkRetry
 from zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -56,10 +56,13 @@ from zk.znodes import (
     DeleteTopicZNode,
     PreferredReplicaElectionZNode,
     TopicPartitionStateZNode,
+    TopicPartitionsZNode,
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
 )
+
+__all__ = ["CONNECTED", "LOST", "SUSPENDED", "ControllerClaim", "StateWrites", "ZkClient", "ZkVersionConflict"]
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +73,6 @@ StateListener = Callable[[str], None]
 CONNECTED = "CONNECTED"
 SUSPENDED = "SUSPENDED"
 LOST = "LOST"
-
-
-class ZkVersionConflict(Exception):
-    """A conditional write lost to a concurrent one: re-read the node and decide again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +95,20 @@ def new_cluster_id() -> str:
     return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class ZkClient:
+class ZkClient(PartitionStatesMixin):
     """A ZooKeeper session and the verbs Odradek needs.
 
     ``session_timeout_s`` is requested from the servers, which clamp it to [2, 20] x tickTime.
+    ``op_deadline_s`` bounds each verb's retries (default: the session timeout).
     """
 
-    def __init__(self, connect: str, *, session_timeout_s: float = 6.0, connect_timeout_s: float = 15.0):
+    def __init__(self, connect: str, *, session_timeout_s: float = 6.0, connect_timeout_s: float = 15.0,
+                 op_deadline_s: float | None = None):
         self.connect = connect
         self._hosts, self._chroot = split_chroot(connect)
         self._connect_timeout_s = connect_timeout_s
+        self.op_deadline_s = op_deadline_s if op_deadline_s is not None else session_timeout_s
+        self._connected = threading.Event()
         self._kazoo = KazooClient(
             hosts=connect,
             timeout=session_timeout_s,
@@ -115,6 +118,7 @@ class ZkClient:
         self._listeners: list[StateListener] = []
         self._listener_lock = threading.Lock()
         self._kazoo.add_listener(self._on_state)
+        self._retry = ZkRetry(lambda: bool(self._kazoo.connected), self._connected, self.op_deadline_s)
 
     # ---------------------------------------------------------------------------------------- lifecycle
 
@@ -137,7 +141,8 @@ class ZkClient:
             bootstrap.stop()
             raise CoordinationUnavailableError(f"cannot connect to ZooKeeper at {self._hosts}") from e
         try:
-            bootstrap.ensure_path(self._chroot or "/")
+            ZkRetry(lambda: bool(bootstrap.connected), threading.Event(), self.op_deadline_s)(
+                bootstrap.ensure_path, self._chroot or "/")
         finally:
             bootstrap.stop()
             bootstrap.close()
@@ -158,6 +163,10 @@ class ZkClient:
         name = {KazooState.CONNECTED: CONNECTED, KazooState.SUSPENDED: SUSPENDED, KazooState.LOST: LOST}.get(
             state, str(state)
         )
+        if name == CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
         with self._listener_lock:
             listeners = list(self._listeners)
         for listener in listeners:
@@ -185,25 +194,41 @@ class ZkClient:
 
         return fire
 
+    # ---------------------------------------------------------------------------------- for other zk/ modules
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The kazoo client, for other modules of zk/ only (groups, ...): nothing outside zk/ may touch it."""
+        return self._kazoo
+
+    def retrying(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` (a function making kazoo calls) under the one retry policy, translating kazoo's
+        connection errors to CoordinationUnavailableError. Every ZooKeeper call in zk/ goes through here.
+
+        ``fn`` may run more than once: it must be safe to repeat (reads, conditional writes, creates whose
+        NodeExistsError the caller interprets).
+        """
+        return self._retry(fn, *args, **kwargs)
+
     # ------------------------------------------------------------------------------------- bootstrapping
 
     def ensure_persistent_paths(self) -> None:
         for path in PERSISTENT_PATHS:
-            self._kazoo.ensure_path(path)
+            self.retrying(self._kazoo.ensure_path, path)
 
     def get_or_create_cluster_id(self) -> str:
         """The first broker up writes /cluster/id; everyone after reads it."""
         try:
-            data, _ = self._kazoo.get(ClusterIdZNode.path)
+            data, _ = self.retrying(self._kazoo.get, ClusterIdZNode.path)
             return ClusterIdZNode.decode(data)
         except NoNodeError:
             pass
         candidate = new_cluster_id()
         try:
-            self._kazoo.create(ClusterIdZNode.path, ClusterIdZNode.encode(candidate), makepath=True)
+            self.retrying(self._kazoo.create, ClusterIdZNode.path, ClusterIdZNode.encode(candidate), makepath=True)
             return candidate
         except NodeExistsError:
-            data, _ = self._kazoo.get(ClusterIdZNode.path)
+            data, _ = self.retrying(self._kazoo.get, ClusterIdZNode.path)
             return ClusterIdZNode.decode(data)
 
     # -------------------------------------------------------------------------------------------- brokers
@@ -216,10 +241,10 @@ class ZkClient:
         """
         path = BrokerIdZNode.path(info.broker_id)
         try:
-            self._kazoo.create(path, BrokerIdZNode.encode(info), ephemeral=True, makepath=True)
+            self.retrying(self._kazoo.create, path, BrokerIdZNode.encode(info), ephemeral=True, makepath=True)
         except NodeExistsError:
             try:
-                _, stat = self._kazoo.get(path)
+                _, stat = self.retrying(self._kazoo.get, path)
             except NoNodeError:
                 return self.register_broker(info)  # the holder's session ended between our two calls
             if stat.ephemeralOwner != self.session_id:
@@ -230,29 +255,29 @@ class ZkClient:
                     f"0x{stat.ephemeralOwner:x}{where}; pick another --id or stop that broker first",
                     broker_id=info.broker_id,
                 ) from None
-        _, stat = self._kazoo.get(path)
+        _, stat = self.retrying(self._kazoo.get, path)
         return int(stat.czxid)
 
     def deregister_broker(self, broker_id: int) -> None:
         """Delete our own registration (only if this session owns it)."""
         path = BrokerIdZNode.path(broker_id)
         try:
-            _, stat = self._kazoo.get(path)
+            _, stat = self.retrying(self._kazoo.get, path)
             if stat.ephemeralOwner == self.session_id:
-                self._kazoo.delete(path, version=stat.version)
+                self.retrying(self._kazoo.delete, path, version=stat.version)
         except (NoNodeError, BadVersionError):
             pass
 
     def get_broker_ids(self, watch: Watch | None = None) -> list[int]:
         try:
-            children = self._kazoo.get_children(BrokerIdsZNode.path, watch=self._arm(watch))
+            children = self.retrying(self._kazoo.get_children, BrokerIdsZNode.path, watch=self._arm(watch))
         except NoNodeError:  # no broker has started in this chroot yet
             return []
         return sorted(int(c) for c in children if c.isdigit())
 
     def get_broker(self, broker_id: int, watch: Watch | None = None) -> BrokerInfo | None:
         try:
-            data, stat = self._kazoo.get(BrokerIdZNode.path(broker_id), watch=self._arm(watch))
+            data, stat = self.retrying(self._kazoo.get, BrokerIdZNode.path(broker_id), watch=self._arm(watch))
         except NoNodeError:
             return None
         return BrokerIdZNode.decode(broker_id, data, int(stat.czxid))
@@ -272,11 +297,11 @@ class ZkClient:
 
     def get_controller(self, watch: Watch | None = None) -> int | None:
         """The active controller's broker id, arming ``watch`` for its creation, change or deletion."""
-        stat = self._kazoo.exists(ControllerZNode.path, watch=self._arm(watch))
+        stat = self.retrying(self._kazoo.exists, ControllerZNode.path, watch=self._arm(watch))
         if stat is None:
             return None
         try:
-            data, _ = self._kazoo.get(ControllerZNode.path)
+            data, _ = self.retrying(self._kazoo.get, ControllerZNode.path)
         except NoNodeError:
             return None
         return ControllerZNode.decode(data)
@@ -284,11 +309,11 @@ class ZkClient:
     def get_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zkVersion) of /controller_epoch, creating it as 0 if absent."""
         try:
-            data, stat = self._kazoo.get(ControllerEpochZNode.path)
+            data, stat = self.retrying(self._kazoo.get, ControllerEpochZNode.path)
             return ControllerEpochZNode.decode(data), int(stat.version)
         except NoNodeError:
             with contextlib.suppress(NodeExistsError):
-                self._kazoo.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
+                self.retrying(self._kazoo.create, ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
             return self.get_controller_epoch()
 
     def claim_controller(self, broker_id: int) -> ControllerClaim:
@@ -298,10 +323,12 @@ class ZkClient:
         another broker or the epoch moved under us (another claim won the race).
         """
         epoch, version = self.get_controller_epoch()
-        tx = self._kazoo.transaction()
-        tx.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
-        tx.set_data(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=version)
-        results = tx.commit()
+
+        def build(tx: Any) -> None:
+            tx.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
+            tx.set_data(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=version)
+
+        results = self._multi(build)
         if not any(isinstance(r, Exception) for r in results):
             return ControllerClaim(broker_id, epoch + 1, int(results[1].version))
         # A retried multi may in fact have succeeded: accept it only if both nodes say so.
@@ -316,24 +343,37 @@ class ZkClient:
 
     def resign_controller(self, claim: ControllerClaim) -> None:
         """Delete /controller if our claim still holds; a deposed controller's delete is a no-op."""
-        tx = self._kazoo.transaction()
-        tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
-        tx.delete(ControllerZNode.path)
-        tx.commit()  # a failure means someone else already controls, or nobody does: nothing to undo
+        def build(tx: Any) -> None:
+            tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
+            tx.delete(ControllerZNode.path)
+
+        self._multi(build)  # a failure means someone else already controls, or nobody does: nothing to undo
+
+    def _multi(self, build: Callable[[Any], None]) -> list[Any]:
+        """Commit ``build(tx)``'s operations as one multi under the retry policy (a new transaction per
+        attempt: kazoo's cannot be committed twice). Failed operations come back as exception instances."""
+
+        def attempt() -> list[Any]:
+            tx = self._kazoo.transaction()
+            build(tx)
+            return list(tx.commit())
+
+        return list(self.retrying(attempt))
 
     def _commit_fenced(self, claim: ControllerClaim, build: Callable[[Any], None]) -> list[Any]:
         """Run ``build(tx)``'s operations in one multi behind a check of the controller epoch's zkVersion."""
-        tx = self._kazoo.transaction()
-        tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
-        build(tx)
-        results = tx.commit()
+        def fenced(tx: Any) -> None:
+            tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
+            build(tx)
+
+        results = self._multi(fenced)
         # A failed multi reports the failing op's error and RolledBackError/RuntimeInconsistency for the
         # rest, so only a BadVersion (or NoNode) on the check itself means we were deposed.
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise ControllerMovedError(
                 f"controller epoch {claim.epoch} of broker {claim.broker_id} is stale: a newer controller exists"
             )
-        failures = [r for r in results[1:] if isinstance(r, Exception) and not _is_rollback(r)]
+        failures = [r for r in results[1:] if isinstance(r, Exception) and not is_rollback(r)]
         if failures:
             raise failures[0]
         return results[1:]
@@ -341,7 +381,7 @@ class ZkClient:
     # ------------------------------------------------------------------------------------------- topics
 
     def get_topics(self, watch: Watch | None = None) -> list[str]:
-        return sorted(self._kazoo.get_children(TopicsZNode.path, watch=self._arm(watch)))
+        return sorted(self.retrying(self._kazoo.get_children, TopicsZNode.path, watch=self._arm(watch)))
 
     def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
         got = self._get_watching_existence(TopicZNode.path(topic), watch)
@@ -349,19 +389,23 @@ class ZkClient:
 
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Admin path: the config node first, then the assignment (which the controller watches for)."""
-        tx = self._kazoo.transaction()
-        tx.create(ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))
-        tx.create(TopicZNode.path(topic), TopicZNode.encode(assignment))
-        results = tx.commit()
+        def build(tx: Any) -> None:
+            tx.create(ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))
+            tx.create(TopicZNode.path(topic), TopicZNode.encode(assignment))
+
+        results = self._multi(build)
         if any(isinstance(r, NodeExistsError) for r in results):
+            existing = self.get_topic_assignment(topic)
+            if existing is not None and existing.topic_id == assignment.topic_id and assignment.topic_id:
+                return  # a retried multi that had succeeded: the topic is ours
             raise TopicAlreadyExistsError(f"topic '{topic}' already exists")
-        failures = [r for r in results if isinstance(r, Exception) and not _is_rollback(r)]
+        failures = [r for r in results if isinstance(r, Exception) and not is_rollback(r)]
         if failures:
             raise failures[0]
 
     def set_topic_assignment(self, topic: str, assignment: TopicAssignment) -> None:
         try:
-            self._kazoo.set(TopicZNode.path(topic), TopicZNode.encode(assignment))
+            self.retrying(self._kazoo.set, TopicZNode.path(topic), TopicZNode.encode(assignment))
         except NoNodeError:
             raise UnknownTopicError(f"topic '{topic}' does not exist") from None
 
@@ -374,50 +418,50 @@ class ZkClient:
         path = ConfigEntityZNode.path(entity_type, name)
         payload = ConfigEntityZNode.encode(config)
         try:
-            self._kazoo.set(path, payload)
+            self.retrying(self._kazoo.set, path, payload)
         except NoNodeError:
-            self._kazoo.create(path, payload, makepath=True)
-        self._kazoo.create(
-            ConfigChangesZNode.prefix, ConfigChangesZNode.encode(entity_type, name), sequence=True
-        )
+            self.retrying(self._kazoo.create, path, payload, makepath=True)
+        self.retrying(self._kazoo.create, ConfigChangesZNode.prefix, ConfigChangesZNode.encode(entity_type, name),
+                      sequence=True)
 
     def get_config_changes(self, watch: Watch | None = None) -> list[str]:
         """The sequential change notifications (their names only: watchers re-read the configs they care about)."""
         try:
-            return sorted(self._kazoo.get_children(ConfigChangesZNode.path, watch=self._arm(watch)))
+            return sorted(self.retrying(self._kazoo.get_children, ConfigChangesZNode.path, watch=self._arm(watch)))
         except NoNodeError:
             return []
 
     def mark_topic_for_deletion(self, topic: str) -> None:
-        if self._kazoo.exists(TopicZNode.path(topic)) is None:
+        if self.retrying(self._kazoo.exists, TopicZNode.path(topic)) is None:
             raise UnknownTopicError(f"topic '{topic}' to delete does not exist")
         with contextlib.suppress(NodeExistsError):  # already marked: deleting twice is not an error
-            self._kazoo.create(DeleteTopicZNode.path(topic))
+            self.retrying(self._kazoo.create, DeleteTopicZNode.path(topic))
 
     def get_topics_to_delete(self, watch: Watch | None = None) -> list[str]:
-        return sorted(self._kazoo.get_children(DeleteTopicsZNode.path, watch=self._arm(watch)))
+        return sorted(self.retrying(self._kazoo.get_children, DeleteTopicsZNode.path, watch=self._arm(watch)))
 
     def delete_topic_znodes(self, claim: ControllerClaim, topic: str) -> None:
         """Controller: remove a deleted topic's assignment, states, config and deletion marker, fenced."""
+        try:
+            partitions = self.retrying(self._kazoo.get_children, TopicPartitionsZNode.path(topic))
+        except NoNodeError:
+            partitions = []
         paths: list[str] = []
-
-        def collect(path: str) -> None:
-            try:
-                children = self._kazoo.get_children(path)
-            except NoNodeError:
-                return
-            for child in children:
-                collect(f"{path}/{child}")
-            paths.append(path)
-
-        collect(TopicZNode.path(topic))
+        for p in sorted(int(c) for c in partitions if c.isdigit()):
+            if self.retrying(self._kazoo.exists, TopicPartitionStateZNode.path(topic, p)):
+                paths.append(TopicPartitionStateZNode.path(topic, p))
+            paths.append(TopicPartitionZNode.path(topic, p))
+        if partitions or self.retrying(self._kazoo.exists, TopicPartitionsZNode.path(topic)):
+            paths.append(TopicPartitionsZNode.path(topic))
+        if self.retrying(self._kazoo.exists, TopicZNode.path(topic)):
+            paths.append(TopicZNode.path(topic))
 
         def build(tx: Any) -> None:
             for path in paths:
                 tx.delete(path)
-            if self._kazoo.exists(ConfigEntityZNode.path("topics", topic)):
+            if self.retrying(self._kazoo.exists, ConfigEntityZNode.path("topics", topic)):
                 tx.delete(ConfigEntityZNode.path("topics", topic))
-            if self._kazoo.exists(DeleteTopicZNode.path(topic)):
+            if self.retrying(self._kazoo.exists, DeleteTopicZNode.path(topic)):
                 tx.delete(DeleteTopicZNode.path(topic))
 
         try:
@@ -431,8 +475,8 @@ class ZkClient:
     def request_preferred_election(self, partitions: list[TopicPartition]) -> bool:
         """Admin: ask the controller for a preferred leader election; False if one is already pending."""
         try:
-            self._kazoo.create(PreferredReplicaElectionZNode.path, PreferredReplicaElectionZNode.encode(partitions),
-                               makepath=True)
+            self.retrying(self._kazoo.create, PreferredReplicaElectionZNode.path,
+                          PreferredReplicaElectionZNode.encode(partitions), makepath=True)
             return True
         except NodeExistsError:
             return False
@@ -449,74 +493,12 @@ class ZkClient:
 
     def _get_watching_existence(self, path: str, watch: Watch | None) -> tuple[bytes, Any] | None:
         """Read a node that may not exist yet; the watch fires on its creation, change or deletion."""
-        if watch is not None and self._kazoo.exists(path, watch=self._arm(watch)) is None:
+        if watch is not None and self.retrying(self._kazoo.exists, path, watch=self._arm(watch)) is None:
             return None
         try:
-            return self._kazoo.get(path)
+            return self.retrying(self._kazoo.get, path)
         except NoNodeError:
             return None
-
-    def get_partition_state(
-        self, topic: str, partition: int, watch: Watch | None = None
-    ) -> tuple[LeaderAndIsr, int] | None:
-        """(state, zkVersion), or None when the partition has no state node yet."""
-        got = self._get_watching_existence(TopicPartitionStateZNode.path(topic, partition), watch)
-        if got is None:
-            return None
-        return TopicPartitionStateZNode.decode(got[0]), int(got[1].version)
-
-    def update_isr(self, topic: str, partition: int, state: LeaderAndIsr, expected_version: int) -> int:
-        """Leader: conditional write of its partition's ISR (Kafka before AlterIsr); returns the new zkVersion.
-
-        Not fenced by the controller epoch (the leader is not the controller) but by the zkVersion: any
-        controller decision since the leader read the node makes this fail. As in Kafka, a write whose content
-        is already there counts as done (a retried write that had succeeded). Raises ZkVersionConflict.
-        """
-        path = TopicPartitionStateZNode.path(topic, partition)
-        try:
-            stat = self._kazoo.set(path, TopicPartitionStateZNode.encode(state), version=expected_version)
-            return int(stat.version)
-        except (BadVersionError, NoNodeError):
-            current = self.get_partition_state(topic, partition)
-            if current is not None and current[0] == state:
-                return current[1]
-            raise ZkVersionConflict(path) from None
-
-    def create_partition_states(self, claim: ControllerClaim, topic: str, states: dict[int, LeaderAndIsr]) -> None:
-        """Controller: initialise new partitions' state nodes (fenced by the controller epoch)."""
-        partitions_path = TopicPartitionZNode.path(topic, 0).rsplit("/", 1)[0]
-        need_parent = self._kazoo.exists(partitions_path) is None
-
-        def build(tx: Any) -> None:
-            if need_parent:
-                tx.create(partitions_path)
-            for partition, state in sorted(states.items()):
-                tx.create(TopicPartitionZNode.path(topic, partition))
-                tx.create(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state))
-
-        self._commit_fenced(claim, build)
-
-    def set_partition_state(
-        self, claim: ControllerClaim, topic: str, partition: int, state: LeaderAndIsr, expected_version: int
-    ) -> int:
-        """Controller: conditional write of a partition's state; returns the new zkVersion.
-
-        Raises ControllerMovedError when deposed, ZkVersionConflict when the node changed since it was read.
-        """
-        path = TopicPartitionStateZNode.path(topic, partition)
-        try:
-            results = self._commit_fenced(
-                claim,
-                lambda tx: tx.set_data(path, TopicPartitionStateZNode.encode(state), version=expected_version),
-            )
-        except BadVersionError:
-            raise ZkVersionConflict(path) from None
-        return int(results[0].version)
-
-
-def _is_rollback(error: Exception) -> bool:
-    return isinstance(error, (RolledBackError, RuntimeInconsistency))
-
 
 class ControllerElection:
     """kazoo's Election recipe, wrapped so that callers need not import kazoo.

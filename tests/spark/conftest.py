@@ -31,8 +31,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
-    import odradek_spark
-
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[2]")
@@ -46,7 +44,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    odradek_spark.register(session)
+    # No odradek_spark.register(session): Spark finds the source by itself (pyspark_odradek, SPARK-45917).
     yield session
     session.stop()
 
