@@ -13,6 +13,21 @@ from pathlib import Path
 
 DEFAULT_DATA_DIR = os.environ.get("ODRADEK_DATA_DIR", ".odradek")
 
+# Request limits (BrokerConfig fields of the same names; docs/http-api.md "Limits"): flag -> help.
+LIMIT_FLAGS: dict[str, str] = {
+    "queued_max_request_bytes": "request body bytes being read at once over all connections (Kafka's name)",
+    "request_header_timeout_ms": "a request's headers must arrive within this (slow requests are closed)",
+    "request_body_timeout_ms": "a request's body must arrive within this (408 otherwise)",
+    "fetch_max_wait_ms": "cap on a long-poll's wait (read timeout, fetch timeout_ms)",
+    "max_records_per_request": "records in one JSON produce request",
+    "max_records_per_batch": "records in one record batch",
+    "max_decompressed_batch_bytes": "size a compressed batch may inflate to",
+    "max_partitions": "partitions in the cluster (KIP-578's name)",
+    "max_partitions_per_topic": "partitions in one topic",
+    "max_config_value_bytes": "length of one topic config value",
+    "inter_broker_max_connections": "connections to other brokers (forwarding, replication)",
+}
+
 
 def _broker(args: argparse.Namespace) -> int:
     from broker.config import BrokerConfig
@@ -26,6 +41,7 @@ def _broker(args: argparse.Namespace) -> int:
         port=port,
         data_dir=Path(args.data_dir),
         rack=args.rack,
+        advertised_url=args.advertised_url,
         zk_session_timeout_ms=args.zk_session_timeout_ms,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         max_request_bytes=args.max_request_bytes,
@@ -33,6 +49,10 @@ def _broker(args: argparse.Namespace) -> int:
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable == "true",
         leader_imbalance_check_interval_s=args.leader_imbalance_check_interval_seconds,
         leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
+        offsets_retention_minutes=args.offsets_retention_minutes,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
+        **{name: getattr(args, name) for name in LIMIT_FLAGS},
     )
     return run_broker(config)
 
@@ -96,7 +116,7 @@ def _cluster_broker(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster.load(Path(args.data_dir))
     if args.action == "start":
-        proc = cluster.start_broker(args.node_id)
+        proc = cluster.start_broker(args.node_id, notify=lambda line: print(line, flush=True))
         print(f"broker {args.node_id} started (pid {proc.pid}) at {cluster.broker_url(args.node_id)}")
     elif args.action == "stop":
         cluster.stop_broker(args.node_id)
@@ -125,6 +145,10 @@ def _cluster_zookeeper(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a ZooKeeper-coordinated commit log")
     sub = parser.add_subparsers(dest="command", required=True)
+    from broker.tools import TOOLS
+
+    for name, (_module, summary) in TOOLS.items():  # listed for --help; main() hands them over before parsing
+        sub.add_parser(name, help=summary, add_help=False)
 
     b = sub.add_parser("broker", help="run one broker in the foreground")
     b.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
@@ -132,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--listen", required=True, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092")
     b.add_argument("--data-dir", required=True, help="directory for this broker's logs")
     b.add_argument("--rack", default=None)
+    b.add_argument("--advertised-url", default=None,
+                   help="URL clients and brokers use to reach this one, e.g. http://127.0.0.1:9092 (default: --listen)")
     b.add_argument("--zk-session-timeout-ms", type=int, default=6000)
     b.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
     b.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
@@ -139,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
     b.add_argument("--leader-imbalance-check-interval-seconds", type=float, default=300.0)
     b.add_argument("--leader-imbalance-per-broker-percentage", type=int, default=10)
+    b.add_argument("--offsets-retention-minutes", type=int, default=10080, help="empty groups' offsets expire")
+    b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=300)
+    from broker.config import BrokerConfig
+
+    defaults = BrokerConfig(broker_id=0, zk_connect="", host="", port=0, data_dir=Path("."))
+    for name, help_ in LIMIT_FLAGS.items():
+        b.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
+    b.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
+                   help="REST v2 consumer instances idle this long are deleted")
     b.set_defaults(func=_broker)
 
     c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",
@@ -171,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from broker.tools import TOOLS, run_tool
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLS:  # admin tools parse Kafka's options themselves (broker/tools)
+        return run_tool(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command != "broker":
         import logging

@@ -14,6 +14,9 @@ class BrokerConfig:
     port: int
     data_dir: Path
     rack: str | None = None
+    # Kafka's advertised.listeners: the URL clients and other brokers are told to use, when it differs from the
+    # listener (a broker listening on 0.0.0.0:9092 in a container that is reached at 127.0.0.1:9092).
+    advertised_url: str | None = None
     # Kafka's zookeeper.session.timeout.ms is 18000 since 2.5; ours is shorter because a controller or
     # partition-leader failover after a crash takes about one session timeout (see README).
     zk_session_timeout_ms: int = 6000
@@ -29,6 +32,33 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_s: float = 300.0
     leader_imbalance_per_broker_percentage: int = 10
+    # Kafka's offsets.retention.minutes (7 days since 2.0): an empty group's offsets are deleted after this long;
+    # group.initial.rebalance.delay.ms (Kafka 3000; ours shorter): the stabilization window of an empty group.
+    offsets_retention_minutes: int = 10080
+    group_initial_rebalance_delay_ms: int = 300
+    # Confluent REST Proxy's consumer.instance.timeout.ms: a v2 consumer instance idle this long is deleted.
+    consumer_instance_timeout_ms: int = 300_000
+    # Request limits (docs/http-api.md, "Limits"). Each bounds what one request from an allowed client may cost
+    # the broker; a request over a limit is refused with a 4xx before anything is written.
+    # Kafka's queued.max.request.bytes: request bytes being read at once, over all connections.
+    queued_max_request_bytes: int = 128 * 1024 * 1024
+    # Slow or partial requests: the headers must arrive within the first, the whole body within the second.
+    request_header_timeout_ms: int = 10_000
+    request_body_timeout_ms: int = 30_000
+    # The cap on a long-poll's wait (a read's timeout, a fetch's timeout_ms), like a consumer's fetch.max.wait.ms.
+    fetch_max_wait_ms: int = 30_000
+    # Records in one JSON produce request, and in one record batch (binary path, after decompression).
+    max_records_per_request: int = 10_000
+    max_records_per_batch: int = 100_000
+    # A compressed batch may inflate to at most this many bytes (decompression bombs are refused on append).
+    max_decompressed_batch_bytes: int = 32 * 1024 * 1024
+    # KIP-578's max.partitions (cluster-wide) and a per-topic cap, checked when topics are created or grown.
+    max_partitions: int = 10_000
+    max_partitions_per_topic: int = 1_000
+    # The longest topic config value accepted (ZooKeeper nodes hold 1 MiB; a config is never that big).
+    max_config_value_bytes: int = 8 * 1024
+    # Connections this broker keeps to other brokers (forwarded produces and reads, replica fetches).
+    inter_broker_max_connections: int = 100
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:
@@ -36,3 +66,12 @@ class BrokerConfig:
         if not sep or not port.isdigit():
             raise ValueError(f"--listen must be HOST:PORT, got {listen!r}")
         return host or "127.0.0.1", int(port)
+
+    def advertised_address(self) -> tuple[str, int]:
+        """The host and port registered in ZooKeeper: the advertised URL's, else the listener's."""
+        if not self.advertised_url:
+            return self.host, self.port
+        scheme, sep, rest = self.advertised_url.partition("://")
+        if not sep or scheme.lower() != "http":
+            raise ValueError(f"--advertised-url must be http://HOST:PORT, got {self.advertised_url!r}")
+        return self.parse_listen(rest.rstrip("/"))

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,11 +139,15 @@ class LocalCluster:
         self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}")
         self.save()
 
-    def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0) -> ManagedProcess:
+    def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0,
+                     notify: Callable[[str], None] | None = None) -> ManagedProcess:
+        """Start a broker; if a killed predecessor's registration is still held by its ZooKeeper session, wait
+        (telling ``notify``) until that session expires, since the broker would refuse to start meanwhile."""
         slot = self._slot(broker_id)
         existing = self._procs.get(broker_id)
         if existing is not None and existing.is_alive():
             raise ClusterError(f"broker {broker_id} is already running (pid {existing.pid})")
+        self.wait_old_session(broker_id, notify=notify)
         env = dict(os.environ)
         repo_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -152,6 +157,30 @@ class LocalCluster:
         if wait:
             self.wait_registered([broker_id], timeout=timeout)
         return proc
+
+    def wait_old_session(self, broker_id: int, *, notify: Callable[[str], None] | None = None,
+                         timeout: float | None = None) -> None:
+        """Wait until no ZooKeeper session holds ``/brokers/ids/<id>`` (after ``kill``, the old process's session
+        lives until ZooKeeper expires it, up to the session timeout plus a tick or two)."""
+        timeout = timeout if timeout is not None else 2 * self.session_timeout_ms / 1000 + 10.0
+        client = self.zk_client()
+        try:
+            holder = client.get_broker(broker_id)
+            if holder is None:
+                return
+            if notify is not None:
+                notify(f"broker {broker_id} is still registered by its old ZooKeeper session (its process was killed); "
+                       f"waiting for that session to expire (up to {timeout:.0f} s)")
+            started = time.monotonic()
+            while client.get_broker(broker_id) is not None:
+                if time.monotonic() - started > timeout:
+                    raise ClusterError(f"broker {broker_id} is still registered by a live ZooKeeper session after "
+                                       f"{timeout:.0f} s; is another process running with that id?")
+                time.sleep(0.1)
+            if notify is not None:
+                notify(f"the old session expired after {time.monotonic() - started:.1f} s; starting broker {broker_id}")
+        finally:
+            client.close()
 
     def stop_broker(self, broker_id: int, timeout: float = 30.0) -> None:
         """SIGTERM: the broker shuts down cleanly (resigns, deregisters)."""

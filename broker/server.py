@@ -29,15 +29,19 @@ import aiohttp
 from aiohttp import web
 
 from broker.admin.topics import TopicAdmin
-from broker.api.app import create_app
+from broker.api.app import make_runner
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
-from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign
-from broker.metadata.cache import MetadataCache, MetadataWatcher
+from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign, Resync
+from broker.loop_monitor import LoopMonitor
+from broker.metadata.cache import MetadataCache
 from broker.metadata.events import Event, EventQueue
+from broker.metadata.watcher import MetadataWatcher
 from broker.metrics import BrokerMetrics
 from broker.produce.service import ProduceService
 from broker.replication.replica_manager import ReplicaManager
+from consumer_coordinator.coordinator import GroupCoordinator
+from consumer_coordinator.rest_instances import RestInstanceManager
 from odradek.protocol.errors import BrokerIdInUseError, OdradekError
 from odradek.protocol.model import BrokerInfo
 from zk.client import CONNECTED, LOST, ZkClient
@@ -57,6 +61,12 @@ class SessionLost(Event):
 @dataclass(frozen=True, slots=True)
 class SessionRecreated(Event):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnected(Event):
+    """The connection came back within the same session: re-read what we watch (a change may have been missed
+    while no watch could fire, and kazoo dropped its watches with the connection)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +134,16 @@ class Broker:
             self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
             await self.replicas.start()
             self.http_session = self.replicas.session
-            self.produce = ProduceService(self.replicas, self.http_session)
+            self.produce = ProduceService(
+                self.replicas, self.http_session, metadata_changed=self.metadata.changed,
+                lookup_topic=lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic),
+            )
+            self.groups = GroupCoordinator(  # consumer groups (consumer_coordinator/); started once metadata is in
+                self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, changed=self.metadata.changed,
+                offsets_retention_minutes=self.config.offsets_retention_minutes,
+                initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
+            self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
+                self, instance_timeout_ms=self.config.consumer_instance_timeout_ms)
             runner = await self._start_http()
             await self._register()
         except (StartupError, OdradekError) as e:
@@ -141,6 +160,7 @@ class Broker:
         await self._refresh_controller()
         await self.metadata.start()
         self.ready.set()
+        await self.groups.start()
         tasks.append(asyncio.create_task(self._pause_detector()))
         log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
                  self.info().url, self.cluster_id, self.broker_epoch)
@@ -149,8 +169,7 @@ class Broker:
         return self._exit_code
 
     async def _start_http(self) -> web.AppRunner:
-        runner = web.AppRunner(create_app(self, client_max_size=self.config.max_request_bytes), access_log=None,
-                               handle_signals=False)
+        runner = make_runner(self)
         await runner.setup()
         site = web.TCPSite(runner, self.config.host, self.config.port, reuse_address=True)
         try:
@@ -210,6 +229,8 @@ class Broker:
         self.controller.queue.close()
         await self._bounded(tasks[1], "resigning the controller role")
         await self._bounded(asyncio.to_thread(self.candidate.stop), "leaving the controller election")
+        await self._bounded(self.rest_consumers.close(), "closing REST consumer instances")
+        await self._bounded(self.groups.stop(), "stopping the group coordinator")
         self.events.close()
         await self._bounded(tasks[0], "draining broker events")
         tasks[2].cancel()
@@ -229,7 +250,7 @@ class Broker:
             log.warning("broker %d: %s failed: %s", self.broker_id, what, e)
 
     def info(self) -> BrokerInfo:
-        return BrokerInfo(self.broker_id, self.config.host, self.config.port, self.config.rack,
+        return BrokerInfo(self.broker_id, *self.config.advertised_address(), self.config.rack,
                           int(self.started_at * 1000))
 
     async def _pause_detector(self, tick_s: float = 0.1) -> None:
@@ -237,20 +258,22 @@ class Broker:
 
         A broker stopped (SIGSTOP, a long GC-like stall, a VM pause) may have lost its session and its
         leaderships without knowing yet: kazoo reports the expiry only after it reconnects, and requests queued
-        meanwhile would run first. So when the loop sees such a gap it stops acknowledging at once and re-reads
-        the partition states from ZooKeeper before leading again.
+        meanwhile would run first. So when the loop-lag monitor (which also feeds the lag histogram on
+        /metrics) sees such a gap, the broker stops acknowledging at once and re-reads the partition states
+        from ZooKeeper before leading again. Disk I/O is off the loop (storage executor), so only a real
+        stall of the whole loop counts: a slow fsync cannot make a broker fence itself.
         """
-        threshold = self.config.zk_session_timeout_ms / 1000 / 3
-        last = time.monotonic()
-        while True:
-            await asyncio.sleep(tick_s)
-            now = time.monotonic()
-            if now - last > threshold:
-                log.warning("broker %d was paused for %.1f s; fencing its leaderships until ZooKeeper confirms them",
-                            self.broker_id, now - last)
-                self.replicas.on_session_lost()
-                self.events.put(PausedResync())
-            last = now
+
+        def on_stall(lag_s: float) -> None:
+            log.warning("broker %d was paused for %.1f s; fencing its leaderships until ZooKeeper confirms them",
+                        self.broker_id, lag_s + tick_s)
+            self.replicas.on_session_lost()
+            self.events.put(PausedResync())
+
+        monitor = LoopMonitor(self.metrics.loop_lag, tick_s=tick_s,
+                              stall_threshold_s=self.config.zk_session_timeout_ms / 1000 / 3 - tick_s,
+                              on_stall=on_stall)
+        await monitor.run()
 
     async def _register(self) -> None:
         self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.info())
@@ -262,7 +285,7 @@ class Broker:
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo thread: record and signal only."""
-        self._zk_state = state
+        previous, self._zk_state = self._zk_state, state
         if state == LOST:
             self._session_was_lost = True
             self.controller.queue.signal_threadsafe(Resign("ZooKeeper session lost", session_lost=True))
@@ -270,6 +293,10 @@ class Broker:
         elif state == CONNECTED and self._session_was_lost:
             self._session_was_lost = False
             self.events.signal_threadsafe(SessionRecreated())
+            self.controller.queue.signal_threadsafe(Resync())
+        elif state == CONNECTED and previous != CONNECTED:
+            self.events.signal_threadsafe(Reconnected())
+            self.controller.queue.signal_threadsafe(Resync())
 
     async def _handle(self, event: Event) -> None:
         if await self.metadata.handle(event):
@@ -291,6 +318,10 @@ class Broker:
                          self.broker_id, self.broker_epoch)
                 await self._refresh_controller()
                 await self.metadata.resync()
+            case Reconnected():
+                log.info("broker %d reconnected to ZooKeeper; re-reading the cluster's metadata", self.broker_id)
+                await self._refresh_controller()
+                await self.metadata.resync(force=False)
             case ControllerChange():
                 await self._refresh_controller()
             case PausedResync():

@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from odradek.client import (
         AdminClient,
+        CommitFailedError,
         Consumer,
         ConsumerRecord,
+        GroupConsumer,
+        OffsetAndMetadata,
         Producer,
         RecordMetadata,
         TopicDescription,
@@ -17,8 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdminClient",
+    "CommitFailedError",
     "Consumer",
     "ConsumerRecord",
+    "GroupConsumer",
+    "OffsetAndMetadata",
     "Producer",
     "RecordMetadata",
     "TopicDescription",

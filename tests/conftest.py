@@ -7,15 +7,17 @@ Every process a fixture starts is ended by pid at teardown.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker.localcluster import LocalCluster
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import ClusterBackend, LocalProcessBackend
 from tests.harness.ports import free_port_block
 from zk.ensemble import ZkEnsemble
 
@@ -79,3 +81,103 @@ def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluste
     yield _make
     for backend in made:
         backend.close()
+
+
+# ------------------------------------------------------------------------------------ backends (local | containers)
+#
+# Tests marked ``backend`` take their cluster from ``make_backend_cluster`` and so run on either backend: local
+# processes (the default) or containers of the images in docker/ through testcontainers. The backend comes from
+# ``--backend`` or ODRADEK_TEST_BACKEND. Asking for containers where no Docker engine answers skips those tests
+# with the reason in the summary and one loud line at the end: never a silent pass.
+
+BACKENDS = ("local", "containers")
+_containers_skipped: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", choices=BACKENDS, default=os.environ.get("ODRADEK_TEST_BACKEND", "local"),
+                     help="cluster backend of the tests marked `backend` (default: $ODRADEK_TEST_BACKEND or local)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "backend: runs on the backend --backend / ODRADEK_TEST_BACKEND picks")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"odradek cluster backend: {config.getoption('--backend')}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _containers_skipped:
+        terminalreporter.write_line(
+            f"######## CONTAINERS BACKEND DID NOT RUN: {len(_containers_skipped)} tests skipped: "
+            f"{_containers_skipped[0]} ########", red=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def cluster_backend(request: pytest.FixtureRequest) -> str:
+    """The backend's name; skips (loudly) when the containers backend was asked for and cannot run."""
+    name = request.config.getoption("--backend")
+    if name == "containers":
+        _require_docker()
+    return name
+
+
+def _require_docker() -> None:
+    from tests.harness.containers import docker_problem
+
+    problem = docker_problem()
+    if problem is not None:
+        _containers_skipped.append(problem)
+        pytest.skip(f"containers backend: {problem}")
+
+
+@pytest.fixture(scope="session")
+def container_ensemble(cluster_backend: str) -> Iterator[Any]:
+    """One ZooKeeper ensemble in containers per test session (brokers of each test use a chroot of their own)."""
+    from tests.harness.containers import ContainerEnsemble
+
+    ensemble = ContainerEnsemble(size=3, tick_ms=TICK_MS).start()
+    yield ensemble
+    ensemble.stop()
+
+
+@pytest.fixture
+def make_backend_cluster(cluster_backend: str, request: pytest.FixtureRequest,
+                         tmp_path: Path) -> Iterator[Callable[..., ClusterBackend]]:
+    """``make_backend_cluster(brokers=3, broker_args=None, session_timeout_ms=1500)`` on the selected backend."""
+    made: list[ClusterBackend] = []
+
+    def _make(brokers: int = 3, broker_args: list[str] | None = None,
+              session_timeout_ms: int = SESSION_TIMEOUT_MS) -> ClusterBackend:
+        chroot = f"/odradek-test-{uuid.uuid4().hex[:10]}"
+        backend: Any
+        if cluster_backend == "containers":
+            from tests.harness.containers import ContainerClusterBackend
+
+            ensemble = request.getfixturevalue("container_ensemble")
+            backend = ContainerClusterBackend(ensemble, brokers=brokers, chroot=chroot,
+                                              session_timeout_ms=session_timeout_ms, broker_args=broker_args)
+        else:
+            ensemble = request.getfixturevalue("zk_ensemble")
+            backend = LocalProcessBackend(LocalCluster(
+                tmp_path / f"cluster-{len(made)}", brokers=brokers, base_port=free_port_block(brokers),
+                session_timeout_ms=session_timeout_ms, chroot=chroot, ensemble=ensemble, broker_args=broker_args))
+        made.append(backend)
+        try:
+            backend.up()
+        except BaseException:
+            backend.close()
+            made.remove(backend)
+            raise
+        return backend
+
+    yield _make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def docker_engine() -> None:
+    """For tests of the images themselves (marker ``docker``): skip loudly when no engine or image is there."""
+    _require_docker()

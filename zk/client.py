@@ -41,6 +41,7 @@ from odradek.protocol.errors import (
 )
 from odradek.protocol.model import BrokerInfo, TopicAssignment, TopicPartition
 from zk.partition_states import PartitionStatesMixin, StateWrites, ZkVersionConflict, is_rollback
+from zk.reassignments import ReassignmentsMixin
 from zk.retry import ZkRetry
 from zk.znodes import (
     PERSISTENT_PATHS,
@@ -95,7 +96,7 @@ def new_cluster_id() -> str:
     return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class ZkClient(PartitionStatesMixin):
+class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
     """A ZooKeeper session and the verbs Odradek needs.
 
     ``session_timeout_s`` is requested from the servers, which clamp it to [2, 20] x tickTime.

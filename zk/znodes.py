@@ -391,3 +391,130 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     ControllerElectionZNode.path,
     *(ConfigEntityTypeZNode.path(t) for t in CONFIG_ENTITY_TYPES),
 )
+
+
+# ===================================================================================================== groups
+# Consumer groups (issue 11): coordinated by one broker, kept in ZooKeeper. The contract with clients and the
+# layout is docs/consumer-groups.md; zk/groups.py holds the verbs. Offsets are JSON here (with metadata and
+# commit time); ConsumerOffsetZNode above keeps the old consumer's bare decimal format, which
+# ConsumerGroupOffsetZNode.decode also reads.
+
+
+class ConsumerGroupIdsZNode:
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/ids"
+
+
+class ConsumerGroupCoordinatorZNode:
+    """Ephemeral for the coordinating broker's session: exactly one broker coordinates a group at a time."""
+
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/coordinator"
+
+    @staticmethod
+    def encode(broker_id: int, epoch: int) -> bytes:
+        return _dumps({"version": 1, "broker_id": broker_id, "epoch": epoch})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        obj = _loads(data)
+        return int(obj["broker_id"]), int(obj.get("epoch", -1))
+
+
+class ConsumerGroupMemberZNode:
+    """Ephemeral for the coordinator's session: a member's registration (for operators and for a new
+    coordinator's view; the member itself never talks to ZooKeeper)."""
+
+    @staticmethod
+    def path(group: str, member_id: str) -> str:
+        return f"{ConsumerGroupIdsZNode.path(group)}/{member_id}"
+
+    @staticmethod
+    def encode(member: dict[str, Any]) -> bytes:
+        return _dumps({"version": 1, **member})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        obj = dict(_loads(data) or {})
+        obj.pop("version", None)
+        return obj
+
+
+class ConsumerGroupStateZNode:
+    """Persistent: generation, protocol, state and assignment, so a new coordinator can rebuild the group.
+
+    ``members`` (an Odradek addition to the documented shape) keeps each member's timeouts and subscription,
+    because the ephemeral ids nodes die with the old coordinator's session."""
+
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/state"
+
+    @staticmethod
+    def encode(state: dict[str, Any]) -> bytes:
+        return _dumps({"version": 1, **state})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        obj = dict(_loads(data) or {})
+        obj.pop("version", None)
+        return obj
+
+
+class ConsumerGroupOwnersZNode:
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/owners"
+
+    @staticmethod
+    def topic_path(group: str, topic: str) -> str:
+        return f"{ConsumerGroupOwnersZNode.path(group)}/{topic}"
+
+
+class ConsumerGroupOwnerZNode:
+    """Ephemeral, data = the owning member id. The create is the claim: at most one owner at any moment."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"{ConsumerGroupOwnersZNode.topic_path(group, topic)}/{partition}"
+
+    @staticmethod
+    def encode(member_id: str) -> bytes:
+        return member_id.encode()
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return data.decode()
+
+
+class ConsumerGroupOffsetsZNode:
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/offsets"
+
+    @staticmethod
+    def topic_path(group: str, topic: str) -> str:
+        return f"{ConsumerGroupOffsetsZNode.path(group)}/{topic}"
+
+
+class ConsumerGroupOffsetZNode:
+    """Persistent: the next offset to read, with the committer's metadata and the commit time (ms)."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return ConsumerOffsetZNode.path(group, topic, partition)
+
+    @staticmethod
+    def encode(offset: int, metadata: str, commit_timestamp: int) -> bytes:
+        return _dumps({"version": 1, "offset": offset, "metadata": metadata, "commit_timestamp": commit_timestamp})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, str, int]:
+        """(offset, metadata, commit_timestamp); a bare decimal (old consumer) reads as no metadata, time 0."""
+        text = data.decode().strip()
+        if text.lstrip("-").isdigit():
+            return int(text), "", 0
+        obj = orjson.loads(data)
+        return int(obj["offset"]), str(obj.get("metadata") or ""), int(obj.get("commit_timestamp") or 0)

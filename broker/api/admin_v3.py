@@ -1,4 +1,8 @@
-"""Confluent REST Proxy v3 shapes for clusters, topics and topic configs."""
+"""Confluent REST Proxy v3 shapes for clusters, topics and topic configs.
+
+Answers are ``application/json`` (v3's only media type; an Accept that excludes it is a 406). Errors take v3's
+content type and codes in broker/api/errors.py (a duplicate topic is 400 with 40002, as Confluent answers).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ import orjson
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
-from odradek.protocol.errors import ClusterNotFoundError, InvalidRequestError, UnknownTopicError
+from broker.api.params import negotiate
+from odradek.protocol import media
+from odradek.protocol.errors import ClusterNotFoundError, InvalidRequestError, MalformedJsonError, UnknownTopicError
 
 ADMIN_TIMEOUT_S = 15.0
 
@@ -34,6 +40,8 @@ def _cluster(request: web.Request) -> dict[str, Any]:
 
 
 def _check_cluster(request: web.Request) -> str:
+    """Every v3 handler starts here: negotiate first, so a 406 never follows a change already made."""
+    negotiate(request, (media.PLAIN_JSON,))
     cid = request.match_info["cluster_id"]
     if cid != request.app[BROKER].cluster_id:
         raise ClusterNotFoundError(f"cluster {cid} not found; this is cluster {request.app[BROKER].cluster_id}")
@@ -60,7 +68,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     try:
         body = orjson.loads(await request.read() or b"{}")
     except orjson.JSONDecodeError as e:
-        raise InvalidRequestError(f"the request body is not valid JSON: {e}") from None
+        raise MalformedJsonError(f"the request body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a JSON object")
     return body
@@ -79,25 +87,29 @@ async def _wait_for(request: web.Request, done: Any, timeout: float = ADMIN_TIME
     return True
 
 
+def _json(request: web.Request, body: Any, status: int = 200) -> web.Response:
+    return json_response(body, status=status, content_type=negotiate(request, (media.PLAIN_JSON,)))
+
+
 def _all_led(request: web.Request, name: str, count: int) -> bool:
     cache = request.app[BROKER].cache
     return all((p := cache.partitions.get((name, i))) is not None and p.leader >= 0 for i in range(count))
 
 
 async def list_clusters(request: web.Request) -> web.Response:
-    return json_response({"kind": "KafkaClusterList", "metadata": {"self": f"{_base(request)}/clusters"},
+    return _json(request, {"kind": "KafkaClusterList", "metadata": {"self": f"{_base(request)}/clusters"},
                           "data": [_cluster(request)]})
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     _check_cluster(request)
-    return json_response(_cluster(request))
+    return _json(request, _cluster(request))
 
 
 async def list_topics(request: web.Request) -> web.Response:
     cid = _check_cluster(request)
     names = sorted(request.app[BROKER].cache.topics)
-    return json_response({"kind": "KafkaTopicList",
+    return _json(request, {"kind": "KafkaTopicList",
                           "metadata": {"self": f"{_base(request)}/clusters/{cid}/topics"},
                           "data": [_topic(request, n) for n in names]})
 
@@ -126,7 +138,7 @@ async def create_topic(request: web.Request) -> web.Response:
     )
     count = len(created.partitions)
     await _wait_for(request, lambda: _all_led(request, name, count))
-    return json_response(_topic(request, name), status=201)
+    return _json(request, _topic(request, name), status=201)
 
 
 def _optional_int(body: dict[str, Any], key: str) -> int | None:
@@ -140,7 +152,7 @@ def _optional_int(body: dict[str, Any], key: str) -> int | None:
 
 async def get_topic(request: web.Request) -> web.Response:
     _check_cluster(request)
-    return json_response(_topic(request, request.match_info["topic"]))
+    return _json(request, _topic(request, request.match_info["topic"]))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
@@ -160,7 +172,7 @@ async def update_topic(request: web.Request) -> web.Response:
         raise InvalidRequestError('"partitions_count" is required')
     await asyncio.to_thread(request.app[BROKER].admin.add_partitions, name, count)
     await _wait_for(request, lambda: _all_led(request, name, count))
-    return json_response(_topic(request, name))
+    return _json(request, _topic(request, name))
 
 
 def _config_entry(request: web.Request, name: str, key: str, value: str, overrides: dict[str, str]) -> dict[str, Any]:
@@ -178,7 +190,7 @@ async def list_configs(request: web.Request) -> web.Response:
     _check_cluster(request)
     name = request.match_info["topic"]
     overrides, effective = await asyncio.to_thread(request.app[BROKER].admin.describe_configs, name)
-    return json_response({"kind": "KafkaTopicConfigList", "metadata": {}, "data": [
+    return _json(request, {"kind": "KafkaTopicConfigList", "metadata": {}, "data": [
         _config_entry(request, name, k, v, overrides) for k, v in sorted(effective.items())
     ]})
 
@@ -189,7 +201,7 @@ async def get_config(request: web.Request) -> web.Response:
     overrides, effective = await asyncio.to_thread(request.app[BROKER].admin.describe_configs, name)
     if key not in effective:
         raise InvalidRequestError(f"unknown topic config {key}")
-    return json_response(_config_entry(request, name, key, effective[key], overrides))
+    return _json(request, _config_entry(request, name, key, effective[key], overrides))
 
 
 async def put_config(request: web.Request) -> web.Response:

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_server import Server
 
-from broker.api import admin_v3, controller_ops, fetch, metadata, ops, produce
+from broker.api import (
+    admin_v3,
+    consumers_v2,
+    controller_ops,
+    entity_configs,
+    fetch,
+    groups,
+    metadata,
+    ops,
+    produce,
+    reassignment,
+)
 from broker.api.context import BROKER, OPENAPI
 from broker.api.errors import error_middleware
 from broker.api.openapi import spec
+from broker.api.params import LIMITS, check_path_params
+from broker.config import BrokerConfig
+from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError
+
+MAX_BODY = web.AppKey("max_body", int)
+READ_BUDGET: web.AppKey[ReadBudget] = web.AppKey("read_budget")
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -63,11 +84,151 @@ def routes() -> list[web.RouteDef]:
         web.get(f"{c}/topics/{{topic}}/configs/{{name}}", admin_v3.get_config),
         web.put(f"{c}/topics/{{topic}}/configs/{{name}}", admin_v3.put_config),
         web.delete(f"{c}/topics/{{topic}}/configs/{{name}}", admin_v3.delete_config),
+        *group_routes(),
+        *consumers_v2.routes(),
+        *entity_configs.routes(),
+        *reassignment.routes(),
     ]
 
 
+def group_routes() -> list[web.RouteDef]:
+    """Consumer groups (docs/consumer-groups.md)."""
+    g = "/groups/{group}"
+    return [
+        web.get("/groups", groups.list_groups),
+        web.get(g, groups.describe),
+        web.delete(g, groups.delete),
+        web.post(f"{g}/members", groups.join),
+        web.post(f"{g}/members/{{member}}/heartbeat", groups.heartbeat),
+        web.delete(f"{g}/members/{{member}}", groups.leave),
+        web.get(f"{g}/offsets", groups.offsets),
+        web.post(f"{g}/offsets", groups.commit),
+        web.post(f"{g}/offsets/reset", groups.reset_offsets),
+    ]
+
+
+class ReadBudget:
+    """Kafka's queued.max.request.bytes: request body bytes being read (and held) at once, over all connections.
+    A request reserves its Content-Length (or the body cap, when it does not say) before reading, waits a while
+    when the budget is spent, and is refused with a retriable 503 when it stays spent."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_use = 0
+        self._released = asyncio.Condition()
+
+    async def reserve(self, size: int, timeout_s: float) -> None:
+        size = min(size, self.limit)
+        async with self._released:
+            try:
+                await asyncio.wait_for(self._released.wait_for(lambda: self.in_use + size <= self.limit), timeout_s)
+            except TimeoutError:
+                raise BrokerBusyError(f"{self.in_use} request bytes are being read, the limit is {self.limit} "
+                                      "(queued.max.request.bytes); retry shortly") from None
+            self.in_use += size
+
+    async def release(self, size: int) -> None:
+        async with self._released:
+            self.in_use -= min(size, self.limit)
+            self._released.notify_all()
+
+
+@web.middleware
+async def limits_middleware(request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """Before any handler: the path's topic and partition are checked (broker/api/params.py), and the body is
+    read here, within the body timeout and the read budget, so no handler waits on a slow client or holds
+    more request bytes than the broker allows."""
+    check_path_params(request)
+    if not request.body_exists:
+        return await handler(request)
+    config = request.app[LIMITS]
+    size = request.content_length if request.content_length is not None else request.app[MAX_BODY]
+    budget = request.app[READ_BUDGET]
+    timeout_s = config.request_body_timeout_ms / 1000
+    await budget.reserve(size, timeout_s)
+    try:
+        try:
+            await asyncio.wait_for(request.read(), timeout_s)  # cached: handlers' read() returns these bytes
+        except TimeoutError:
+            raise RequestReadTimeoutError(
+                f"the request body did not arrive within {config.request_body_timeout_ms} ms "
+                "(request.body.timeout.ms)") from None
+        return await handler(request)
+    finally:
+        await budget.release(size)
+
+
+class _GuardedRequestHandler(RequestHandler):  # type: ignore[type-arg]
+    """aiohttp's connection handler plus a header read timeout: a connection that has sent part of a request
+    head and not the rest within the timeout is closed (aiohttp itself only times out idle keep-alives)."""
+
+    head_timeout_s = 10.0
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        count = self._request_count
+        super().data_received(data)
+        if self._request_count != count:
+            self._cancel_head_timer()
+        elif data and self._current_request is None and self._head_timer is None and not self._messages:
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(self.head_timeout_s, self._head_timed_out, self._request_count)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self, count: int) -> None:
+        self._head_timer = None
+        if self._request_count == count and self._current_request is None and self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+
+class GuardedAppRunner(web.AppRunner):
+    """The broker's AppRunner: connections get the header read timeout of ``_GuardedRequestHandler``."""
+
+    def __init__(self, app: web.Application, *, head_timeout_ms: int, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._head_timeout_s = head_timeout_ms / 1000
+
+    async def _make_server(self) -> Server:
+        server = await super()._make_server()
+        server.__class__ = _GuardedServer
+        server.head_timeout_s = self._head_timeout_s  # type: ignore[attr-defined]
+        return server
+
+
+class _GuardedServer(Server):  # type: ignore[type-arg]
+    """aiohttp's Server, making ``_GuardedRequestHandler`` connections (its ``__call__`` names the class)."""
+
+    head_timeout_s = 10.0
+
+    def __call__(self) -> RequestHandler:  # type: ignore[type-arg]
+        handler = _GuardedRequestHandler(self, loop=self._loop, **self._kwargs)
+        handler.head_timeout_s = self.head_timeout_s
+        return handler
+
+
+def make_runner(broker: Broker) -> web.AppRunner:
+    """The runner server.py starts: the app with its body cap, and the header read timeout."""
+    return GuardedAppRunner(create_app(broker, client_max_size=broker.config.max_request_bytes),
+                            head_timeout_ms=broker.config.request_header_timeout_ms, access_log=None,
+                            handle_signals=False)
+
+
 def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
-    app = web.Application(middlewares=[metrics_middleware, error_middleware], client_max_size=client_max_size)
+    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware],
+                          client_max_size=client_max_size)
+    app[MAX_BODY] = client_max_size
+    config: BrokerConfig | None = getattr(broker, "config", None)  # test doubles may have none: the defaults
+    app[LIMITS] = config if config is not None else BrokerConfig(0, "", "", 0, Path("."))
+    app[READ_BUDGET] = ReadBudget(app[LIMITS].queued_max_request_bytes)
     app[BROKER] = broker
     app[OPENAPI] = spec(route_table())
     app.add_routes(routes())

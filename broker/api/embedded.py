@@ -1,8 +1,17 @@
 """The REST-proxy embedded formats: how JSON request bodies become record batches and batches become JSON.
 
-``json`` (``application/vnd.kafka.json.v2+json`` and plain ``application/json`` on produce): keys and values are
-JSON values, stored as their compact JSON encoding. ``binary`` (``application/vnd.kafka.binary.v2+json``): they are
-base64 strings of raw bytes. Header values are base64 (or null) in both, as REST Proxy v3 carries them.
+``json`` (``application/vnd.kafka.json.v2+json``): keys and values are JSON values, stored as their compact
+JSON encoding. ``binary`` (``application/vnd.kafka.binary.v2+json``, and every produce media type without an
+embedded format: ``application/vnd.kafka.v2+json``, ``application/vnd.kafka+json``, plain ``application/json``,
+``application/octet-stream``): they are base64 strings of raw bytes, as Confluent's API reference says ("if the
+embedded format is omitted, binary is assumed"). So a base64 value posted as plain JSON is stored as the bytes
+it encodes, never as a quoted JSON string, and a value that is not base64 is refused (422) rather than stored.
+Header values are base64 (or null) in every format, as REST Proxy v3 carries them.
+
+Statuses follow Confluent: a body that is not JSON is 400 (rest-utils' JsonParseExceptionMapper); JSON that is
+not a valid request (no or empty ``records``, an unknown field, a wrong type, bad base64) is 422
+(ConstraintViolationExceptionMapper, and ``ConstraintViolations.simpleException`` for base64 in kafka-rest's
+``BinaryTopicProduceRequest``); the schema-registry formats are 422 with Confluent's 42206.
 """
 
 from __future__ import annotations
@@ -14,22 +23,56 @@ from typing import Any
 import orjson
 
 from odradek.protocol import media
-from odradek.protocol.errors import InvalidRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from odradek.protocol.errors import (
+    ConstraintViolationError,
+    InvalidPayloadError,
+    MalformedJsonError,
+    NotAcceptableError,
+    OdradekError,
+    UnknownTopicError,
+    UnsupportedMediaTypeError,
+)
 from odradek.protocol.records import Record
 
 JSON = "json"
 BINARY = "binary"
 
+# Confluent's per-record produce codes (its Errors.java): a Kafka error, and one the client may retry.
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
+
 
 def produce_format(content_type: str) -> str:
-    if content_type in (media.JSON_V2, media.PLAIN_JSON):
+    """``json``, ``binary``, or the name of a schema-registry format (refused by ``require_supported``)."""
+    if content_type == media.JSON_V2:
         return JSON
-    if content_type == media.BINARY_V2:
+    if content_type == media.BINARY_V2 or content_type in media.FORMATLESS or not content_type:
         return BINARY
+    if content_type in media.SCHEMA_V2:
+        return media.SCHEMA_V2[content_type]
     raise UnsupportedMediaTypeError(
-        f"Content-Type {content_type or '(none)'} is not supported here; use {media.JSON_V2}, {media.BINARY_V2} "
-        f"or {media.PLAIN_JSON}"
+        f"Content-Type {content_type or '(none)'} is not supported here; use {media.JSON_V2} or {media.BINARY_V2} "
+        f"(or {media.PLAIN_JSON}, which is binary: base64 keys and values)"
     )
+
+
+def require_supported(fmt: str, topic: str, topic_exists: bool) -> None:
+    """Refuse the schema-registry formats, after the topic check: an unknown topic is 404 whatever the format."""
+    if fmt in (JSON, BINARY):
+        return
+    if not topic_exists:
+        raise UnknownTopicError(f"topic '{topic}' does not exist")
+    raise InvalidPayloadError(
+        f"Payload error. The {fmt} embedded format needs a Schema Registry, which Odradek does not support yet; "
+        f"produce with {media.JSON_V2} or {media.BINARY_V2}"
+    )
+
+
+def record_error(error: OdradekError) -> dict[str, Any]:
+    """A failed record's ``error_code`` and ``error`` as Confluent's v2 produce answers them (50003 when the
+    client may retry, else 50002), keeping Odradek's precise name in the message and in ``error_name``."""
+    return {"error_code": KAFKA_RETRIABLE_ERROR if error.retriable else KAFKA_ERROR,
+            "error": f"{error.name}: {error.message}", "error_name": error.name}
 
 
 def read_format(accept: str) -> tuple[str, str]:
@@ -47,11 +90,11 @@ def read_format(accept: str) -> tuple[str, str]:
 
 def _b64(value: Any, what: str) -> bytes:
     if not isinstance(value, str):
-        raise InvalidRequestError(f"{what} must be a base64 string or null")
+        raise ConstraintViolationError(f"{what} must be a base64 string or null")
     try:
         return b64decode(value, validate=True)
     except binascii.Error:
-        raise InvalidRequestError(f"{what} is not valid base64") from None
+        raise ConstraintViolationError(f"{what} contains invalid base64 encoding") from None
 
 
 def encode_field(value: Any, fmt: str, what: str) -> bytes | None:
@@ -65,11 +108,13 @@ def encode_field(value: Any, fmt: str, what: str) -> bytes | None:
 Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
 _KNOWN_FIELDS = frozenset({"key", "value", "partition", "timestamp", "headers"})
+# Top-level fields of Confluent's v2 produce requests (the schema ones are ignored by json and binary).
+_KNOWN_TOP = frozenset({"records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"})
 
 
 def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | None] | None]:
     """The records as ``(key, value, timestamp, headers)`` rows in request order, and the partitions they name
-    (None when none names one); bad input raises 400s.
+    (None when none names one); a body that is not JSON raises 400, an invalid request 422.
 
     This runs per record on the JSON produce path, so the common case (a record with just a key and a value)
     takes a short branch, and error messages are only built when there is an error.
@@ -77,12 +122,21 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise InvalidRequestError(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
-        raise InvalidRequestError('the request body must be an object with a "records" array')
+        raise MalformedJsonError(f"the request body is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConstraintViolationError('the request body must be an object with a "records" array')
+    if "records" not in doc or doc["records"] is None:
+        raise ConstraintViolationError("records may not be empty (it is missing)")
+    if not isinstance(doc["records"], list):
+        raise ConstraintViolationError('"records" must be an array of records')
+    unknown_top = set(doc) - _KNOWN_TOP
+    if unknown_top:
+        raise ConstraintViolationError(f"unknown fields {sorted(unknown_top)}; a request has {sorted(_KNOWN_TOP)}")
     records = doc["records"]
     if not records:
-        raise InvalidRequestError('"records" is empty')
+        raise ConstraintViolationError("records may not be empty")
+    if fmt not in (JSON, BINARY):
+        return [], None  # a schema-registry format: refused by require_supported once the topic is checked
     dumps = orjson.dumps
     as_json = fmt == JSON
     out: list[Row] = []
@@ -90,7 +144,7 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
     partitions: list[int | None] | None = None
     for i, rec in enumerate(records):
         if type(rec) is not dict:
-            raise InvalidRequestError(f"records[{i}] must be an object")
+            raise ConstraintViolationError(f"records[{i}] must be an object")
         key = rec.get("key")
         value = rec.get("value")
         if len(rec) <= 2 and ("value" in rec or "key" in rec) and (len(rec) == 1 or ("value" in rec and "key" in rec)):
@@ -115,23 +169,23 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
 
 def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> tuple[Row, int | None]:
     if "value" not in rec and "key" not in rec:
-        raise InvalidRequestError(f"records[{i}] has neither a key nor a value")
+        raise ConstraintViolationError(f"records[{i}] has neither a key nor a value")
     unknown = set(rec) - _KNOWN_FIELDS
     if unknown:
-        raise InvalidRequestError(f"records[{i}] has unknown fields {sorted(unknown)}")
+        raise ConstraintViolationError(f"records[{i}] has unknown fields {sorted(unknown)}")
     partition = rec.get("partition")
     if partition is not None and (type(partition) is not int or partition < 0):
-        raise InvalidRequestError(f"records[{i}].partition must be a non-negative integer")
+        raise ConstraintViolationError(f"records[{i}].partition must be a non-negative integer")
     timestamp = rec.get("timestamp")
     if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
-        raise InvalidRequestError(f"records[{i}].timestamp must be milliseconds since the epoch")
+        raise ConstraintViolationError(f"records[{i}].timestamp must be milliseconds since the epoch")
     headers: list[tuple[str, bytes | None]] = []
     raw_headers = rec.get("headers") or []
     if not isinstance(raw_headers, list):
-        raise InvalidRequestError(f"records[{i}].headers must be an array of {{name, value}}")
+        raise ConstraintViolationError(f"records[{i}].headers must be an array of {{name, value}}")
     for j, h in enumerate(raw_headers):
         if not isinstance(h, dict) or not isinstance(h.get("name"), str):
-            raise InvalidRequestError(f"records[{i}].headers[{j}] must be {{\"name\": str, \"value\": base64}}")
+            raise ConstraintViolationError(f"records[{i}].headers[{j}] must be {{\"name\": str, \"value\": base64}}")
         v = h.get("value")
         headers.append((h["name"], None if v is None else _b64(v, f"records[{i}].headers[{j}].value")))
     row = (

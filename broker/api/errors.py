@@ -1,47 +1,155 @@
 """The one place where errors become HTTP responses.
 
-Handlers never build error responses: they raise ``OdradekError`` subclasses, and this middleware answers
-with the error's status and the REST-proxy envelope ``{"error_code", "message"}`` (plus ``error`` and
-``retriable``). Anything else is a bug: it is logged and answered as a 500 UNKNOWN_SERVER_ERROR.
+Handlers never build error responses: they raise ``OdradekError`` subclasses, and this middleware answers with
+the error's status and Confluent REST Proxy's envelope ``{"error_code", "message"}`` (plus Odradek's ``error``
+name and ``retriable``, which REST-proxy clients ignore and Odradek's client reads). Anything else is a bug: it
+is logged and answered as a 500 UNKNOWN_SERVER_ERROR.
+
+Why v2 and v3 differ here: Confluent answers v2 errors as ``application/vnd.kafka.v2+json`` and v3 errors as
+``application/json`` (kafka-rest ``exceptions/v3/ErrorResponse.java``, api/v3/openapi.yaml), and v3 maps Kafka's
+UnknownTopicOrPartition to 40403 and an unknown cluster to 404 where v2 says 40401 (its ``Errors.java``). That
+is the whole difference, kept in ``_V3`` so that every status and code is decided in this module.
+Framework errors (no route, wrong method, body too large) get the codes Jersey gives them in Confluent: the
+status itself as ``error_code`` (rest-utils ``WebApplicationExceptionMapper``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import traceback
 from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
 
-from odradek.protocol.errors import InvalidRequestError, OdradekError, RequestTooLargeError, UnknownServerError
+from odradek.protocol import media
+from odradek.protocol.errors import (
+    ClusterNotFoundError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    OdradekError,
+    RequestTooLargeError,
+    RouteNotFoundError,
+    UnknownPartitionError,
+    UnknownServerError,
+    UnknownTopicError,
+)
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-ERROR_CONTENT_TYPE = "application/vnd.kafka.v2+json"
+ERROR_CONTENT_TYPE = media.KAFKA_V2
+V3_ERROR_CONTENT_TYPE = media.PLAIN_JSON
+
+# (http status, error_code) where v3 answers differently from the error's own (v2) codes.
+_V3: dict[type[OdradekError], tuple[int, int]] = {
+    UnknownTopicError: (404, 40403),
+    UnknownPartitionError: (404, 40403),
+    ClusterNotFoundError: (404, 404),
+}
 
 
-def error_response(error: OdradekError) -> web.Response:
-    return web.Response(
-        status=error.http_status, body=orjson.dumps(error.to_json()), content_type=ERROR_CONTENT_TYPE
+def is_v3(request: web.Request) -> bool:
+    return request.path == "/v3" or request.path.startswith("/v3/")
+
+
+def error_response(error: OdradekError, *, v3: bool = False) -> web.Response:
+    body = error.to_json()
+    status = error.http_status
+    if v3 and type(error) in _V3:
+        status, body["error_code"] = _V3[type(error)]
+    return web.Response(status=status, body=orjson.dumps(body),
+                        content_type=V3_ERROR_CONTENT_TYPE if v3 else ERROR_CONTENT_TYPE)
+
+
+def _documented_paths(request: web.Request) -> list[str]:
+    seen: list[str] = []
+    for resource in request.app.router.resources():
+        path = resource.canonical
+        if path not in seen:
+            seen.append(path)
+    return seen
+
+
+def route_not_found(request: web.Request) -> RouteNotFoundError:
+    """A 404 whose message names the documented paths, so a client written for another REST proxy sees what
+    this one serves (and, under /consumers, where consumer instances and the stateless read are)."""
+    paths = _documented_paths(request)
+    hint = ""
+    if request.path.startswith("/consumers"):
+        if any(p.startswith("/consumers/") for p in paths):
+            hint = (" Consumer instances are created with POST /consumers/{group} and used under "
+                    "/consumers/{group}/instances/{instance}/...;")
+        else:
+            hint = " Consumer instances are not supported yet;"
+        hint += (" the stateless read GET /topics/{topic}/partitions/{partition}/records?offset=N needs no "
+                 "consumer instance.")
+    return RouteNotFoundError(
+        f"HTTP 404 Not Found: no route for {request.method} {request.path}.{hint} Documented paths: "
+        f"{', '.join(paths)} (the full contract is GET /openapi.json)"
     )
 
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    v3 = is_v3(request)
     try:
         return await handler(request)
     except OdradekError as e:
-        return error_response(e)
+        return error_response(e, v3=v3)
     except web.HTTPRequestEntityTooLarge as e:
-        return error_response(RequestTooLargeError(f"the request body is larger than the limit: {e.text}"))
+        return error_response(RequestTooLargeError(f"the request body is larger than the limit: {e.text}"), v3=v3)
+    except web.HTTPNotFound:
+        return error_response(route_not_found(request), v3=v3)
+    except web.HTTPMethodNotAllowed as e:
+        allowed = ", ".join(sorted(e.allowed_methods))
+        response = error_response(MethodNotAllowedError(
+            f"HTTP 405 Method Not Allowed: {request.method} {request.path}; allowed: {allowed}"), v3=v3)
+        response.headers["Allow"] = allowed  # RFC 9110 15.5.6: a 405 MUST list the allowed methods
+        return response
     except web.HTTPException as e:
-        if e.status >= 400 and e.status != 404 and e.status != 405:
-            return error_response(InvalidRequestError(e.reason))
-        body = {"error_code": e.status, "message": f"HTTP {e.status} {e.reason}", "error": "HTTP_" + str(e.status),
-                "retriable": False}
-        return web.Response(status=e.status, body=orjson.dumps(body), content_type=ERROR_CONTENT_TYPE)
-    except Exception:
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(UnknownServerError("internal error; see the broker's log"))
+        if e.status < 400:
+            raise
+        if e.status >= 500:
+            return error_response(UnknownServerError(f"HTTP {e.status} {e.reason}"), v3=v3)
+        return error_response(InvalidRequestError(f"HTTP {e.status} {e.reason}"), v3=v3)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        _ERROR_LOG.log(request, e)
+        return error_response(UnknownServerError("internal error; see the broker's log"), v3=v3)
+
+
+class RateLimitedErrorLog:
+    """Unexpected request errors as one line each (type, message, where it was raised), at most ``burst`` per
+    ``window_s``; the rest are counted and reported in the next line that gets through. A client that can make
+    the broker fail a request must not be able to fill its disk with tracebacks."""
+
+    def __init__(self, burst: int = 10, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst, self.window_s, self._clock = burst, window_s, clock
+        self._window_start = -1e18
+        self._in_window = 0
+        self.suppressed = 0
+
+    def log(self, request: web.Request, error: BaseException) -> bool:
+        now = self._clock()
+        if now - self._window_start >= self.window_s:
+            self._window_start, self._in_window = now, 0
+        if self._in_window >= self.burst:
+            self.suppressed += 1
+            return False
+        self._in_window += 1
+        tb = traceback.extract_tb(error.__traceback__)
+        where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
+        note = f" ({self.suppressed} similar lines suppressed)" if self.suppressed else ""
+        self.suppressed = 0
+        message = str(error).replace("\n", " ")[:300]
+        log.error("unhandled error in %s %s: %s: %s at %s%s", request.method, request.path[:200],
+                  type(error).__name__, message, where, note)
+        return True
+
+
+_ERROR_LOG = RateLimitedErrorLog()

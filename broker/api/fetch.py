@@ -1,5 +1,10 @@
 """GET .../records (JSON read by offset), GET .../batches (binary fetch, consumers and followers) and
-GET .../epoch_end_offset (followers' divergence check)."""
+GET .../epoch_end_offset (followers' divergence check).
+
+Reads wait for a leader like produces do (broker/produce/routing.py), bounded by their own long-poll timeout:
+a read with ``timeout=0`` answers at once. The JSON read forwards to another broker's leadership; the binary
+paths are leader-only and name the leader instead.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from broker.api.context import BROKER, json_response
 from broker.api.embedded import read_format, record_json
 from broker.api.params import int_param, partition_param
 from broker.produce import forwarding as forward
+from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
 from odradek.protocol import media
-from odradek.protocol.errors import NotLeaderOrFollowerError
 from odradek.protocol.records import decode_records, iter_batch_headers
 
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -24,19 +29,24 @@ async def read_records(request: web.Request) -> web.Response:
     max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
     timeout_ms = int_param(request, "timeout", 0)
     requested = int_param(request, "offset") if request.query.get("offset") else None
-    try:
-        part = broker.replicas.leader_partition(topic, partition)
-        offset = part.log_start_offset if requested is None else requested
-        result = await part.read(offset, max_bytes, timeout_ms)
-        data, hw, lso, leader = result.data, part.high_watermark, part.log_start_offset, broker.broker_id
-    except NotLeaderOrFollowerError as e:
-        leader_url = e.details.get("leader_url")
-        if not leader_url:
-            raise
-        data, meta = await forward.fetch_batches(broker.http_session, leader_url, topic, partition, requested,
-                                                 max_bytes, timeout_ms)
-        hw, lso, leader = meta["high_watermark"], meta["log_start_offset"], meta["leader"]
-        offset = lso if requested is None else requested
+    deadline = deadline_after(timeout_ms)
+    while True:
+        route = await broker.produce.router.await_route(topic, partition, deadline)
+        wait_ms = remaining_ms(deadline) if timeout_ms else 0
+        try:
+            if isinstance(route, Remote):
+                data, meta = await forward.fetch_batches(broker.http_session, route.url, topic, partition, requested,
+                                                         max_bytes, wait_ms)
+                hw, lso, leader = meta["high_watermark"], meta["log_start_offset"], meta["leader"]
+                offset = lso if requested is None else requested
+            else:
+                offset = route.log_start_offset if requested is None else requested
+                result = await route.read(offset, max_bytes, wait_ms)
+                data, hw, lso, leader = result.data, route.high_watermark, route.log_start_offset, broker.broker_id
+            break
+        except ROUTING_ERRORS:
+            if not await broker.produce.router.wait_for_change(deadline):
+                raise
     records = [r for r in decode_records(data) if r.offset >= offset]
     next_offset = offset
     for _, header in iter_batch_headers(data):
@@ -56,7 +66,7 @@ async def fetch_batches(request: web.Request) -> web.Response:
     max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
     timeout_ms = int_param(request, "timeout_ms", 0)
     replica_id = int_param(request, "replica_id", -1, minimum=-1)
-    part = broker.replicas.leader_partition(topic, partition)
+    part = await broker.produce.router.await_leader(topic, partition, deadline_after(timeout_ms))
     offset = int_param(request, "offset", part.log_start_offset)
     if replica_id >= 0:
         epoch = int_param(request, "leader_epoch", part.leader_epoch)
@@ -74,6 +84,6 @@ async def fetch_batches(request: web.Request) -> web.Response:
 
 async def epoch_end_offset(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    part = broker.replicas.leader_partition(request.match_info["topic"], partition_param(request))
+    part = broker.produce.router.leader(request.match_info["topic"], partition_param(request))
     epoch, end = part.epoch_end_offset(int_param(request, "leader_epoch", minimum=-1))
     return json_response({"leader_epoch": epoch, "end_offset": end})

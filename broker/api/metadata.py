@@ -1,4 +1,10 @@
-"""Metadata: GET /metadata (what clients route by), and REST Proxy v2's /brokers, /topics, partitions, offsets."""
+"""Metadata: GET /metadata (what clients route by), and REST Proxy v2's /brokers, /topics, partitions, offsets.
+
+The v2 bodies are Confluent's entities field for field (kafka-rest ``entities/v2``: ``GetTopicResponse`` lists
+the topic's effective configuration, defaults included; ``TopicPartitionOffsetResponse`` is exactly
+``beginning_offset`` and ``end_offset``). Every GET negotiates its media type as Confluent's resources do
+(``@Produces`` v2, ``vnd.kafka+json`` or plain JSON): an Accept that allows none of them is a 406.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
-from broker.api.params import int_param, partition_param
+from broker.api.params import int_param, negotiate, partition_param
 from broker.metadata.cache import MetadataCache, PartitionInfo
 from broker.produce import forwarding as forward
 from odradek.protocol import media
@@ -37,6 +43,7 @@ async def metadata(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(broker.ready.wait(), 10)  # a broker still starting answers once it knows
+    ctype = negotiate(request, (media.PLAIN_JSON, media.KAFKA_V2, media.KAFKA_DEFAULT))
     cache = broker.cache
     wanted = request.query.get("topics")
     topics = [t for t in wanted.split(",") if t] if wanted else sorted(cache.topics)
@@ -46,15 +53,20 @@ async def metadata(request: web.Request) -> web.Response:
         "brokers": [{"id": b.broker_id, "url": b.url, "rack": b.rack} for b in sorted(
             cache.brokers.values(), key=lambda b: b.broker_id)],
         "topics": [topic_metadata(cache, t) for t in topics],
-    })
+    }, content_type=ctype)
+
+
+def v2_type(request: web.Request) -> str:
+    """The media type a v2 metadata answer takes (406 when the client accepts none)."""
+    return negotiate(request, media.METADATA_TYPES)
 
 
 async def brokers(request: web.Request) -> web.Response:
-    return json_response({"brokers": sorted(request.app[BROKER].cache.brokers)}, content_type=media.KAFKA_V2)
+    return json_response({"brokers": sorted(request.app[BROKER].cache.brokers)}, content_type=v2_type(request))
 
 
 async def topics(request: web.Request) -> web.Response:
-    return json_response(sorted(request.app[BROKER].cache.topics), content_type=media.KAFKA_V2)
+    return json_response(sorted(request.app[BROKER].cache.topics), content_type=v2_type(request))
 
 
 def _v2_partition(cache: MetadataCache, topic: str, partition: int) -> dict[str, Any]:
@@ -79,13 +91,18 @@ def _require_partition(cache: MetadataCache, topic: str, partition: int) -> None
 
 
 async def topic(request: web.Request) -> web.Response:
-    cache = request.app[BROKER].cache
+    """Confluent's GetTopicResponse: ``configs`` is the topic's effective configuration (every topic config
+    with its default unless overridden), as kafka-rest fills it from AdminClient.describeConfigs."""
+    broker = request.app[BROKER]
+    ctype = v2_type(request)
+    cache = broker.cache
     name = request.match_info["topic"]
     _require_topic(cache, name)
+    _overrides, effective = await asyncio.to_thread(broker.admin.describe_configs, name)
     return json_response({
-        "name": name, "configs": cache.configs.get(name, {}),
+        "name": name, "configs": dict(sorted(effective.items())),
         "partitions": [_v2_partition(cache, name, p) for p in sorted(cache.topics[name].partitions)],
-    }, content_type=media.KAFKA_V2)
+    }, content_type=ctype)
 
 
 async def partitions(request: web.Request) -> web.Response:
@@ -93,19 +110,21 @@ async def partitions(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
     _require_topic(cache, name)
     return json_response([_v2_partition(cache, name, p) for p in sorted(cache.topics[name].partitions)],
-                         content_type=media.KAFKA_V2)
+                         content_type=v2_type(request))
 
 
 async def partition(request: web.Request) -> web.Response:
     cache = request.app[BROKER].cache
     name, p = request.match_info["topic"], partition_param(request)
+    ctype = v2_type(request)
     _require_partition(cache, name, p)
-    return json_response(_v2_partition(cache, name, p), content_type=media.KAFKA_V2)
+    return json_response(_v2_partition(cache, name, p), content_type=ctype)
 
 
 async def partition_offsets(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
     name, p = request.match_info["topic"], partition_param(request)
+    ctype = v2_type(request)
     _require_partition(broker.cache, name, p)
     try:
         part = broker.replicas.leader_partition(name, p)
@@ -113,9 +132,9 @@ async def partition_offsets(request: web.Request) -> web.Response:
         if not e.details.get("leader_url"):
             raise
         body = await forward.get_json(broker.http_session, f"{e.details['leader_url']}{request.rel_url}")
-        return json_response(body, content_type=media.KAFKA_V2)
-    body: dict[str, Any] = {"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark,
-                            "log_end_offset": part.log_end_offset}
+        return json_response(body, content_type=ctype)
+    # Exactly Confluent's TopicPartitionOffsetResponse; end_offset is the high watermark (what consumers see).
+    body: dict[str, Any] = {"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark}
     if request.query.get("timestamp"):
         # Kafka's ListOffsets by time, from the time index: the first offset with a timestamp at or after it,
         # among what consumers may read (below the high watermark); null when there is none.
@@ -123,4 +142,4 @@ async def partition_offsets(request: web.Request) -> web.Response:
         found = await asyncio.to_thread(part.log.offset_for_timestamp, timestamp)
         body["timestamp"] = timestamp
         body["offset"] = found if found is not None and found < part.high_watermark else None
-    return json_response(body, content_type=media.KAFKA_V2)
+    return json_response(body, content_type=ctype)

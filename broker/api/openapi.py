@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from broker.api.openapi_schemas import OPERATIONS, SCHEMAS, V2_TYPES
+
 SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/health"): "Broker health: id, cluster id, broker epoch, controller",
     ("GET", "/metrics"): "Prometheus metrics",
@@ -44,42 +46,78 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}"): "One config (v3)",
     ("PUT", "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}"): "Set one config (v3)",
     ("DELETE", "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}"): "Reset one config (v3)",
+    # consumer groups (docs/consumer-groups.md)
+    ("GET", "/groups"): "Consumer groups: state, member count, coordinator",
+    ("GET", "/groups/{group}"): "A group: state, generation, assignor, coordinator, members and assignment",
+    ("DELETE", "/groups/{group}"): "Delete an empty group and its offsets",
+    ("POST", "/groups/{group}/members"): "Join (long-polls until the rebalance completes): assignment, revoke",
+    ("POST", "/groups/{group}/members/{member}/heartbeat"): "Heartbeat of a member for its generation",
+    ("DELETE", "/groups/{group}/members/{member}"): "Leave the group at once",
+    ("GET", "/groups/{group}/offsets"): "Committed offsets with log end offset and lag",
+    ("POST", "/groups/{group}/offsets"): "Commit offsets, fenced by generation and member id",
+    ("POST", "/groups/{group}/offsets/reset"): "Set offsets of an empty group",
+    # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
+    ("POST", "/consumers/{group}"): "Create a consumer instance (v2): name, format, auto.offset.reset, ...",
+    ("DELETE", "/consumers/{group}/instances/{instance}"): "Delete a consumer instance (v2); it leaves its group",
+    ("POST", "/consumers/{group}/instances/{instance}/subscription"): "Subscribe to topics or a topic_pattern (v2)",
+    ("GET", "/consumers/{group}/instances/{instance}/subscription"): "Subscribed topics (v2)",
+    ("DELETE", "/consumers/{group}/instances/{instance}/subscription"): "Unsubscribe (v2)",
+    ("POST", "/consumers/{group}/instances/{instance}/assignments"): "Assign partitions manually (v2)",
+    ("GET", "/consumers/{group}/instances/{instance}/assignments"): "Assigned partitions (v2)",
+    ("POST", "/consumers/{group}/instances/{instance}/positions"): "Seek to offsets (v2)",
+    ("POST", "/consumers/{group}/instances/{instance}/positions/beginning"): "Seek to the beginning (v2)",
+    ("POST", "/consumers/{group}/instances/{instance}/positions/end"): "Seek to the end (v2)",
+    ("GET", "/consumers/{group}/instances/{instance}/records"): "Fetch records (v2) in the instance's format",
+    ("POST", "/consumers/{group}/instances/{instance}/offsets"): "Commit offsets, or everything returned so far (v2)",
+    ("GET", "/consumers/{group}/instances/{instance}/offsets"): "Committed offsets (v2)",
 }
 
-ERROR = {
-    "type": "object",
-    "required": ["error_code", "message"],
-    "properties": {
-        "error_code": {"type": "integer"}, "message": {"type": "string"},
-        "error": {"type": "string"}, "retriable": {"type": "boolean"},
-    },
-}
+_PARAM = re.compile(r"{(\w+)(?::([^}]*))?}")
+
+
+def _path_schema(name: str, regex: str | None) -> dict[str, Any]:
+    if name == "partition":
+        return {"type": "integer"}
+    if regex and re.fullmatch(r"[\w|-]+", regex):
+        return {"type": "string", "enum": regex.split("|")}
+    return {"type": "string", "pattern": f"^{regex}$"} if regex else {"type": "string"}
+
+
+def openapi_path(path: str) -> str:
+    """aiohttp's ``{name:regex}`` as OpenAPI's ``{name}``."""
+    return _PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
+
+
+def _operation(method: str, path: str) -> dict[str, Any]:
+    params = [{"name": name, "in": "path", "required": True, "schema": _path_schema(name, regex or None)}
+              for name, regex in _PARAM.findall(path)]
+    described = OPERATIONS.get((method, path))
+    if described is None:  # a route not in the schema table yet: described generically
+        return {"summary": SUMMARIES.get((method, path), ""), "parameters": params, "responses": {
+            "200": {"description": "OK"},
+            "default": {"description": "Error", "content": {
+                t: {"schema": {"$ref": "#/components/schemas/Error"}} for t in V2_TYPES}},
+        }}
+    op: dict[str, Any] = {"summary": SUMMARIES.get((method, path), ""),
+                          "parameters": params + list(described.get("parameters", [])),
+                          "responses": described["responses"]}
+    if "requestBody" in described:
+        op["requestBody"] = described["requestBody"]
+    return op
 
 
 def spec(route_table: list[tuple[str, str]]) -> dict[str, Any]:
     """The document for ``route_table`` ((method, path) pairs): passed in, so this module imports no handler."""
     paths: dict[str, dict[str, Any]] = {}
     for method, path in route_table:
-        params = [
-            {"name": name, "in": "path", "required": True,
-             "schema": {"type": "integer" if name == "partition" else "string"}}
-            for name in re.findall(r"{(\w+)}", path)
-        ]
-        paths.setdefault(path, {})[method.lower()] = {
-            "summary": SUMMARIES.get((method, path), ""),
-            "parameters": params,
-            "responses": {
-                "200": {"description": "OK"},
-                "default": {"description": "Error", "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-            },
-        }
+        paths.setdefault(openapi_path(path), {})[method.lower()] = _operation(method, path)
     return {
         "openapi": "3.0.3",
         "info": {"title": "Odradek HTTP API", "version": "1",
-                 "description": "Confluent REST Proxy v2/v3 compatible produce, read and admin; see docs/http-api.md"},
+                 "description": "Confluent REST Proxy v2/v3 compatible produce, read and admin; statuses and error "
+                                "codes as Confluent answers them; see docs/http-api.md"},
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR}},
+        "components": {"schemas": SCHEMAS},
     }
 
 

@@ -1,29 +1,137 @@
-"""Query and path parameter parsing with clear 400s."""
+"""Query and path parameters, and Accept negotiation, with the statuses Confluent's REST Proxy gives.
+
+This is the one validation of names and numbers every route uses (the app's validation middleware applies
+the path checks to every route that has a ``{topic}`` or ``{partition}``), so that no handler ever calls
+``int()`` on client text or puts a client's topic name into a ZooKeeper path or a file name unchecked:
+
+* numbers are ASCII decimal digits (an optional ``-`` where negatives mean something), at most 19 digits and in
+  the parameter's range: ``str.isdigit`` takes ``²`` and ``int`` takes the Arabic-Indic digit one as 1, and
+  ``int("1" * 400)`` works but overflows every later use, so neither is used on client text;
+* topic names follow Kafka's rules (``[a-zA-Z0-9._-]{1,249}``, not ``.`` or ``..``), checked on the path segment
+  as decoded once by the router (``%2F`` decodes to ``/``, which is refused; ``%252F`` to ``%2F``, refused too).
+
+A query parameter that does not parse is a 400 (it names the parameter). A path parameter that does not
+convert (``/topics/t/partitions/abc``) is a 404: Confluent's resources declare ``@PathParam("partition") int``,
+and Jersey answers a failed path conversion as a route that does not match.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from aiohttp import web
 
-from odradek.protocol.errors import InvalidRequestError
+from broker.admin.topics import validate_topic_name
+from broker.config import BrokerConfig
+from odradek.protocol.errors import InvalidRequestError, NotAcceptableError, RouteNotFoundError
+
+# The broker's request limits (its BrokerConfig; the defaults for test doubles without one), set by create_app.
+LIMITS = web.AppKey("limits", BrokerConfig)
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+_ASCII_INT = re.compile(r"-?[0-9]{1,19}")
 
 
-def int_param(request: web.Request, name: str, default: int | None = None, *, minimum: int = 0) -> int:
+def parse_ascii_int(raw: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
+    """The integer ``raw`` spells in ASCII digits, if it is one within ``[lo, hi]``; else None."""
+    if not _ASCII_INT.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if lo <= value <= hi else None
+
+
+def int_param(request: web.Request, name: str, default: int | None = None, *, minimum: int = 0,
+              maximum: int = INT64_MAX) -> int:
+    """A query parameter as an integer in ``[minimum, maximum]``: 400 naming it when it is not one."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         if default is None:
             raise InvalidRequestError(f"query parameter {name} is required")
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidRequestError(f"query parameter {name} must be an integer, not {raw!r}") from None
+    value = parse_ascii_int(raw, INT64_MIN, INT64_MAX)
+    if value is None:
+        raise InvalidRequestError(f"query parameter {name} must be an integer in ASCII digits, not {raw[:40]!r}")
     if value < minimum:
         raise InvalidRequestError(f"query parameter {name} must be at least {minimum}")
+    if value > maximum:
+        raise InvalidRequestError(f"query parameter {name} must be at most {maximum}")
     return value
+
+
+def limits(request: web.Request) -> BrokerConfig:
+    return request.app[LIMITS]
+
+
+def wait_param(request: web.Request, name: str, default: int = 0) -> int:
+    """A long-poll wait in ms, clamped to the broker's ``fetch.max.wait.ms`` cap: a client asking for 10^9 ms
+    waits the cap and gets an answer, never a connection held for days. Values that are not an int32 at all
+    are a 400."""
+    return min(int_param(request, name, default, maximum=INT32_MAX), request.app[LIMITS].fetch_max_wait_ms)
 
 
 def partition_param(request: web.Request) -> int:
     raw = request.match_info["partition"]
-    if not raw.isdigit():
-        raise InvalidRequestError(f"partition must be a non-negative integer, not {raw!r}")
-    return int(raw)
+    value = parse_ascii_int(raw, 0, INT32_MAX) if not raw.startswith("-") else None
+    if value is None:
+        raise RouteNotFoundError(f"HTTP 404 Not Found: partition {raw[:40]!r} is not an integer partition id")
+    return value
+
+
+def topic_param(request: web.Request, key: str = "topic") -> str:
+    """The path's topic name, checked by Kafka's rules (400 INVALID_TOPIC_EXCEPTION otherwise)."""
+    name = request.match_info[key]
+    validate_topic_name(name)
+    return name
+
+
+def check_path_params(request: web.Request) -> None:
+    """What the validation middleware runs before every handler: the path's topic and partition, if any."""
+    info = request.match_info
+    if "topic" in info:
+        topic_param(request)
+    if "partition" in info:
+        partition_param(request)
+
+
+def _accepted(accept: str) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    for part in accept.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        kind = fields[0].lower()
+        if not kind:
+            continue
+        q = 1.0
+        for f in fields[1:]:
+            if f.startswith("q="):
+                try:
+                    q = float(f[2:])
+                except ValueError:
+                    q = 0.0
+        out.append((kind, q))
+    return out
+
+
+def negotiate(request: web.Request, offered: Sequence[str]) -> str:
+    """The offered media type the client's Accept header prefers (the first offered when there is no header,
+    or for ``*/*``); 406 NOT_ACCEPTABLE when it accepts none of them, as JAX-RS content negotiation does."""
+    accept = request.headers.get("Accept", "")
+    if not accept.strip():
+        return offered[0]
+    best: tuple[float, int] | None = None
+    chosen = ""
+    for kind, q in _accepted(accept):
+        if q <= 0:
+            continue
+        for rank, media in enumerate(offered):
+            major = media.split("/")[0]
+            if kind in (media, "*/*", f"{major}/*"):
+                key = (q, -rank)
+                if best is None or key > best:
+                    best, chosen = key, media
+    if not chosen:
+        raise NotAcceptableError(f"HTTP 406 Not Acceptable: cannot answer with {accept}; this endpoint answers "
+                                 f"{', '.join(offered)}")
+    return chosen

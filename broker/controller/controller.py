@@ -7,6 +7,16 @@ cluster from ZooKeeper and arms its watches (Kafka's ``onControllerFailover``). 
 upon which it resigns. Resignation (SIGTERM, session loss, being deposed) drops all state and releases the
 election lock so another broker can win.
 
+Batching: a broker's death, a controlled shutdown or a preferred election decides many partitions at once. Their
+states are read in one pipelined batch and written in another (``ZkClient.get_partition_states`` /
+``set_partition_states``, each write fenced by the controller epoch), and only the partitions whose write lost
+to a concurrent one (a leader changing its ISR) are read and decided again: a failover over N partitions costs a
+few round trips, not 2N (Kafka's ``PartitionStateMachine`` with ``KafkaZkClient.updateLeaderAndIsr``).
+
+ZooKeeper outages: a handler whose ZooKeeper call fails with CoordinationUnavailableError is retried by the event
+queue until it succeeds (its re-read re-arms its watch); after a reconnect the broker enqueues ``Resync``, which
+re-reads everything the controller watches (Kafka's session/reconnect handlers).
+
 Concurrency: every method runs on the controller's event task (``EventQueue``); the context below is owned
 by it and needs no locks. ZooKeeper calls are blocking and run in worker threads via ``asyncio.to_thread``;
 the task awaits each one, so events are still handled strictly one at a time.
@@ -20,10 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.controller import leadership
+from broker.controller.reassignment import ReassignmentIsrChange, ReassignmentManager, ReassignPartitions
 from broker.metadata.events import Event, EventQueue
 from odradek.protocol.errors import ControllerMovedError, NotControllerError, OdradekError, StaleBrokerEpochError
-from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment
-from zk.client import ControllerClaim, ZkClient, ZkVersionConflict
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from zk.client import ControllerClaim, ZkClient
+
+Decide = Callable[[LeaderAndIsr], LeaderAndIsr | None]
+MAX_DECISION_ROUNDS = 10
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +51,11 @@ class Elected(Event):
 class Resign(Event):
     reason: str = ""
     session_lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resync(Event):
+    """The ZooKeeper connection came back: re-read everything the controller watches, re-arming the watches."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +113,7 @@ class ControllerContext:
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[tuple[str, int], tuple[LeaderAndIsr, int]] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
+    reassignments: dict[TopicPartition, list[int]] = field(default_factory=dict)  # moving -> target replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +136,7 @@ class Controller:
         self.ctx = ControllerContext()
         self.queue = EventQueue(f"controller-{broker_id}", self._handle)
         self._rebalance_timer: asyncio.TimerHandle | None = None
+        self.reassignment = ReassignmentManager(self)
 
     @property
     def active(self) -> bool:
@@ -138,6 +159,8 @@ class Controller:
             return  # a watch armed during an earlier term fired after we resigned
         try:
             match event:
+                case Resync():
+                    await self._load_cluster()
                 case BrokerChange():
                     await self._on_broker_change()
                 case TopicChange():
@@ -154,6 +177,10 @@ class Controller:
                     await self._on_auto_rebalance()
                 case ControlledShutdown():
                     await self._on_controlled_shutdown(event)
+                case ReassignPartitions():
+                    await self.reassignment.on_request()
+                case ReassignmentIsrChange(topic=topic, partition=partition):
+                    await self.reassignment.on_isr_change(TopicPartition(topic, partition))
         except ControllerMovedError as e:
             if isinstance(event, ControlledShutdown) and not event.reply.done():
                 event.reply.set_exception(e)
@@ -173,15 +200,24 @@ class Controller:
         self.ctx = ControllerContext(claim=claim)
         log.info("broker %d is the controller (epoch %d)", self.broker_id, claim.epoch)
         try:
-            await self._on_broker_change()
-            await self._on_topic_change()
-            await self._on_topic_deletion()
-            await self._on_preferred_election()
-            await self._on_config_change()
+            await self._load_cluster()
         except ControllerMovedError as e:
             await self._resign(str(e))
             return
+        except OdradekError as e:  # ZooKeeper unreachable: the queue retries a Resync until it answers
+            log.warning("controller %d could not read the cluster yet: %s", self.broker_id, e)
+            self.queue.put(Resync())
         self._schedule_rebalance(first=True)
+
+    async def _load_cluster(self) -> None:
+        """Read the whole cluster and arm every watch (Kafka's onControllerFailover), after an election or a
+        reconnect. Safe to repeat: every step re-reads and only acts on differences."""
+        await self._on_broker_change()
+        await self._on_topic_change(rearm=True)
+        await self._on_topic_deletion()
+        await self._on_preferred_election()
+        await self._on_config_change()
+        await self.reassignment.on_request()
 
     def _schedule_rebalance(self, first: bool = False) -> None:
         if not self.rebalance.enabled or not self.active:
@@ -234,7 +270,9 @@ class Controller:
         """Move leadership off dead brokers (clean election unless the topic allows unclean), and take dead
         followers out of ISRs."""
         live = set(self.ctx.live_brokers)
+        epoch = self._claim().epoch
         unclean_by_topic: dict[str, bool] = {}
+        decisions: dict[TopicPartition, Decide] = {}
         for (topic, partition), (state, _) in list(self.ctx.states.items()):
             replicas = self.replicas_of(topic, partition)
             if state.leader in live and all(r in live for r in replicas):
@@ -242,60 +280,69 @@ class Controller:
             if topic not in unclean_by_topic:
                 config = await asyncio.to_thread(self._zk.get_topic_config, topic)
                 unclean_by_topic[topic] = config.get("unclean.leader.election.enable", "false") == "true"
-            unclean = unclean_by_topic[topic]
-
-            def decide(s: LeaderAndIsr, replicas: list[int] = replicas, unclean: bool = unclean,
-                       epoch: int = self._claim().epoch) -> LeaderAndIsr | None:
-                if s.leader in live:
-                    return leadership.without_dead_replicas(s, live, epoch)
-                elected = leadership.offline_election(replicas, s, live, epoch, unclean)
-                if elected is None and s.leader == leadership.NO_LEADER:
-                    return None
-                return elected or leadership.offline_no_leader(s, epoch)
-
-            await self._update_state(topic, partition, decide)
+            decisions[TopicPartition(topic, partition)] = leadership.offline_decision(
+                replicas, live, epoch, unclean_by_topic[topic])
+        if decisions:
+            written = await self._update_states(decisions)
+            if written:
+                log.info("controller: %d partitions changed leader or ISR after brokers left", len(written))
 
     def replicas_of(self, topic: str, partition: int) -> list[int]:
         return self.ctx.assignments.get(topic, TopicAssignment({})).partitions.get(partition, [])
 
-    async def _update_state(self, topic: str, partition: int,
-                            decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> LeaderAndIsr | None:
-        """Decide a partition's next state from a fresh read and write it conditionally; on a version conflict
-        (the leader changed the ISR meanwhile) re-read and decide again, as Kafka's controller does. Leaders
-        change ISRs themselves, so the cached state may be stale: decisions always start from ZooKeeper.
-        Returns what was written.
+    async def _update_state(self, topic: str, partition: int, decide: Decide) -> LeaderAndIsr | None:
+        """One partition's ``_update_states``; returns what was written."""
+        return (await self._update_states({TopicPartition(topic, partition): decide})).get(
+            TopicPartition(topic, partition))
+
+    async def _update_states(self, decisions: dict[TopicPartition, Decide]) -> dict[TopicPartition, LeaderAndIsr]:
+        """Decide partitions' next states from a fresh read and write them conditionally, in batches; the
+        partitions whose write lost to a concurrent one (the leader changed the ISR meanwhile) are re-read and
+        decided again, as Kafka's controller does. Leaders change ISRs themselves, so the cached state may be
+        stale: decisions always start from ZooKeeper. Returns what was written.
         """
-        for _ in range(10):
-            current = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
-            if current is None:
-                return None
-            self.ctx.states[(topic, partition)] = current
-            state, version = current
-            new_state = decide(state)
-            if new_state is None or new_state == state:
-                return None
-            try:
-                new_version = await asyncio.to_thread(
-                    self._zk.set_partition_state, self._claim(), topic, partition, new_state, version
-                )
-            except ZkVersionConflict:
-                continue
-            self.ctx.states[(topic, partition)] = (new_state, new_version)
-            return new_state
-        log.warning("controller: gave up updating %s-%d after repeated version conflicts", topic, partition)
-        return None
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        pending = dict(decisions)
+        for _ in range(MAX_DECISION_ROUNDS):
+            if not pending:
+                return written
+            current = await asyncio.to_thread(self._zk.get_partition_states, list(pending))
+            updates: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
+            for tp, got in current.items():
+                if got is None:
+                    continue
+                self.ctx.states[tp] = got
+                state, version = got
+                new_state = pending[tp](state)
+                if new_state is not None and new_state != state:
+                    updates[tp] = (new_state, version)
+            if not updates:
+                return written
+            result = await asyncio.to_thread(self._zk.set_partition_states, self._claim(), updates)
+            for tp, (state, version) in result.done.items():
+                self.ctx.states[tp] = (state, version)
+                written[tp] = state
+            for tp, error in result.failed.items():
+                log.warning("controller: could not write the state of %s: %s", tp, error)
+            pending = {tp: pending[tp] for tp in result.to_retry}
+        if pending:
+            log.warning("controller: gave up updating %s after repeated version conflicts", sorted(pending))
+        return written
 
     # -------------------------------------------------------------------------------------------- topics
 
-    async def _on_topic_change(self) -> None:
+    async def _on_topic_change(self, rearm: bool = False) -> None:
+        """New and deleted topics; with ``rearm`` (failover, reconnect) every topic's assignment is re-read too,
+        which re-arms its watch."""
         topics = await asyncio.to_thread(self._zk.get_topics, self.queue.watcher(TopicChange()))
         for gone in set(self.ctx.assignments) - set(topics):
             self._forget_topic(gone)
         for topic in topics:
-            if topic not in self.ctx.assignments:
-                await self._on_partition_modifications(topic)
+            if rearm or topic not in self.ctx.assignments:
+                await self._on_partition_modifications(topic, elect=False)
+        await self._elect_offline_partitions()
 
-    async def _on_partition_modifications(self, topic: str) -> None:
+    async def _on_partition_modifications(self, topic: str, elect: bool = True) -> None:
         assignment = await asyncio.to_thread(
             self._zk.get_topic_assignment, topic, self.queue.watcher(PartitionModifications(topic))
         )
@@ -304,25 +351,28 @@ class Controller:
             return
         self.ctx.assignments[topic] = assignment
         new_states: dict[int, LeaderAndIsr] = {}
-        for partition, replicas in sorted(assignment.partitions.items()):
-            if (topic, partition) in self.ctx.states:
-                continue
-            existing = await asyncio.to_thread(self._zk.get_partition_state, topic, partition)
-            if existing is not None:
-                self.ctx.states[(topic, partition)] = existing
+        unknown = [TopicPartition(topic, p) for p in sorted(assignment.partitions) if (topic, p) not in self.ctx.states]
+        existing = await asyncio.to_thread(self._zk.get_partition_states, unknown) if unknown else {}
+        for tp, got in existing.items():
+            if got is not None:
+                self.ctx.states[tp] = got
             else:
-                new_states[partition] = leadership.initial_state(
-                    replicas, self.ctx.live_brokers, self._claim().epoch
+                new_states[tp.partition] = leadership.initial_state(
+                    assignment.partitions[tp.partition], self.ctx.live_brokers, self._claim().epoch
                 )
         if new_states:
             await asyncio.to_thread(self._zk.create_partition_states, self._claim(), topic, new_states)
-            for partition, state in new_states.items():
-                self.ctx.states[(topic, partition)] = (state, 0)
+            created = await asyncio.to_thread(self._zk.get_partition_states, [(topic, p) for p in new_states])
+            for tp, got in created.items():
+                if got is not None:
+                    self.ctx.states[tp] = got
             log.info("controller: topic %s partitions %s online", topic, sorted(new_states))
-        await self._elect_offline_partitions()
+        if elect:
+            await self._elect_offline_partitions()
 
     def _forget_topic(self, topic: str) -> None:
         self.ctx.assignments.pop(topic, None)
+        self.reassignment.forget_topic(topic)
         for key in [k for k in self.ctx.states if k[0] == topic]:
             del self.ctx.states[key]
 
@@ -347,23 +397,13 @@ class Controller:
         self.ctx.shutting_down.add(broker)
         live = set(self.ctx.live_brokers)
         epoch = self._claim().epoch
-        remaining: list[tuple[str, int]] = []
         shutting_down = set(self.ctx.shutting_down)
-        for topic, partition in list(self.ctx.states):
-            replicas = self.replicas_of(topic, partition)
-            if broker not in replicas:
-                continue
-
-            def decide(s: LeaderAndIsr, replicas: list[int] = replicas) -> LeaderAndIsr | None:
-                if len(replicas) < 2:
-                    return None
-                if s.leader == broker:
-                    return leadership.controlled_shutdown_election(replicas, s, live, shutting_down, epoch)
-                return leadership.remove_from_isr(s, broker, epoch)
-
-            await self._update_state(topic, partition, decide)
-            if self.ctx.states[(topic, partition)][0].leader == broker:
-                remaining.append((topic, partition))
+        hosted = [TopicPartition(*k) for k in self.ctx.states if broker in self.replicas_of(*k)]
+        await self._update_states({
+            tp: leadership.controlled_shutdown_decision(self.replicas_of(*tp), broker, live, shutting_down, epoch)
+            for tp in hosted
+        })
+        remaining = [(tp.topic, tp.partition) for tp in hosted if self.ctx.states[tp][0].leader == broker]
         log.info("controller: controlled shutdown of broker %d; it still leads %s", broker, remaining)
         if not event.reply.done():
             event.reply.set_result(remaining)
@@ -383,13 +423,12 @@ class Controller:
     async def _elect_preferred(self, partitions: set[tuple[str, int]]) -> None:
         live = set(self.ctx.live_brokers) - self.ctx.shutting_down
         epoch = self._claim().epoch
-        for key in sorted(partitions):
-            replicas = self.replicas_of(*key)
-            written = await self._update_state(
-                key[0], key[1], lambda s, r=replicas: leadership.preferred_election(r, s, live, epoch)
-            )
-            if written is not None:
-                log.info("controller: preferred replica %d leads %s-%d again", written.leader, *key)
+        written = await self._update_states({
+            TopicPartition(*key): leadership.preferred_decision(self.replicas_of(*key), live, epoch)
+            for key in sorted(partitions) if key in self.ctx.states
+        })
+        for tp, state in sorted(written.items()):
+            log.info("controller: preferred replica %d leads %s again", state.leader, tp)
 
     async def _on_auto_rebalance(self) -> None:
         try:

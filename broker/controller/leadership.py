@@ -2,15 +2,22 @@
 
 These are Kafka's algorithms (``PartitionLeaderElectionAlgorithms`` in 2.8), with its non-negotiable safety
 rule: a replica outside the ISR never becomes leader unless unclean leader election is enabled for the topic.
+
+Every new state is built with ``LeaderAndIsr``'s transitions (``new_leader``, ``new_leader_and_isr``), which bump
+the leader epoch, so no rule can forget the bump that fences the previous leader. The ``*_decision`` functions
+bind a rule's inputs into the ``state -> new state`` function the controller applies to a fresh read of each
+partition (it re-decides from a new read when a conditional write loses to a concurrent one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from odradek.protocol.model import LeaderAndIsr
 
 NO_LEADER = LeaderAndIsr.NO_LEADER
+
+Decide = Callable[[LeaderAndIsr], "LeaderAndIsr | None"]
 
 
 def initial_state(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> LeaderAndIsr:
@@ -20,8 +27,8 @@ def initial_state(replicas: Sequence[int], live: Collection[int], controller_epo
     """
     live_replicas = [r for r in replicas if r in live]
     if not live_replicas:
-        return LeaderAndIsr(NO_LEADER, 0, list(replicas), controller_epoch)
-    return LeaderAndIsr(live_replicas[0], 0, live_replicas, controller_epoch)
+        return LeaderAndIsr.initial(NO_LEADER, replicas, controller_epoch)
+    return LeaderAndIsr.initial(live_replicas[0], live_replicas, controller_epoch)
 
 
 def offline_election(
@@ -39,12 +46,11 @@ def offline_election(
     isr_live = [r for r in replicas if r in live and r in current.isr]
     if isr_live:
         leader = isr_live[0]
-        new_isr = [r for r in current.isr if r in live]
-        return LeaderAndIsr(leader, current.leader_epoch + 1, new_isr, controller_epoch)
+        return current.new_leader_and_isr(leader, [r for r in current.isr if r in live], controller_epoch)
     if unclean_allowed:
         any_live = [r for r in replicas if r in live]
         if any_live:
-            return LeaderAndIsr(any_live[0], current.leader_epoch + 1, [any_live[0]], controller_epoch)
+            return current.new_leader_and_isr(any_live[0], [any_live[0]], controller_epoch)
     return None
 
 
@@ -54,14 +60,14 @@ def without_dead_replicas(current: LeaderAndIsr, live: Collection[int], controll
     if new_isr == current.isr:
         return current
     if not new_isr:
-        return LeaderAndIsr(NO_LEADER, current.leader_epoch + 1, current.isr[:1], controller_epoch)
-    return LeaderAndIsr(current.leader, current.leader_epoch + 1, new_isr, controller_epoch)
+        return current.new_leader_and_isr(NO_LEADER, current.isr[:1], controller_epoch)
+    return current.new_leader_and_isr(current.leader, new_isr, controller_epoch)
 
 
 def offline_no_leader(current: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:
     """The leader died and nobody may take over: leader -1, ISR kept as the last known member."""
     last = [current.leader] if current.leader in current.isr else current.isr[:1]
-    return LeaderAndIsr(NO_LEADER, current.leader_epoch + 1, last, controller_epoch)
+    return current.new_leader_and_isr(NO_LEADER, last, controller_epoch)
 
 
 def controlled_shutdown_election(
@@ -72,16 +78,15 @@ def controlled_shutdown_election(
     candidates = [r for r in replicas if r in live and r in current.isr and r not in shutting_down]
     if not candidates:
         return None
-    new_isr = [r for r in current.isr if r not in shutting_down]
-    return LeaderAndIsr(candidates[0], current.leader_epoch + 1, new_isr, controller_epoch)
+    return current.new_leader_and_isr(candidates[0], [r for r in current.isr if r not in shutting_down],
+                                      controller_epoch)
 
 
 def remove_from_isr(current: LeaderAndIsr, broker: int, controller_epoch: int) -> LeaderAndIsr:
     """A follower going away leaves the ISR (never emptying it), so it does not hold back the high watermark."""
     if broker not in current.isr or len(current.isr) == 1:
         return current
-    return LeaderAndIsr(current.leader, current.leader_epoch + 1, [r for r in current.isr if r != broker],
-                        controller_epoch)
+    return current.new_leader_and_isr(current.leader, [r for r in current.isr if r != broker], controller_epoch)
 
 
 def preferred_election(
@@ -91,7 +96,41 @@ def preferred_election(
     preferred = replicas[0] if replicas else NO_LEADER
     if preferred == current.leader or preferred not in live or preferred not in current.isr:
         return None
-    return LeaderAndIsr(preferred, current.leader_epoch + 1, list(current.isr), controller_epoch)
+    return current.new_leader(preferred, controller_epoch)
+
+
+def offline_decision(replicas: Sequence[int], live: Collection[int], controller_epoch: int,
+                     unclean_allowed: bool) -> Decide:
+    """After brokers left: elect a new leader if the leader is gone (or mark the partition offline, once), and
+    take dead replicas out of the ISR of a partition whose leader lives."""
+
+    def decide(s: LeaderAndIsr) -> LeaderAndIsr | None:
+        if s.leader in live:
+            return without_dead_replicas(s, live, controller_epoch)
+        elected = offline_election(replicas, s, live, controller_epoch, unclean_allowed)
+        if elected is None and s.leader == NO_LEADER:
+            return None  # already offline: do not bump the epoch again
+        return elected or offline_no_leader(s, controller_epoch)
+
+    return decide
+
+
+def controlled_shutdown_decision(replicas: Sequence[int], broker: int, live: Collection[int],
+                                 shutting_down: Collection[int], controller_epoch: int) -> Decide:
+    """For a partition hosted by ``broker``, which is shutting down: move its leadership, or drop it from the ISR."""
+
+    def decide(s: LeaderAndIsr) -> LeaderAndIsr | None:
+        if len(replicas) < 2:
+            return None
+        if s.leader == broker:
+            return controlled_shutdown_election(replicas, s, live, shutting_down, controller_epoch)
+        return remove_from_isr(s, broker, controller_epoch)
+
+    return decide
+
+
+def preferred_decision(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> Decide:
+    return lambda s: preferred_election(replicas, s, live, controller_epoch)
 
 
 def imbalanced_partitions(

@@ -10,7 +10,10 @@ so rewriting the whole file, fsync'd, is cheap.
 The Log keeps it in step: leader appends and replicated batches assign epochs, truncation trims the end,
 deleting records or segments trims the start, and recovery refills it from the batches it scans.
 
-Concurrency: thread-safe; one private lock guards the list and the file. Lock order: Log lock -> this one.
+Concurrency: thread-safe. ``_lock`` guards the list only and is never held for I/O, so a query (a leader
+answering ``end_offset_for`` on the event loop) never waits for a checkpoint's fsync; ``_file_lock`` orders the
+rewrites, each of which writes the list as it is when its turn comes, so the last write holds the last state.
+Lock order: Log lock -> ``_file_lock`` -> ``_lock``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None) -> None:
         self._path = path
         self._lock = threading.Lock()
+        self._file_lock = threading.Lock()
         self._entries: list[tuple[int, int]] = list(entries or [])
 
     @classmethod
@@ -121,16 +125,17 @@ class LeaderEpochCache:
                 )
             kept.append((epoch, start_offset))
             self._entries = kept
-            self._flush()
-            return True
+        self._flush()
+        return True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after ``end_offset`` (the log was truncated to it)."""
         with self._lock:
             kept = [(e, s) for e, s in self._entries if s < end_offset]
-            if len(kept) != len(self._entries):
-                self._entries = kept
-                self._flush()
+            if len(kept) == len(self._entries):
+                return
+            self._entries = kept
+        self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs that ended before ``start_offset``; the one spanning it now starts there."""
@@ -140,14 +145,15 @@ class LeaderEpochCache:
                 return
             rest = self._entries[len(before) :]
             first = (before[-1][0], start_offset)
-            if [first, *rest] != self._entries:
-                self._entries = [first, *rest]
-                self._flush()
+            if [first, *rest] == self._entries:
+                return
+            self._entries = [first, *rest]
+        self._flush()
 
     def clear(self) -> None:
         with self._lock:
             self._entries = []
-            self._flush()
+        self._flush()
 
     def delete_file(self) -> None:
         if self._path is not None:
@@ -155,5 +161,10 @@ class LeaderEpochCache:
                 os.unlink(self._path)
 
     def _flush(self) -> None:
-        if self._path is not None:
-            write_lines(self._path, (f"{e} {s}" for e, s in self._entries))
+        """Rewrite the checkpoint with the current list (called without ``_lock``: see the module docstring)."""
+        if self._path is None:
+            return
+        with self._file_lock:
+            with self._lock:
+                entries = self._entries  # replaced, never mutated in place: a stable snapshot
+            write_lines(self._path, (f"{e} {s}" for e, s in entries))

@@ -13,20 +13,15 @@ replication move bytes without any per-record work.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import logging
 import os
 import shutil
 import struct
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
-from odradek.protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -36,42 +31,23 @@ from odradek.protocol.records import (
     validate_batches,
 )
 
+from .base import AppendResult, ReadResult, Scheduler, SegmentsView
 from .checkpoint import fsync_dir
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .segment import INT32_MAX, LogSegment, file_name, iter_file_batches, parse_base_offset
+from .reads import LogReads
+from .recovery import complete_swaps, load_segments, remove_leftovers
+from .retention import LogRetention
+from .segment import INT32_MAX, LogSegment
+
+__all__ = ["AppendResult", "Log", "ReadResult", "Scheduler", "SegmentsView"]
 
 log = logging.getLogger(__name__)
 
-Scheduler = Callable[[Callable[[], None]], None]
 _STAMP = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: what a leader append rewrites
 
 
-class AppendResult(NamedTuple):  # NamedTuples: built on every append and read, and cheaper than dataclasses
-    first_offset: int
-    last_offset: int
-    record_count: int
-    max_timestamp: int
-    log_append_time: int | None  # the broker time stamped on the batches, when LogAppendTime is in force
-    log_start_offset: int
-
-
-class ReadResult(NamedTuple):
-    data: bytes  # whole batches; the first may begin before the requested offset
-    next_offset: int  # offset after the last batch returned (the requested offset when data is empty)
-    log_start_offset: int
-    log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentsView:
-    """An immutable snapshot of the segment list, replaced whenever the list changes."""
-
-    bases: tuple[int, ...]
-    segments: tuple[LogSegment, ...]
-
-
-class Log:
+class Log(LogRetention, LogReads):
     """One partition replica's log.
 
     Concurrency contract:
@@ -97,31 +73,6 @@ class Log:
     background thread (``flush_if_due``). A roll always flushes the finished segment, via the optional
     ``scheduler`` (off the append path) or inline if none was given, advancing the recovery point.
     """
-
-    def __init__(
-        self, directory: Path, config: LogConfig, now: Callable[[], float], scheduler: Scheduler | None
-    ) -> None:
-        self.dir = directory
-        self.config = config
-        self._now = now
-        self._scheduler = scheduler
-        self._lock = threading.Lock()
-        self._segments: list[LogSegment] = []
-        self._view = SegmentsView((), ())
-        self._log_start_offset = 0
-        self._log_end_offset = 0
-        self._high_watermark: int | None = None
-        self.recovery_point = 0
-        self.first_dirty_offset = 0  # compaction: where the not-yet-cleaned part starts
-        self.generation = 0  # bumped by truncation: a compaction pass started before it must not swap
-        self._unflushed_messages = 0
-        self._last_flush_ms = 0
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._closed = False  # no new operations (closed, or retired by topic deletion)
-        self._files_closed = False
-        self._dir_dirty = False  # segment files created since the directory was last fsync'd
-        self.epoch_cache = LeaderEpochCache(None)
-        self.recovered_bytes_truncated = 0  # what the last open cut off (for logs and tests)
 
     # ------------------------------------------------------------------------------------------ opening
 
@@ -151,36 +102,12 @@ class Log:
         self = cls(path, config or LogConfig(), now, scheduler)
         now_ms = self._now_ms()
         self.epoch_cache = LeaderEpochCache.load(path)
-        self._remove_leftovers()
-        self._complete_swaps(now_ms)
-        bases = sorted(b for b in (parse_base_offset(p.name) for p in path.glob("*.log")) if b is not None)
-        segments: list[LogSegment] = []
-        epoch_cache = self.epoch_cache
-
-        def on_batch(h: BatchHeader) -> None:
-            if h.partition_leader_epoch > epoch_cache.latest_epoch:
-                epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-
-        for i, base in enumerate(bases):
-            if segments and base < segments[-1].next_offset:
-                log.error("%s: segment %d overlaps its predecessor; dropping it and all later ones", path, base)
-                for b in bases[i:]:
-                    _unlink_segment_files(path, b)
-                break
-            is_last = i == len(bases) - 1
-            needs_recovery = not clean_shutdown and (is_last or bases[i + 1] > recovery_point)
-            seg, truncated = LogSegment.open(
-                path, base, self.config, now_ms, recover=needs_recovery, on_batch=on_batch if needs_recovery else None
-            )
-            segments.append(seg)
-            self.recovered_bytes_truncated += truncated
-            if truncated and not is_last:
-                log.error(
-                    "%s: corruption in segment %d; deleting the %d segments after it", path, base, len(bases) - i - 1
-                )
-                for b in bases[i + 1 :]:
-                    _unlink_segment_files(path, b)
-                break
+        remove_leftovers(path)
+        complete_swaps(path)
+        segments, self.recovered_bytes_truncated = load_segments(
+            path, self.config, now_ms, recovery_point=recovery_point, clean_shutdown=clean_shutdown,
+            epoch_cache=self.epoch_cache,
+        )
         start = log_start_offset if log_start_offset is not None else 0
         if not segments:
             segments.append(LogSegment.create(path, start, self.config, now_ms))
@@ -206,78 +133,6 @@ class Log:
         self._last_flush_ms = now_ms
         return self
 
-    def _remove_leftovers(self) -> None:
-        for p in self.dir.iterdir():
-            if p.name.endswith((".cleaned", ".deleted", ".tmp")):
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
-
-    def _complete_swaps(self, now_ms: int) -> None:
-        """Finish a compaction swap that a crash interrupted (the ``.swap`` file is complete and fsync'd).
-
-        A ``.swap`` replaces every segment whose base offset lies in its offset range; the cleaner always
-        ends its output with the group's last batch (an empty one if no record survived), so that range is
-        exactly the range of the segments it was made from.
-        """
-        for swap in sorted(self.dir.glob("*.log.swap")):
-            base = parse_base_offset(swap.name)
-            if base is None:
-                continue
-            fd = os.open(swap, os.O_RDONLY)
-            try:
-                end = base
-                for _pos, h, _ in iter_file_batches(fd, 0, os.fstat(fd).st_size):
-                    end = h.next_offset
-            finally:
-                os.close(fd)
-            for p in self.dir.glob("*.log"):
-                b = parse_base_offset(p.name)
-                if b is not None and base <= b < max(end, base + 1):
-                    _unlink_segment_files(self.dir, b)
-            _unlink_segment_files(self.dir, base)
-            os.replace(swap, self.dir / file_name(base, ".log"))
-            log.info("%s: completed an interrupted compaction swap of offsets [%d, %d)", self.dir, base, end)
-
-    # ------------------------------------------------------------------------------------------ offsets
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """Set by the caller (the partition); retention and compaction never touch offsets at or above it."""
-        hw = self._high_watermark
-        return self._log_end_offset if hw is None else min(hw, self._log_end_offset)
-
-    @high_watermark.setter
-    def high_watermark(self, value: int | None) -> None:
-        self._high_watermark = value
-
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._view.segments)
-
-    def segments(self) -> tuple[LogSegment, ...]:
-        return self._view.segments
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._view.segments[-1]
-
-    def _now_ms(self) -> int:
-        return int(self._now() * 1000)
-
-    def _publish(self) -> None:
-        self._view = SegmentsView(tuple(s.base_offset for s in self._segments), tuple(self._segments))
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise KafkaStorageError(f"log {self.dir} is closed")
 
     # ------------------------------------------------------------------------------------------ appends
 
@@ -446,64 +301,6 @@ class Log:
             self._flush_segments_locked(base_offset, sealed)
         return seg
 
-    # -------------------------------------------------------------------------------------------- reads
-
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
-        """Whole batches from the one holding ``offset``: at least one even beyond ``max_bytes``, none
-        starting at or after ``max_offset`` (the caller's high watermark), all from one segment.
-
-        ``offset == log_end_offset`` (or ``>= max_offset``) returns empty data.
-
-        Raises:
-            OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
-        """
-        with self._lock:
-            self._check_open()
-            view = self._view
-            start, end = self._log_start_offset, self._log_end_offset
-            active_size = view.segments[-1].size
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range [{start}, {end}]",
-                log_start_offset=start,
-                log_end_offset=end,
-            )
-        if offset == end or (max_offset is not None and offset >= max_offset):
-            return ReadResult(b"", offset, start, end)
-        segments = view.segments
-        i = max(bisect.bisect_right(view.bases, offset) - 1, 0)
-        last = len(segments) - 1
-        for j in range(i, last + 1):
-            seg = segments[j]
-            limit = active_size if j == last else seg.size
-            found = seg.read(offset, max_bytes, max_offset, limit)
-            if found is not None:
-                data, next_offset = found
-                return ReadResult(data, next_offset, start, end)
-        return ReadResult(b"", offset, start, end)
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp_ms``; None if there is none.
-
-        Kafka's ListOffsets sentinels work too: -2 is the log start offset, -1 the log end offset.
-        """
-        with self._lock:
-            view = self._view
-            start, end = self._log_start_offset, self._log_end_offset
-            active_size = view.segments[-1].size
-        if timestamp_ms == -2:
-            return start
-        if timestamp_ms == -1:
-            return end
-        last = len(view.segments) - 1
-        for j, seg in enumerate(view.segments):
-            if seg.max_timestamp < timestamp_ms or seg.next_offset <= start:
-                continue
-            found = seg.offset_for_timestamp(timestamp_ms, start, active_size if j == last else seg.size)
-            if found is not None:
-                return found
-        return None
-
     # --------------------------------------------------------------------------------------- truncation
 
     def truncate_to(self, offset: int) -> int:
@@ -560,111 +357,6 @@ class Log:
         self.first_dirty_offset = min(self.first_dirty_offset, end)
         if self._high_watermark is not None and self._high_watermark > end:
             self._high_watermark = end
-
-    def delete_records_before(self, offset: int) -> int:
-        """Move the log start offset up to ``offset`` (DeleteRecords); returns the new log start.
-
-        Whole segments below it are deleted now; the rest of the space is reclaimed as retention reaches
-        the segment that holds it.
-
-        Raises:
-            OffsetOutOfRangeError: ``offset`` is above the high watermark.
-        """
-        now_ms = self._now_ms()
-        with self._lock:
-            self._check_open()
-            hw = self.high_watermark
-            if offset > hw:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: above the high watermark {hw}",
-                    log_start_offset=self._log_start_offset,
-                    log_end_offset=self._log_end_offset,
-                )
-            if offset > self._log_start_offset:
-                self._log_start_offset = offset
-                self.first_dirty_offset = max(self.first_dirty_offset, offset)
-                self.epoch_cache.truncate_from_start(offset)
-                self._delete_segments_locked(lambda seg, upper: upper <= offset, now_ms)
-            return self._log_start_offset
-
-    # ---------------------------------------------------------------------------------------- retention
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """One retention pass (``retention.ms``, ``retention.bytes``, log start); returns segments deleted.
-
-        Oldest first, while the rule holds, and only segments entirely below the high watermark. The
-        active segment is never deleted as such: if it has expired too, it is rolled first (Kafka does
-        the same), then deleted as a closed segment. Holds the lock only for list changes and renames.
-        """
-        now_ms = self._now_ms() if now_ms is None else now_ms
-        cfg = self.config
-        deleted = 0
-        with self._lock:
-            if self._closed:
-                return 0
-            start = self._log_start_offset
-            deleted += self._delete_segments_locked(lambda seg, upper: upper <= start, now_ms)
-            if cfg.delete_enabled and cfg.retention_ms >= 0:
-                deleted += self._delete_segments_locked(
-                    lambda seg, upper: now_ms - seg.max_timestamp > cfg.retention_ms, now_ms
-                )
-            if cfg.delete_enabled and cfg.retention_bytes >= 0:
-                excess = sum(s.size for s in self._segments) - cfg.retention_bytes
-
-                def over_size(seg: LogSegment, upper: int) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_segments_locked(over_size, now_ms)
-        self.delete_expired_files(now_ms)
-        return deleted
-
-    def _delete_segments_locked(self, predicate: Callable[[LogSegment, int], bool], now_ms: int) -> int:
-        """Delete the longest prefix of segments matching ``predicate(segment, its end offset)``."""
-        hw = self.high_watermark
-        segs = self._segments
-        doomed: list[LogSegment] = []
-        for i, seg in enumerate(segs):
-            is_active = i == len(segs) - 1
-            upper = self._log_end_offset if is_active else segs[i + 1].base_offset
-            if upper > hw or (is_active and seg.is_empty) or not predicate(seg, upper):
-                break
-            doomed.append(seg)
-        if not doomed:
-            return 0
-        if doomed[-1] is segs[-1]:
-            self._roll_locked(self._log_end_offset, now_ms)
-        self._segments = self._segments[len(doomed) :]
-        self._schedule_delete_locked(doomed, now_ms)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.first_dirty_offset = max(self.first_dirty_offset, self._log_start_offset)
-        self._publish()
-        self.epoch_cache.truncate_from_start(self._log_start_offset)
-        log.info("%s: deleted %d segment(s); log start is now %d", self.dir, len(doomed), self._log_start_offset)
-        return len(doomed)
-
-    def _schedule_delete_locked(self, segments: list[LogSegment], now_ms: int) -> None:
-        """Rename now, unlink after ``file.delete.delay.ms`` (in-flight reads keep the open descriptor)."""
-        for seg in segments:
-            seg.rename_to_deleted()
-            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
-        if self.config.file_delete_delay_ms <= 0:
-            self._delete_due_locked(now_ms)
-
-    def _delete_due_locked(self, now_ms: int) -> None:
-        due = [seg for t, seg in self._pending_deletes if t <= now_ms]
-        self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now_ms]
-        for seg in due:
-            seg.delete_files()
-
-    def delete_expired_files(self, now_ms: int | None = None) -> None:
-        """Unlink segment files whose ``file.delete.delay.ms`` has passed (called by the background)."""
-        now_ms = self._now_ms() if now_ms is None else now_ms
-        with self._lock:
-            self._delete_due_locked(now_ms)
 
     # -------------------------------------------------------------------------------------------- flush
 
@@ -733,45 +425,6 @@ class Log:
         with self._lock:
             self.config = config
 
-    # ---------------------------------------------------------------------------------------- compaction
-
-    def snapshot(self) -> tuple[tuple[LogSegment, ...], int, int, int]:
-        """``(segments, first dirty offset, high watermark, generation)`` for a compaction pass."""
-        with self._lock:
-            return self._view.segments, self.first_dirty_offset, self.high_watermark, self.generation
-
-    def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int) -> bool:
-        """Swap compaction output ``new`` (a complete ``.swap`` file) in for ``old``; False if too late.
-
-        Refused when the log was truncated since the pass started or when ``old`` is no longer a run of
-        closed segments in the log (retention got there first); the caller then deletes its output.
-        Crash-safe order: old files renamed ``.deleted``, then the output renamed to its final names; a
-        crash in between is completed by ``_complete_swaps`` at the next open.
-        """
-        now_ms = self._now_ms()
-        with self._lock:
-            if self._closed or generation != self.generation:
-                return False
-            try:
-                i = self._segments.index(old[0])
-            except ValueError:
-                return False
-            if self._segments[i : i + len(old)] != old or i + len(old) >= len(self._segments):
-                return False
-            self._schedule_delete_locked(old, now_ms)
-            new.install_swap()
-            self._dir_dirty = True
-            self._segments[i : i + len(old)] = [new]
-            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-            self._publish()
-            return True
-
-    def mark_cleaned(self, first_dirty_offset: int, generation: int) -> None:
-        """A compaction pass finished: everything below ``first_dirty_offset`` is now the clean part."""
-        with self._lock:
-            if generation == self.generation:
-                self.first_dirty_offset = max(self.first_dirty_offset, min(first_dirty_offset, self._log_end_offset))
-
     # ---------------------------------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
@@ -818,7 +471,3 @@ class Log:
         return f"Log({self.dir.name}, [{self._log_start_offset}, {self._log_end_offset}))"
 
 
-def _unlink_segment_files(directory: Path, base: int) -> None:
-    for ext in (".log", ".index", ".timeindex"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(directory / file_name(base, ext))

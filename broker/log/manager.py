@@ -11,6 +11,9 @@ Layout of the data directory (Kafka's, with Odradek's marker name)::
       <topic>-<partition>/                one Log (see log.py)
       <topic>-<partition>.<uuid>-delete/  a deleted partition waiting for file.delete.delay.ms
 
+The broker's own disk I/O (appends, reads, truncations, checkpoints) runs on ``executor``, per-partition
+queues on a small pool (``executor.py``), so that its event loop never waits on the disk.
+
 Background work runs on two daemon threads so that none of it blocks appends:
 
 * ``odradek-log-maintenance``: flushes requested by segment rolls, ``flush.ms``, retention every
@@ -46,6 +49,7 @@ from odradek.protocol.model import TopicPartition
 from . import checkpoint
 from .cleaner import DEFAULT_MAX_MAP_ENTRIES, clean, needs_cleaning, plan
 from .config import LogConfig
+from .executor import StorageExecutor
 from .log import Log
 
 log = logging.getLogger(__name__)
@@ -99,6 +103,7 @@ class LogManager:
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.max_map_entries = max_map_entries
         self._lock = threading.Lock()
+        self.executor = StorageExecutor()  # the broker's appends, reads, truncations and checkpoints of this dir
         self._logs: dict[TopicPartition, Log] = {}
         self._tasks: deque[Callable[[], None]] = deque()
         self._pending_dir_deletes: list[tuple[int, Log | None, Path]] = []
@@ -342,6 +347,7 @@ class LogManager:
         startup recovers as after a crash.
         """
         self._stop_threads()
+        self.executor.shutdown()
         for lg in self.all_logs().values():
             lg.close_handlers()
         self._release_lock()
@@ -362,6 +368,7 @@ class LogManager:
     def close(self) -> None:
         """Stop the threads, flush and close every log, write the checkpoints and the clean marker."""
         self._stop_threads()
+        self.executor.shutdown()
         while self._tasks:
             self._guarded(self._tasks.popleft())
         for lg in self.all_logs().values():

@@ -5,6 +5,12 @@ piece of it would need locks. Instead a callback only calls ``signal_threadsafe(
 to the asyncio loop (``call_soon_threadsafe``), and one task handles events one at a time, in order, so the
 state it owns needs no locks (Kafka's ControllerEventManager, KAFKA-5028). Handlers re-read ZooKeeper; events
 carry no znode data.
+
+Why failed handlers are retried: a watch is one-shot, and the handler's re-read is what arms it again. A re-read
+that fails because ZooKeeper is unreachable (``CoordinationUnavailableError``) must therefore not be dropped, or
+that watch is never armed again and the broker's view stays stale for good. Such an event is put back after a
+backoff (growing to ``max_backoff_s``) until its handler succeeds, as Kafka's
+``retryRequestsUntilConnected`` does. Any other exception is a bug: it is logged and the event dropped.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from odradek.protocol.errors import CoordinationUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +35,33 @@ class Event:
 class EventQueue:
     """Owned by one asyncio task (``run``); ``signal_threadsafe`` may be called from any thread."""
 
-    def __init__(self, name: str, handle: Callable[[Event], Awaitable[None]]) -> None:
+    def __init__(self, name: str, handle: Callable[[Event], Awaitable[None]], *,
+                 min_backoff_s: float = 0.05, max_backoff_s: float = 1.0) -> None:
         self.name = name
         self._handle = handle
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._events: deque[Event] = deque()
+        self._wakeup = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._closed = False
+        self._min_backoff_s = min_backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._retrying: dict[Event, int] = {}  # event -> failed attempts, while a retry is scheduled
 
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def retrying(self) -> int:
+        """How many events wait to be retried (ZooKeeper was unreachable when they were handled)."""
+        return len(self._retrying)
+
     def put(self, event: Event) -> bool:
         """From the owning loop's thread; False when the queue is closed and the event was dropped."""
         if self._closed:
             return False
-        self._queue.put_nowait(event)
+        self._events.append(event)
+        self._wakeup.set()
         return True
 
     def signal_threadsafe(self, event: Event) -> None:
@@ -55,19 +75,50 @@ class EventQueue:
         """A zero-argument callback for ``ZkClient`` watches that signals ``event``."""
         return lambda: self.signal_threadsafe(event)
 
+    def take_pending(self, match: Callable[[Event], bool]) -> list[Event]:
+        """Remove and return the queued events that ``match`` (in order), so a handler can serve many of one
+        kind with one batched ZooKeeper read. Call from the owning task."""
+        taken = [e for e in self._events if match(e)]
+        if taken:
+            self._events = deque(e for e in self._events if not match(e))
+        return taken
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._queue.put_nowait(None)
+            self._wakeup.set()
 
     async def run(self) -> None:
         while True:
-            event = await self._queue.get()
-            if event is None:
-                return
+            while not self._events:
+                if self._closed:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            event = self._events.popleft()
             try:
                 await self._handle(event)
             except asyncio.CancelledError:
                 raise
+            except CoordinationUnavailableError as e:
+                self._retry_later(event, e)
             except Exception:
                 log.exception("%s: handling %s failed", self.name, type(event).__name__)
+            else:
+                self._retrying.pop(event, None)
+
+    def _retry_later(self, event: Event, error: Exception) -> None:
+        if self._closed:
+            return
+        attempts = self._retrying.get(event, 0) + 1
+        self._retrying[event] = attempts
+        delay = min(self._max_backoff_s, self._min_backoff_s * 2 ** (attempts - 1))
+        if attempts == 1 or attempts % 20 == 0:
+            log.warning("%s: %s failed (%s); retrying until ZooKeeper answers (attempt %d)",
+                        self.name, type(event).__name__, error, attempts)
+        self._loop.call_later(delay, self._requeue, event)
+
+    def _requeue(self, event: Event) -> None:
+        if self._closed or event in self._events:
+            return  # a fresher signal of the same event is already queued: it will do the re-read
+        self.put(event)

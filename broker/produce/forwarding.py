@@ -69,3 +69,17 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
             return orjson.loads(await resp.read())
     except (aiohttp.ClientConnectionError, TimeoutError) as e:
         raise BrokerNotAvailableError(f"cannot reach {url}: {e}") from None
+
+
+async def request_json(session: aiohttp.ClientSession, method: str, url: str, data: bytes | None = None, *,
+                       headers: dict[str, str] | None = None, timeout_s: float | None = None) -> Any:
+    """Any JSON request to another broker (group requests forwarded to their coordinator), with the same error
+    translation as above: the remote broker's typed error is raised here."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else aiohttp.helpers.sentinel
+    try:
+        async with session.request(method, url, data=data, headers=headers, timeout=timeout) as resp:
+            await _raise_for_error(resp)
+            raw = await resp.read()
+            return orjson.loads(raw) if raw else {}
+    except (aiohttp.ClientConnectionError, TimeoutError) as e:
+        raise BrokerNotAvailableError(f"cannot reach {url}: {e}") from None

@@ -3,6 +3,12 @@
 Why here and not in the HTTP layer: the REST-proxy JSON produce takes records for many partitions in one
 request; choosing partitions (Kafka's default partitioner), encoding batches, and going to each partition's
 leader is broker work. The HTTP handler only parses the body and renders the per-record results.
+
+Each partition's batch goes where :class:`~broker.produce.routing.LeaderRouter` says: appended here when this
+broker's leadership is active, forwarded to the leader otherwise. While no leader is known yet, or ours is not
+active yet, or the leader answers that leadership moved, it waits for the metadata to change and tries again,
+all within the request's ``timeout_ms`` (as the embedded producer of Confluent's REST Proxy retries), so a
+produce right after a topic creation succeeds instead of failing per record.
 """
 
 from __future__ import annotations
@@ -17,14 +23,28 @@ from dataclasses import dataclass
 import aiohttp
 
 from broker.produce import forwarding as forward
+from broker.produce.routing import (
+    ROUTING_ERRORS,
+    LeaderRouter,
+    MetadataChanged,
+    Remote,
+    TopicLookup,
+    deadline_after,
+    remaining_ms,
+)
 from broker.replication.replica_manager import ReplicaManager
-from odradek.protocol.errors import InvalidRequestError, NotLeaderOrFollowerError, OdradekError, UnknownPartitionError
+from odradek.protocol.errors import (
+    InvalidRequestError,
+    OdradekError,
+    UnknownPartitionError,
+)
 from odradek.protocol.partitioner import murmur2, to_positive
 from odradek.protocol.records import encode_batch
 
 Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+ACKS_PARAM = {0: "0", 1: "1", -1: "all"}  # the binary path's query value for each acks level
 
 
 def parse_acks(raw: str | None) -> int:
@@ -43,9 +63,13 @@ class PartitionResult:
 
 
 class ProduceService:
-    def __init__(self, replicas: ReplicaManager, session: aiohttp.ClientSession) -> None:
+    def __init__(self, replicas: ReplicaManager, session: aiohttp.ClientSession, *,
+                 metadata_changed: MetadataChanged | None = None, lookup_topic: TopicLookup | None = None) -> None:
+        """``metadata_changed`` is the metadata watcher's change signal (without it waits poll); ``lookup_topic``
+        asks ZooKeeper about a topic this broker has not heard of yet (without it, unknown topics fail at once)."""
         self._replicas = replicas
         self._session = session
+        self.router = LeaderRouter(replicas, metadata_changed or asyncio.sleep, lookup_topic)
         self._round_robin: dict[str, itertools.count[int]] = {}
 
     def choose_partitions(self, topic: str, rows: Sequence[Row], named: Sequence[int | None] | None,
@@ -76,8 +100,12 @@ class ProduceService:
                                         f"(it has {count} partitions)")
 
     async def produce(self, topic: str, rows: Sequence[Row], partitions: Sequence[int], acks: int,
-                      timeout_ms: int) -> dict[int, PartitionResult]:
-        """One batch per partition, appended concurrently; per-partition errors are returned, not raised."""
+                      timeout_ms: int, deadline: float | None = None) -> dict[int, PartitionResult]:
+        """One batch per partition, appended concurrently; per-partition errors are returned, not raised.
+
+        ``deadline`` (loop time, default ``timeout_ms`` from now) bounds every wait, leader elections included.
+        """
+        deadline = deadline_after(timeout_ms) if deadline is None else deadline
         now_ms = int(time.time() * 1000)
         if len(set(partitions)) == 1:
             groups: dict[int, Sequence[Row]] = {partitions[0]: rows}
@@ -87,21 +115,27 @@ class ProduceService:
                 grouped.setdefault(p, []).append(row)
             groups = dict(grouped)
         batches = {p: encode_batch(group, now_ms=now_ms) for p, group in groups.items()}
-        results = await asyncio.gather(*(self.append(topic, p, data, acks, timeout_ms) for p, data in batches.items()))
+        results = await asyncio.gather(
+            *(self.append(topic, p, data, acks, timeout_ms, deadline) for p, data in batches.items())
+        )
         return {r.partition: r for r in results}
 
-    async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int) -> PartitionResult:
+    async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int,
+                     deadline: float | None = None) -> PartitionResult:
+        """Append here or at the leader, waiting out leader elections until the deadline; errors are returned."""
+        deadline = deadline_after(timeout_ms) if deadline is None else deadline
         try:
-            try:
-                part = self._replicas.leader_partition(topic, partition)
-            except NotLeaderOrFollowerError as e:
-                leader_url = e.details.get("leader_url")
-                if not leader_url:
-                    raise
-                reply = await forward.produce_batches(self._session, leader_url, topic, partition, data,
-                                                      {0: "0", 1: "1", -1: "all"}[acks], timeout_ms)
-                return PartitionResult(partition, reply.get("base_offset"), reply.get("leader"))
-            result = await part.append(bytearray(data), acks, timeout_ms)
-            return PartitionResult(partition, result.first_offset, self._replicas.broker_id)
+            while True:
+                route = await self.router.await_route(topic, partition, deadline)
+                try:
+                    if isinstance(route, Remote):
+                        reply = await forward.produce_batches(self._session, route.url, topic, partition, data,
+                                                              ACKS_PARAM[acks], remaining_ms(deadline))
+                        return PartitionResult(partition, reply.get("base_offset"), reply.get("leader"))
+                    result = await route.append(bytearray(data), acks, remaining_ms(deadline))
+                    return PartitionResult(partition, result.first_offset, self.router.broker_id)
+                except ROUTING_ERRORS:
+                    if not await self.router.wait_for_change(deadline):
+                        raise
         except OdradekError as e:
             return PartitionResult(partition, None, None, e)

@@ -1,24 +1,38 @@
-"""One partition replica on this broker: leader or follower, its ISR, high watermark, acks and waiters.
+"""One partition replica on this broker: a state machine of role and ISR, with its high watermark and waiters.
 
-This is where the replication promise is kept (Kafka's ``cluster/Partition.scala``):
+This is where the replication promise is kept (Kafka's ``cluster/Partition.scala``).
+
+States::
+
+    role:  OFFLINE --(state names us leader)--> LEADER --(newer epoch names another)--> FOLLOWER
+           any --(session lost, a pause, a follower with a newer epoch, topic deleted)--> OFFLINE (fenced)
+    ISR:   Committed(isr) --(a follower caught up)--> PendingExpand(isr, +r) --(written)--> Committed(isr + r)
+           Committed(isr) --(followers lagged)------> PendingShrink(isr, -rs) --(written)--> Committed(isr - rs)
+           Pending* --(version conflict)--> stays pending until the controller's state arrives (apply)
+           any --(apply: a state read from ZooKeeper)--> Committed(that state's isr)
 
 * The leader stamps its leader epoch on every batch it appends and records ``(epoch, log end)`` in the
   leader-epoch cache when it becomes leader, so followers can find where their history diverged (KIP-101/279).
-* The high watermark is the least log end offset over the ISR; it only moves forward. Consumers read below it;
-  followers read up to the log end.
+* The high watermark is owned by the log (``Log.maybe_increment_high_watermark``: forward only, never past the
+  log end); the leader moves it to the least log end offset over the *maximal* ISR: while an ISR change is in
+  flight that is the larger of the two sets (Kafka's ``maximalIsr``), so neither an expand nor a shrink can let
+  the high watermark or an acks=all answer run ahead of what ZooKeeper may end up holding.
 * A follower's fetch offset is its acknowledgement. A follower that has not caught up to the leader's log end
   for ``replica.lag.time.max.ms`` leaves the ISR; one that reaches the high watermark (and the start of the
-  current epoch) rejoins. The leader changes the ISR with a conditional ZooKeeper write on the state znode's
-  version and applies the change locally only after the write succeeded, so a leader deposed meanwhile (whose
-  write fails) can never shrink the ISR to itself and acknowledge alone. The ISR is never empty.
-* acks=all: refused before appending when the ISR is smaller than ``min.insync.replicas``
+  current epoch) rejoins. Changes go through the ISR manager (a conditional write on the state znode's
+  version) and are committed locally only once written, so a deposed leader (whose write fails) can never
+  shrink the ISR to itself and acknowledge alone. The ISR is never empty.
+* acks=all: refused before appending when the committed ISR is smaller than ``min.insync.replicas``
   (NOT_ENOUGH_REPLICAS); acknowledged once the high watermark passes the batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND
   if the ISR shrank below the minimum meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile.
 * A replica that is no longer leader (a newer leader epoch seen, or its ZooKeeper session lost) stops
   acknowledging at once: every waiting produce fails with NOT_LEADER_OR_FOLLOWER naming the new leader.
 
-Concurrency: owned by the broker's asyncio loop (no locks); the ``Log`` underneath is thread-safe for its own
-background maintenance.
+Concurrency notes: the state machine is owned by the broker's asyncio loop (no locks). Disk work (appends,
+reads, truncations, the leader-epoch checkpoint) runs on the data directory's storage executor, queued under
+this partition's key so it happens in the order the loop decided it, while the loop serves other requests.
+The loop only reads the log's offsets (plain attributes) and never takes the log's lock. Imports nothing of
+``zk/``: the ISR manager is handed in.
 """
 
 from __future__ import annotations
@@ -26,11 +40,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
 
 from broker.log.log import AppendResult, Log, ReadResult
 from broker.metadata.cache import PartitionInfo
+from broker.replication.isr_manager import IsrChange, IsrResult
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -41,12 +59,78 @@ from odradek.protocol.errors import (
 )
 from odradek.protocol.model import LeaderAndIsr
 
-LEADER = "leader"
-FOLLOWER = "follower"
-OFFLINE = "offline"
-
-IsrWriter = Callable[[str, int, LeaderAndIsr, int], Awaitable[int]]
+T = TypeVar("T")
 LeaderUrl = Callable[[int], str | None]
+UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower counts as caught up to it
+
+
+class Role(StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"
+
+
+LEADER, FOLLOWER, OFFLINE = Role.LEADER, Role.FOLLOWER, Role.OFFLINE
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedIsr:
+    isr: tuple[int, ...]
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return self.isr
+
+    in_flight = False
+
+
+@dataclass(frozen=True, slots=True)
+class PendingExpandIsr:
+    isr: tuple[int, ...]
+    new_replica: int
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return (*self.isr, self.new_replica)
+
+    in_flight = True
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShrinkIsr:
+    isr: tuple[int, ...]
+    out_of_sync: tuple[int, ...]
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return self.isr
+
+    in_flight = True
+
+
+IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
+
+
+class Storage(Protocol):
+    """Where the log's disk work runs (``broker.log.executor.StorageExecutor``)."""
+
+    def submit(self, key: Any, fn: Callable[..., T], *args: Any) -> Future[T]: ...
+
+
+class IsrSubmitter(Protocol):
+    def submit(self, change: IsrChange) -> bool: ...
+
+
+class InlineStorage:
+    """Runs the work at once on the caller's thread (standalone use and tests that want no threads)."""
+
+    def submit(self, key: Any, fn: Callable[..., T], *args: Any) -> Future[T]:
+        fut: Future[T] = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:
+            fut.set_exception(e)
+        return fut
 
 
 @dataclass
@@ -66,31 +150,43 @@ class ReplicationConfig:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, broker_id: int, log: Log, write_isr: IsrWriter,
-                 leader_url: LeaderUrl, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, topic: str, partition: int, broker_id: int, log: Log, isr_manager: IsrSubmitter,
+                 leader_url: LeaderUrl, now: Callable[[], float] = time.monotonic,
+                 storage: Storage | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
         self.log = log
-        self._write_isr = write_isr
+        self._isr_manager = isr_manager
         self._leader_url = leader_url
         self._now = now
+        self._storage: Storage = storage or InlineStorage()
+        self._key = (topic, partition)
         self.role = OFFLINE
         self.info: PartitionInfo | None = None
         self.leader = -1
         self.leader_epoch = -1
-        self.isr: tuple[int, ...] = ()
+        self.isr_state: IsrState = CommittedIsr(())
         self.replicas: tuple[int, ...] = ()
+        self.controller_epoch = -1
         self.zk_version = -1
         self.epoch_start_offset = 0
         self.config = ReplicationConfig()
         self.followers: dict[int, FollowerProgress] = {}
         self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers and acks=all waiters
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
-        self._isr_change_in_flight = False
-        self._background: set[asyncio.Task[None]] = set()  # held so a running ISR change is not collected
 
     # ------------------------------------------------------------------------------------------- offsets
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR (what ZooKeeper holds): what ``min.insync.replicas`` is checked against."""
+        return self.isr_state.isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus a replica being added: whose log end offsets bound the high watermark."""
+        return self.isr_state.maximal_isr
 
     @property
     def high_watermark(self) -> int:
@@ -104,34 +200,36 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def _set_high_watermark(self, hw: int) -> None:
-        hw = min(hw, self.log.log_end_offset)
-        if hw > self.log.high_watermark:
-            self.log.high_watermark = hw
-            self._wake_hw_waiters()
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run disk work on the storage executor after this partition's earlier disk work (one hop)."""
+        return await asyncio.wrap_future(self._storage.submit(self._key, fn, *args))
 
     # -------------------------------------------------------------------------------------- role changes
 
-    def apply(self, info: PartitionInfo, config: ReplicationConfig) -> str | None:
-        """Apply a partition state read from ZooKeeper; returns the role change ("leader", "follower") if any.
+    async def apply(self, info: PartitionInfo, config: ReplicationConfig) -> Role | None:
+        """Apply a partition state read from ZooKeeper; returns the role change (leader, follower) if any.
 
-        A state with an older leader epoch than one already applied is stale and ignored.
+        A state with an older leader epoch, or an older znode version of the same epoch, than one already
+        applied is stale and ignored (watches and re-reads can deliver states out of order).
         """
         self.config = config
-        if self.info is not None and info.leader_epoch < self.leader_epoch:
+        if self.info is not None and (info.leader_epoch, info.zk_version) < (self.leader_epoch, self.zk_version):
             return None
         new_epoch = info.leader_epoch != self.leader_epoch
+        same_version = not new_epoch and info.zk_version == self.zk_version and self.info is not None
         self.info = info
         self.replicas = info.replicas
+        self.controller_epoch = info.controller_epoch
         self.zk_version = info.zk_version
-        self.isr = info.isr
+        if not same_version or info.isr != self.isr_state.isr:  # the same state again keeps a pending change
+            self.isr_state = CommittedIsr(info.isr)
         old_role = self.role
         self.leader = info.leader
         self.leader_epoch = info.leader_epoch
         if info.leader == self.broker_id:
             self.role = LEADER
             if new_epoch or old_role != LEADER:
-                self._become_leader()
+                await self._become_leader()
                 return LEADER
             self._maybe_increment_hw()
             return None
@@ -141,10 +239,9 @@ class Partition:
             return self.role if self.role == FOLLOWER else None
         return None
 
-    def _become_leader(self) -> None:
-        leo = self.log.log_end_offset
-        self.log.epoch_cache.assign(self.leader_epoch, leo)
-        self.epoch_start_offset = leo
+    async def _become_leader(self) -> None:
+        epoch = self.leader_epoch
+        self.epoch_start_offset = UNKNOWN_OFFSET
         now = self._now() * 1000
         # Followers' positions are unknown until they fetch; those in the ISR count as caught up now, so
         # they are not dropped before they had a chance to fetch from us.
@@ -153,6 +250,10 @@ class Partition:
             for r in self.replicas if r != self.broker_id
         }
         self._wake_all()
+        # After every replicated append queued before it: the epoch starts at the log end as it is then.
+        start = await self._run(_assign_epoch, self.log, epoch)
+        if self.leader_epoch == epoch and self.role == LEADER:
+            self.epoch_start_offset = start
         self._maybe_increment_hw()
 
     def fence(self, reason: str = "") -> None:
@@ -196,16 +297,23 @@ class Partition:
                 f"the ISR of {self.topic}-{self.partition} is {list(self.isr)}, smaller than "
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
-        result = self.log.append(batches, leader_epoch=epoch)
-        self._wake_followers()
-        self._maybe_increment_hw()
+        fut = self._storage.submit(self._key, _leader_append, self.log, batches, epoch)
+        loop = asyncio.get_running_loop()
+        # Wake followers and move the HW once the bytes are in, even if this caller is cancelled meanwhile.
+        fut.add_done_callback(lambda _: _call_soon(loop, self._after_local_append))
+        result = await asyncio.wrap_future(fut)
         if acks != -1:
             return result
         await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
         return result
 
+    def _after_local_append(self) -> None:
+        self._wake_followers()
+        self._maybe_increment_hw()
+
     async def _wait_committed(self, offset: int, epoch: int, timeout_ms: int) -> None:
-        deadline = self._now() + timeout_ms / 1000
+        loop = asyncio.get_running_loop()  # request timeouts run on the loop's clock; ``now`` is for ISR lag
+        deadline = loop.time() + timeout_ms / 1000
         while True:
             if self.role != LEADER or self.leader_epoch != epoch:
                 raise self.not_leader()
@@ -216,10 +324,11 @@ class Partition:
                         "was replicated; it is in the log and may survive"
                     )
                 return
-            remaining = deadline - self._now()
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 raise RequestTimedOutError(
-                    f"{self.topic}-{self.partition}: not replicated to the ISR {list(self.isr)} within {timeout_ms} ms"
+                    f"{self.topic}-{self.partition}: not replicated to the ISR {list(self.maximal_isr)} "
+                    f"within {timeout_ms} ms"
                 )
             event = self._hw_advanced
             with contextlib.suppress(TimeoutError):
@@ -244,7 +353,9 @@ class Partition:
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
             if self.role != LEADER:
                 raise self.not_leader()
-        return self.log.read(offset, max_bytes, max_offset=self.high_watermark)
+        # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
+        return await asyncio.wrap_future(self._storage.submit(None, _read, self.log, offset, max_bytes,
+                                                              self.high_watermark))
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
                                 timeout_ms: int) -> ReadResult:
@@ -256,7 +367,7 @@ class Partition:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
             self._check_follower_fetch(replica_id, fetch_epoch)
-        return self.log.read(offset, max_bytes)
+        return await asyncio.wrap_future(self._storage.submit(None, _read, self.log, offset, max_bytes, None))
 
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
         if fetch_epoch > self.leader_epoch or self.role != LEADER:
@@ -273,6 +384,7 @@ class Partition:
             raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch; in memory (the epoch cache's lock is never held across its file writes)."""
         if self.role != LEADER:
             raise self.not_leader()
         return self.log.epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
@@ -290,23 +402,29 @@ class Partition:
         progress.log_end_offset = offset
         progress.last_fetch_ms = now
         progress.last_fetch_leader_leo = leo
-        if (replica_id not in self.isr and offset >= self.high_watermark
-                and offset >= self.epoch_start_offset):
-            task = asyncio.get_running_loop().create_task(self._change_isr((*self.isr, replica_id)))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        self._maybe_expand_isr(replica_id, offset)
         self._maybe_increment_hw()
+
+    def _maybe_expand_isr(self, replica_id: int, offset: int) -> None:
+        """Kafka's ``maybeExpandIsr``: a follower at the high watermark and in the current epoch rejoins."""
+        state = self.isr_state
+        if (self.role != LEADER or state.in_flight or replica_id in state.isr
+                or offset < self.high_watermark or offset < self.epoch_start_offset):
+            return
+        self._submit_isr(PendingExpandIsr(state.isr, replica_id), (*state.isr, replica_id))
 
     def _maybe_increment_hw(self) -> None:
         if self.role != LEADER:
             return
-        leo = self.log.log_end_offset
-        ends = [leo]
-        for r in self.isr:
+        hw = self.log.log_end_offset
+        for r in self.maximal_isr:
             if r != self.broker_id:
                 progress = self.followers.get(r)
-                ends.append(progress.log_end_offset if progress is not None else -1)
-        self._set_high_watermark(min(ends))
+                end = progress.log_end_offset if progress is not None else -1
+                if end < hw:
+                    hw = end
+        if self.log.maybe_increment_high_watermark(hw):
+            self._wake_hw_waiters()
 
     def out_of_sync_followers(self) -> list[int]:
         now = self._now() * 1000
@@ -320,43 +438,80 @@ class Partition:
             and now - p.last_caught_up_ms > lag
         ]
 
-    async def maybe_shrink_isr(self) -> None:
-        if self.role != LEADER or self._isr_change_in_flight:
+    def maybe_shrink_isr(self) -> None:
+        """Kafka's ``maybeShrinkIsr``: drop followers that lagged for ``replica.lag.time.max.ms``."""
+        state = self.isr_state
+        if self.role != LEADER or state.in_flight:
             return
         lagging = self.out_of_sync_followers()
         if lagging:
-            await self._change_isr(tuple(r for r in self.isr if r not in lagging))
+            self._submit_isr(PendingShrinkIsr(state.isr, tuple(lagging)),
+                             tuple(r for r in state.isr if r not in lagging))
 
-    async def _change_isr(self, new_isr: tuple[int, ...]) -> None:
-        if self.role != LEADER or self._isr_change_in_flight or set(new_isr) == set(self.isr) or not new_isr:
+    def _submit_isr(self, pending: PendingExpandIsr | PendingShrinkIsr, new_isr: tuple[int, ...]) -> None:
+        if not new_isr or set(new_isr) == set(pending.isr):
             return
-        self._isr_change_in_flight = True
         epoch = self.leader_epoch
-        try:
-            info = self.info
-            assert info is not None
-            state = LeaderAndIsr(self.broker_id, epoch, sorted(new_isr, key=self.replicas.index),
-                                 info.controller_epoch)
-            try:
-                version = await self._write_isr(self.topic, self.partition, state, self.zk_version)
-            except Exception:
-                return  # a controller decision came first; its state will reach us through the watch
-            if self.leader_epoch == epoch and self.role == LEADER:
-                self.isr = tuple(state.isr)
-                self.zk_version = version
-                self._maybe_increment_hw()
-                self._wake_hw_waiters()  # a shrink can make acks=all waiters fail
-        finally:
-            self._isr_change_in_flight = False
+        # Not LeaderAndIsr.new_isr: that bumps the leader epoch, which a leader's own ISR change must not do
+        # (Kafka's ZK-mode Partition writes LeaderAndIsr(localBrokerId, leaderEpoch, newIsr, ...)): a bump
+        # would fail every acks=all waiter of this epoch and look like a leadership change to followers.
+        state = LeaderAndIsr(self.broker_id, epoch, sorted(new_isr, key=self._replica_order),
+                             self.controller_epoch)
+        change = IsrChange(
+            self.topic, self.partition, state, self.zk_version,
+            callback=lambda result: self._on_isr_result(pending, result),
+            still_wanted=lambda: self.isr_state is pending and self.role == LEADER and self.leader_epoch == epoch,
+        )
+        self.isr_state = pending
+        self._maybe_increment_hw()
+        if not self._isr_manager.submit(change):
+            self.isr_state = CommittedIsr(pending.isr)  # an earlier change is still being written
+
+    def _replica_order(self, r: int) -> int:
+        return self.replicas.index(r) if r in self.replicas else len(self.replicas)
+
+    def _on_isr_result(self, pending: PendingExpandIsr | PendingShrinkIsr, result: IsrResult) -> None:
+        if self.isr_state is not pending or self.role != LEADER or self.leader_epoch != result.state.leader_epoch:
+            return  # a newer state was applied meanwhile: it wins
+        if result.ok:
+            self.isr_state = CommittedIsr(tuple(result.state.isr))
+            self.zk_version = result.zk_version
+            self._maybe_increment_hw()
+            self._wake_hw_waiters()  # a shrink can make acks=all waiters fail (or succeed)
+        elif not result.conflict:
+            self.isr_state = CommittedIsr(pending.isr)  # given up: try again at the next fetch or expiry check
+        # On a version conflict the change stays pending (Kafka does too): a newer state exists and will reach
+        # us through the watch (apply), and retrying against the stale version could only fail again.
 
     # -------------------------------------------------------------------------------------------- follower
 
-    def append_replicated(self, data: bytes, leader_hw: int) -> None:
+    async def append_replicated(self, data: bytes, leader_hw: int) -> None:
         if data:
-            self.log.append_replicated(data)
-        self._set_follower_hw(leader_hw)
+            await self._run(self.log.append_replicated, data)
+        self.log.maybe_increment_high_watermark(leader_hw)
 
-    def _set_follower_hw(self, leader_hw: int) -> None:
-        hw = min(leader_hw, self.log.log_end_offset)
-        if hw > self.log.high_watermark:
-            self.log.high_watermark = hw
+    async def truncate_to(self, offset: int) -> int:
+        """A follower cuts its divergent tail (after every append queued before it)."""
+        return await self._run(self.log.truncate_to, offset)
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        await self._run(self.log.truncate_fully_and_start_at, offset)
+
+
+def _leader_append(log: Log, batches: bytes | bytearray, epoch: int) -> AppendResult:
+    return log.append(batches, leader_epoch=epoch)
+
+
+def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
+    return log.read(offset, max_bytes, max_offset=max_offset)
+
+
+def _assign_epoch(log: Log, epoch: int) -> int:
+    leo = log.log_end_offset
+    log.epoch_cache.assign(epoch, leo)
+    return leo
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed at shutdown: nobody is left to wake
+        loop.call_soon_threadsafe(fn)

@@ -6,6 +6,7 @@ epoch ended (``epoch_end_offset``, Kafka's OffsetsForLeaderEpoch with KIP-279's 
 watermark alone (KIP-101), which could lose committed records or keep a divergent tail. Then it long-polls
 the leader's binary fetch with its log end offset (its acknowledgement) and its view of the leader epoch
 (which fences either side if stale), appends what comes byte for byte, and takes the leader's high watermark.
+Appends and truncations run on the storage executor behind the partition (one hop per fetch).
 
 One task per follower partition; it ends when the partition's role or leader epoch changes (the replica
 manager starts a new one for the new leader).
@@ -99,7 +100,7 @@ class FollowerFetcher:
         if target < leo:
             log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
                      self.part.topic, self.part.partition, target, leo, self.leader, self.epoch)
-            log_.truncate_to(target)
+            await self.part.truncate_to(target)
 
     async def _fetch_once(self, base: str) -> None:
         part = self.part
@@ -113,7 +114,7 @@ class FollowerFetcher:
                 data = await resp.read()
                 if not self.current():
                     return
-                part.append_replicated(data, int(resp.headers[media.HIGH_WATERMARK]))
+                await part.append_replicated(data, int(resp.headers[media.HIGH_WATERMARK]))
                 return
             body = await resp.json(content_type=None)
         name = body.get("error")
@@ -121,9 +122,9 @@ class FollowerFetcher:
             leader_start = int(body.get("log_start_offset", 0))
             leader_end = int(body.get("log_end_offset", body.get("high_watermark", 0)))
             if part.log_end_offset > leader_end:
-                part.log.truncate_to(leader_end)
+                await part.truncate_to(leader_end)
             elif part.log_end_offset < leader_start:
-                part.log.truncate_fully_and_start_at(leader_start)
+                await part.truncate_fully_and_start_at(leader_start)
             return
         # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / unknown partition: wait for the new state to reach us
         await asyncio.sleep(BACKOFF_S)

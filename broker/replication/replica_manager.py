@@ -4,7 +4,9 @@ It hears about partition states from the metadata watcher (``MetadataListener``)
 leader or follower accordingly; HTTP handlers ask it for the partition to produce to or read from.
 
 Concurrency: owned by the broker's asyncio loop. Background jobs (ISR expiry, high-watermark checkpoints) are
-tasks on the same loop; fetchers are one task per follower partition.
+tasks on the same loop; fetchers are one task per follower partition. Disk work goes to the data directory's
+storage executor (``LogManager.executor``), ZooKeeper writes of ISR changes to the ISR manager, so nothing
+here blocks the loop.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import aiohttp
 from broker.log.checkpoint import read_offsets, write_offsets
 from broker.log.manager import LogManager
 from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
+from broker.replication.isr_manager import IsrManager
 from broker.replication.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
 from broker.replication.replica_fetcher import FollowerFetcher
 from odradek.protocol.errors import (
@@ -27,8 +30,8 @@ from odradek.protocol.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from odradek.protocol.model import BrokerInfo, LeaderAndIsr
-from zk.client import ZkClient
+from odradek.protocol.model import BrokerInfo
+from zk.client import ZkClient, ZkVersionConflict
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class ReplicaManager(MetadataListener):
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
         self.logs = LogManager(data_dir, retention_check_interval_ms=retention_check_interval_ms)
+        self.isr_manager = IsrManager(zk.update_isr, conflicts=(ZkVersionConflict,))
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -70,7 +74,8 @@ class ReplicaManager(MetadataListener):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._fetchers.clear()
-        self._checkpoint_hw()
+        await self.isr_manager.close()
+        await self.logs.executor.run(HW_CHECKPOINT, self._write_hw, self._hw_snapshot())
         if self.session is not None:
             await self.session.close()
         await asyncio.to_thread(self.logs.close)
@@ -114,13 +119,16 @@ class ReplicaManager(MetadataListener):
     async def on_partition(self, info: PartitionInfo, config: dict[str, str]) -> None:
         key = (info.topic, info.partition)
         if self.broker_id not in info.replicas:
-            await self._stop_fetcher(key)
-            self.partitions.pop(key, None)
+            # Reassigned away (or a stray log from before a restart): stop and delete our copy, as Kafka's
+            # StopReplica(delete=true) does.
+            if key in self.partitions or self.logs.get_log(*key) is not None:
+                await self._remove_replica(key, "no longer a replica")
+                log.info("%s-%d: broker %d is no longer a replica; its copy is deleted", *key, self.broker_id)
             return
         part = self.partitions.get(key)
         if part is None:
             part = await self._open_partition(info.topic, info.partition, config)
-        change = part.apply(info, self._replication_config(config))
+        change = await part.apply(info, self._replication_config(config))
         if change is not None:
             log.info("%s-%d: %s for leader epoch %d (leader %d, isr %s)", info.topic, info.partition, change,
                      info.leader_epoch, info.leader, list(info.isr))
@@ -141,12 +149,17 @@ class ReplicaManager(MetadataListener):
 
     async def on_topic_deleted(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
-            await self._stop_fetcher(key)
-            part = self.partitions.pop(key)
-            part.fence("topic deleted")
-            await asyncio.to_thread(self.logs.delete_log, key[0], key[1])
-            self._hw_checkpoint.pop(key, None)
+            await self._remove_replica(key, "topic deleted")
         log.info("topic %s deleted from broker %d", topic, self.broker_id)
+
+    async def _remove_replica(self, key: tuple[str, int], reason: str) -> None:
+        """Stop the fetcher, fence the replica, delete its log (renamed now, removed after file.delete.delay.ms)."""
+        await self._stop_fetcher(key)
+        part = self.partitions.pop(key, None)
+        if part is not None:
+            part.fence(reason)
+        await asyncio.to_thread(self.logs.delete_log, key[0], key[1])
+        self._hw_checkpoint.pop(key, None)
 
     def on_session_lost(self) -> None:
         """Stop acknowledging as leader at once: a new leader may already have been elected."""
@@ -168,14 +181,10 @@ class ReplicaManager(MetadataListener):
     async def _open_partition(self, topic: str, partition: int, config: dict[str, str]) -> Partition:
         log_ = await asyncio.to_thread(self.logs.get_or_create_log, topic, partition, config)
         log_.high_watermark = min(self._hw_checkpoint.get((topic, partition), 0), log_.log_end_offset)
-        part = Partition(topic, partition, self.broker_id, log_, self._write_isr, self.leader_url)
+        part = Partition(topic, partition, self.broker_id, log_, self.isr_manager, self.leader_url,
+                         storage=self.logs.executor)
         self.partitions[(topic, partition)] = part
         return part
-
-    async def _write_isr(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> int:
-        new_version = await asyncio.to_thread(self._zk.update_isr, topic, partition, state, version)
-        log.info("%s-%d: ISR is now %s", topic, partition, state.isr)
-        return new_version
 
     async def _stop_fetcher(self, key: tuple[str, int]) -> None:
         task = self._fetchers.pop(key, None)
@@ -190,7 +199,7 @@ class ReplicaManager(MetadataListener):
             for part in list(self.partitions.values()):
                 if part.role == LEADER:
                     try:
-                        await part.maybe_shrink_isr()
+                        part.maybe_shrink_isr()
                     except Exception:
                         log.exception("ISR expiry of %s-%d failed", part.topic, part.partition)
 
@@ -206,10 +215,7 @@ class ReplicaManager(MetadataListener):
         except OSError as e:
             log.warning("could not write the high-watermark checkpoint: %s", e)
 
-    def _checkpoint_hw(self) -> None:
-        self._write_hw(self._hw_snapshot())
-
     async def _hw_checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self._hw_checkpoint_interval_ms / 1000)
-            await asyncio.to_thread(self._write_hw, self._hw_snapshot())
+            await self.logs.executor.run(HW_CHECKPOINT, self._write_hw, self._hw_snapshot())

@@ -161,6 +161,27 @@ class AdminClient:
         path = self._topics_path(name, "configs:alter")
         self._call(lambda url: self._transport.send_json(url, "POST", path, {"data": data}))
 
+    # ------------------------------------------------------------------------------------------- generic
+
+    def request_json(self, method: str, path: str, payload: Any = None, *, query: Mapping[str, Any] | None = None,
+                     idempotent: bool | None = None, timeout_ms: float | None = None) -> Any:
+        """Any other endpoint (group admin, entity configs, elections) with the same broker failover.
+
+        ``path`` may contain ``{cluster_id}``, filled in here. GETs retry every retriable error; writes only
+        the errors that prove nothing was done (see ``_call``). Returns the decoded JSON answer (None if empty).
+        """
+        if "{cluster_id}" in path:
+            path = path.replace("{cluster_id}", quote_path(self.cluster_id())[1:])
+        safe = method == "GET" if idempotent is None else idempotent
+
+        def send(url: str) -> Any:
+            if payload is None:
+                resp = self._transport.request(url, method, path, query=query, timeout_ms=timeout_ms)
+                return resp.json() if resp.body else None
+            return self._transport.send_json(url, method, path, payload, query=query, timeout_ms=timeout_ms)
+
+        return self._call(send, idempotent=safe)
+
     def close(self) -> None:
         self._transport.close()
 

@@ -92,9 +92,52 @@ class UnsupportedMediaTypeError(OdradekError):
 
 
 class NotAcceptableError(OdradekError):
+    """No media type in the Accept header is one the endpoint can answer with (Jersey's generic 406, whose
+    REST-proxy envelope code is the status itself; 40601 is Confluent's consumer-format mismatch)."""
+
     name = "NOT_ACCEPTABLE"
-    error_code = 40601
+    error_code = 406
     http_status = 406
+
+
+class MalformedJsonError(OdradekError):
+    """The body is not JSON at all (Confluent: rest-utils' JsonParseExceptionMapper, 400 with code 400)."""
+
+    name = "MALFORMED_JSON"
+    error_code = 400
+    http_status = 400
+
+
+class ConstraintViolationError(OdradekError):
+    """JSON that parses but is not a valid request: a missing or empty field, an unknown field, a wrong type
+    (Confluent: rest-utils' ConstraintViolationExceptionMapper, 422 with code 422)."""
+
+    name = "CONSTRAINT_VIOLATION"
+    error_code = 422
+    http_status = 422
+
+
+class InvalidPayloadError(OdradekError):
+    """A payload the broker cannot serialize, e.g. a schema-registry format (Confluent's Errors.invalidPayload,
+    42206, which is what its REST Proxy answers for avro/jsonschema/protobuf without a Schema Registry)."""
+
+    name = "INVALID_PAYLOAD"
+    error_code = 42206
+    http_status = 422
+
+
+class RouteNotFoundError(OdradekError):
+    """No route has this path, or a path parameter does not convert (Jersey's 404, code 404)."""
+
+    name = "NOT_FOUND"
+    error_code = 404
+    http_status = 404
+
+
+class MethodNotAllowedError(OdradekError):
+    name = "METHOD_NOT_ALLOWED"
+    error_code = 405
+    http_status = 405
 
 
 class RequestTooLargeError(OdradekError):
@@ -122,10 +165,13 @@ class InvalidTopicError(OdradekError):
 
 
 class TopicAlreadyExistsError(OdradekError):
+    """Confluent's REST Proxy maps Kafka's TopicExistsException to 400 with code 40002 (rest-utils'
+    KafkaExceptionMapper; the v3 openapi.yaml's create_topic_already_exists example)."""
+
     name = "TOPIC_ALREADY_EXISTS"
     kafka_code = 36
-    error_code = 40901
-    http_status = 409
+    error_code = 40002
+    http_status = 400
 
 
 class InvalidPartitionsError(OdradekError):
@@ -320,3 +366,132 @@ class UnsupportedCompressionTypeError(OdradekError):
     kafka_code = 76
     error_code = 41502
     http_status = 415
+
+
+# --------------------------------------------------------------------------------------- consumer groups
+
+
+class CoordinatorNotAvailableError(OdradekError):
+    """No broker coordinates the group right now (the last one died; its session has not expired yet)."""
+
+    name = "COORDINATOR_NOT_AVAILABLE"
+    kafka_code = 15
+    error_code = 50309
+    http_status = 503
+    retriable = True
+
+
+class NotCoordinatorError(OdradekError):
+    """A forwarded group request reached a broker that no longer coordinates the group: ask again."""
+
+    name = "NOT_COORDINATOR"
+    kafka_code = 16
+    error_code = 50310
+    http_status = 503
+    retriable = True
+
+
+class IllegalGenerationError(OdradekError):
+    """A heartbeat or commit from a generation the group has left behind: rejoin."""
+
+    name = "ILLEGAL_GENERATION"
+    kafka_code = 22
+    error_code = 40905
+    http_status = 409
+
+
+class InvalidGroupIdError(OdradekError):
+    name = "INVALID_GROUP_ID"
+    kafka_code = 24
+    error_code = 40006
+    http_status = 400
+
+
+class UnknownMemberIdError(OdradekError):
+    """The coordinator does not know the member (it timed out, left, or the coordinator moved): join again."""
+
+    name = "UNKNOWN_MEMBER_ID"
+    kafka_code = 25
+    error_code = 40403
+    http_status = 404
+
+
+class InvalidSessionTimeoutError(OdradekError):
+    name = "INVALID_SESSION_TIMEOUT"
+    kafka_code = 26
+    error_code = 40007
+    http_status = 400
+
+
+class RebalanceInProgressError(OdradekError):
+    """The group is rebalancing: the member must join again (it keeps its partitions until told to revoke)."""
+
+    name = "REBALANCE_IN_PROGRESS"
+    kafka_code = 27
+    error_code = 40906
+    http_status = 409
+    retriable = True
+
+
+class NonEmptyGroupError(OdradekError):
+    name = "NON_EMPTY_GROUP"
+    kafka_code = 68
+    error_code = 40907
+    http_status = 409
+
+
+class GroupIdNotFoundError(OdradekError):
+    name = "GROUP_ID_NOT_FOUND"
+    kafka_code = 69
+    error_code = 40407
+    http_status = 404
+
+
+# ------------------------------------------------------------------------------------------ request limits
+
+
+class PolicyViolationError(OdradekError):
+    """A request over one of the broker's limits (records per request, partitions, config sizes): Kafka's
+    POLICY_VIOLATION. The message names the limit and its broker config."""
+
+    name = "POLICY_VIOLATION"
+    kafka_code = 44
+    error_code = 40010
+    http_status = 400
+
+
+class RequestReadTimeoutError(OdradekError):
+    """The request's body did not arrive within the broker's read timeout (HTTP 408)."""
+
+    name = "REQUEST_READ_TIMEOUT"
+    error_code = 40801
+    http_status = 408
+    retriable = True
+
+
+class BrokerBusyError(OdradekError):
+    """Too many request bytes are being read at once (queued.max.request.bytes): retry shortly."""
+
+    name = "BROKER_BUSY"
+    error_code = 50301
+    http_status = 503
+    retriable = True
+
+
+class UnsupportedForMessageFormatError(OdradekError):
+    """A client batch the broker does not take yet (control or transactional batches): Kafka's
+    UNSUPPORTED_FOR_MESSAGE_FORMAT, code 43."""
+
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    kafka_code = 43
+    error_code = 42210
+    http_status = 422
+
+
+class InvalidTimestampError(OdradekError):
+    """A record timestamp outside message.timestamp.difference.max.ms of the broker's clock (Kafka code 32)."""
+
+    name = "INVALID_TIMESTAMP"
+    kafka_code = 32
+    error_code = 42211
+    http_status = 422

@@ -1,9 +1,25 @@
-"""HTTP media types and header names of the wire contract (docs/http-api.md), shared by brokers and clients."""
+"""HTTP media types and header names of the wire contract (docs/http-api.md), shared by brokers and clients.
+
+Confluent's REST Proxy names the embedded format in the media type (``application/vnd.kafka.<format>.v2+json``);
+its API reference says that when the embedded format is omitted (``application/vnd.kafka.v2+json``,
+``application/vnd.kafka+json``, plain ``application/json``, ``application/octet-stream``) binary is assumed, so
+keys and values are base64. ``SCHEMA_V2`` lists the formats that need a Schema Registry.
+"""
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+AVRO_V2 = "application/vnd.kafka.avro.v2+json"
+JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
+PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
+SCHEMA_V2 = {AVRO_V2: "avro", JSONSCHEMA_V2: "jsonschema", PROTOBUF_V2: "protobuf"}
 KAFKA_V2 = "application/vnd.kafka.v2+json"
+KAFKA_DEFAULT = "application/vnd.kafka+json"
 PLAIN_JSON = "application/json"
+OCTET_STREAM = "application/octet-stream"
+# Produce bodies without an embedded format: binary (base64), as Confluent's API reference says.
+FORMATLESS = (KAFKA_V2, KAFKA_DEFAULT, PLAIN_JSON, OCTET_STREAM)
+# What metadata and error bodies may be negotiated as (v2 answers KAFKA_V2; v3 answers plain JSON).
+METADATA_TYPES = (KAFKA_V2, KAFKA_DEFAULT, PLAIN_JSON)
 BATCHES = "application/vnd.odradek.batches.v2"
 
 HIGH_WATERMARK = "Odradek-High-Watermark"

@@ -9,11 +9,10 @@ testcontainers backend implements the same protocol with containers on the host 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable
 from typing import Protocol
 
 from broker.localcluster import LocalCluster
+from tests.harness.wait import wait_until as wait_until  # re-exported: older tests import it from here
 from zk.client import ZkClient
 from zk.ensemble import ZkEnsemble
 
@@ -106,19 +105,3 @@ class LocalProcessBackend:
     def resume_broker_quietly(self, broker_id: int) -> None:
         with contextlib.suppress(Exception):
             self.cluster.resume_broker(broker_id)
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # e.g. a connection refused while a broker restarts
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what} (last error: {last_error})")
-        time.sleep(interval)

@@ -18,7 +18,8 @@ from odradek.protocol.errors import (
 )
 from odradek.protocol.partitioner import murmur2, to_positive
 from tests.conftest import MakeCluster
-from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.cluster import LocalProcessBackend
+from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -75,3 +75,24 @@ def test_status_without_a_cluster_is_a_one_line_error(tmp_path: Path) -> None:
     st = odradek("cluster", "status", "--data-dir", str(tmp_path / "none"))
     assert st.returncode == 1
     assert st.stderr.strip().startswith("odradek: no cluster in") and st.stderr.count("\n") == 1
+
+
+def test_broker_start_right_after_kill_waits_for_the_old_session(tmp_path: Path) -> None:
+    """Issue 9, 7b: `broker start N` right after `broker kill N` waits (and says so) for the killed process's
+    ZooKeeper session to expire, instead of failing with "already registered by live ZooKeeper session"."""
+    data = str(tmp_path / "c")
+    up = odradek("cluster", "up", "--data-dir", data, "--zookeepers", "1", "--brokers", "1",
+                 "--base-port", str(free_port_block(1)), "--zk-base-port", str(free_port_block(1, span=106)),
+                 "--tick-ms", "500", "--session-timeout-ms", "4000")  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        assert odradek("cluster", "broker", "kill", "1", "--data-dir", data).returncode == 0
+        started = odradek("cluster", "broker", "start", "1", "--data-dir", data)
+        assert started.returncode == 0, started.stderr
+        assert "waiting for that session to expire" in started.stdout, started.stdout
+        assert "broker 1 started" in started.stdout
+        status = json.loads(odradek("cluster", "status", "--data-dir", data, "--json").stdout)
+        assert [(b["alive"], b["registered"]) for b in status["brokers"]] == [(True, True)]
+    finally:
+        down = odradek("cluster", "down", "--data-dir", data)
+    assert down.returncode == 0, down.stderr

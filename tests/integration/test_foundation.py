@@ -15,8 +15,9 @@ import pytest
 from odradek.protocol.errors import ControllerMovedError
 from odradek.protocol.model import LeaderAndIsr
 from tests.conftest import SESSION_TIMEOUT_MS, MakeCluster
-from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.cluster import LocalProcessBackend
 from tests.harness.ports import free_port_block
+from tests.harness.wait import wait_until
 from zk.client import ControllerClaim
 from zk.ensemble import ZkEnsemble
 

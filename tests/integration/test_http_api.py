@@ -4,8 +4,10 @@ forwarding, long-polls, and a clear error for every bad input."""
 from __future__ import annotations
 
 import base64
-import threading
+import http.client
+import json
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +17,8 @@ from odradek.protocol.partitioner import murmur2, to_positive
 from odradek.protocol.records import decode_records, encode_batch
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, metadata, request
+from tests.harness.sockets import unread_at_server
+from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -148,23 +152,21 @@ def test_keyless_records_spread_over_partitions(shared: LocalProcessBackend) -> 
 def test_a_long_poll_returns_as_soon_as_data_arrives(shared: LocalProcessBackend) -> None:
     new_topic(shared, "poll")
     url = other_url(shared, "poll")  # through forwarding, too
-    result: dict[str, Any] = {}
-
-    def read() -> None:
-        started = time.monotonic()
-        result["resp"] = request("GET", f"{url}/topics/poll/partitions/0/records?offset=0&timeout=10000",
-                                 accept=JSON_V2)
-        result["elapsed"] = time.monotonic() - started
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    time.sleep(0.5)
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=30)
+    started = time.monotonic()
+    conn.request("GET", "/topics/poll/partitions/0/records?offset=0&timeout=10000", headers={"Accept": JSON_V2})
+    client_port = conn.sock.getsockname()[1]
+    # The broker has read the request (so the read is parked, here or at the leader) before anything is written.
+    wait_until(lambda: unread_at_server(client_port, parsed.port or 80) == 0, 10, "the broker to take the read")
     sent = time.monotonic()
     request("POST", f"{shared.broker_url(1)}/topics/poll", {"records": [{"value": "wake"}]}, content_type=JSON_V2)
-    reader.join(15)
-    status, body, _ = result["resp"]
-    assert status == 200 and [r["value"] for r in body["records"]] == ["wake"]
-    assert result["elapsed"] < 5.0, result["elapsed"]  # far below the 10 s timeout
+    response = conn.getresponse()
+    body = json.loads(response.read())
+    conn.close()
+    elapsed = time.monotonic() - started
+    assert response.status == 200 and [r["value"] for r in body["records"]] == ["wake"]
+    assert elapsed < 5.0, elapsed  # far below the 10 s timeout
     assert time.monotonic() - sent < 4.0
 
 
@@ -197,7 +199,8 @@ def test_rest_proxy_v2_metadata_shapes(shared: LocalProcessBackend) -> None:
     status, topics, _ = request("GET", f"{url}/topics")
     assert "v2meta" in topics
     status, topic, _ = request("GET", f"{url}/topics/v2meta")
-    assert topic["name"] == "v2meta" and topic["configs"] == {"retention.ms": "3600000"}
+    assert topic["name"] == "v2meta" and topic["configs"]["retention.ms"] == "3600000"  # effective: defaults too
+    assert topic["configs"]["cleanup.policy"] == "delete"
     assert [p["partition"] for p in topic["partitions"]] == [0, 1]
     part = topic["partitions"][0]
     assert sorted(r["broker"] for r in part["replicas"]) == [1, 2]
@@ -214,8 +217,8 @@ def test_topic_lifecycle_over_v3(shared: LocalProcessBackend) -> None:
                                               "configs": [{"name": "cleanup.policy", "value": "compact"}]})
     assert status == 201 and topic["kind"] == "KafkaTopic" and topic["partitions_count"] == 2
     assert topic["replication_factor"] == 2
-    status, _, _ = request("POST", base, {"topic_name": "life", "partitions_count": 1})
-    assert status == 409
+    status, err, _ = request("POST", base, {"topic_name": "life", "partitions_count": 1})
+    assert (status, err["error_code"]) == (400, 40002)  # Confluent's answer for TopicExistsException
     status, listed, _ = request("GET", base)
     assert "life" in [t["topic_name"] for t in listed["data"]]
 
@@ -238,7 +241,7 @@ def test_topic_lifecycle_over_v3(shared: LocalProcessBackend) -> None:
 
     assert request("DELETE", f"{base}/life")[0] == 204
     status, err, _ = request("GET", f"{base}/life")
-    assert status == 404 and err["error_code"] == 40401
+    assert status == 404 and err["error_code"] == 40403  # v3's code for an unknown topic (Confluent's)
     status, err, _ = request("GET", f"{url}/v3/clusters/not-this-one/topics")
     assert status == 404 and err["error"] == "CLUSTER_NOT_FOUND"
 
@@ -259,9 +262,9 @@ def test_every_bad_input_gets_its_status_and_code(shared: LocalProcessBackend) -
             assert body["error"] == name
         return body
 
-    check(request("POST", f"{url}/topics/bad", raw=b"{not json", content_type=JSON_V2), 400, 40001, "INVALID_REQUEST")
+    check(request("POST", f"{url}/topics/bad", raw=b"{not json", content_type=JSON_V2), 400, 400, "MALFORMED_JSON")
     check(request("POST", f"{url}/topics/bad", {"records": [{"value": 1}]}, content_type="text/plain"), 415, 41501)
-    check(request("POST", f"{url}/topics/bad", {"rec": []}, content_type=JSON_V2), 400, 40001)
+    check(request("POST", f"{url}/topics/bad", {"rec": []}, content_type=JSON_V2), 422, 422)
     check(request("POST", f"{url}/topics/nope", {"records": [{"value": 1}]}, content_type=JSON_V2), 404, 40401)
     check(request("POST", f"{url}/topics/bad/partitions/7", {"records": [{"value": 1}]}, content_type=JSON_V2),
           404, 40402)
@@ -270,7 +273,7 @@ def test_every_bad_input_gets_its_status_and_code(shared: LocalProcessBackend) -
                  "OFFSET_OUT_OF_RANGE")
     assert body["log_start_offset"] == 0 and body["high_watermark"] == 0
     check(request("GET", f"{url}/topics/bad/partitions/0/records?offset=abc"), 400, 40001)
-    check(request("POST", f"{url}/topics/bad", {"records": [{"value": "%%%"}]}, content_type=BINARY_V2), 400, 40001)
+    check(request("POST", f"{url}/topics/bad", {"records": [{"value": "%%%"}]}, content_type=BINARY_V2), 422, 422)
     check(request("POST", f"{url}/topics/bad%2F..%2Fetc/partitions/0", {"records": [{"value": 1}]},
                   content_type=JSON_V2), 400, 40003, "INVALID_TOPIC_EXCEPTION")
     check(request("POST", f"{url}/v3/clusters/{cid}/topics", {"topic_name": "../../etc", "partitions_count": 1}),
@@ -283,7 +286,7 @@ def test_every_bad_input_gets_its_status_and_code(shared: LocalProcessBackend) -
           400, 40005)
     # a record over max.message.bytes: the record fails, the request does not
     status, body, _ = request("POST", f"{url}/topics/bad", {"records": [{"value": "y" * 5000}]}, content_type=JSON_V2)
-    assert status == 200 and body["offsets"][0]["error_code"] == 41302
+    assert status == 200 and body["offsets"][0]["error_code"] == 50002  # Confluent's KAFKA_ERROR
     check(request("POST", f"{url}/topics/bad/partitions/0/batches", raw=encode_batch([(None, b"z" * 5000, 1, [])]),
                   content_type=BATCHES), 413, 41302, "MESSAGE_TOO_LARGE")
     # a request over the broker's limit (--max-request-bytes 200000)

@@ -3,15 +3,20 @@ record is lost or reordered while one broker at a time fails; stale leaders ackn
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import MakeCluster
-from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, partition_state, produce, read_all, request
+from tests.harness.sockets import socket_inodes, tcp_sockets, unread_at_server
+from tests.harness.wait import hold_for, wait_at_most, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -147,7 +152,7 @@ def test_acks_all_needs_min_insync_replicas_but_acks_1_does_not(make_cluster: Ma
 
     status, body = produce(leader_url, TOPIC, 0, ["refused"], acks="all")
     assert status == 200 and body["offsets"][0]["offset"] is None
-    assert body["offsets"][0]["error_code"] == 50304  # NOT_ENOUGH_REPLICAS: refused before appending
+    assert body["offsets"][0]["error_name"] == "NOT_ENOUGH_REPLICAS", body  # refused before appending
     status, batch_body, _ = request(
         "POST", f"{leader_url}/topics/{TOPIC}/partitions/0/batches?acks=all",
         raw=_one_batch(b"refused-too"), content_type="application/vnd.odradek.batches.v2")
@@ -175,7 +180,7 @@ def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_
     # The leader takes a write its followers never see (acks=1), then freezes.
     for f in followers:
         cluster.pause_broker(f)
-    time.sleep(0.8)  # let the followers' in-flight long-polls (500 ms) end, so nothing carries the next write
+    _let_parked_fetches_end(cluster, old, followers)
     status, body = produce(old_url, TOPIC, 0, ["divergent"], acks="1")
     assert status == 200 and body["offsets"][0]["offset"] == 1
     cluster.pause_broker(old)
@@ -188,28 +193,56 @@ def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_
     status, body = produce(new_url, TOPIC, 0, ["after"])
     assert status == 200 and body["offsets"][0]["offset"] == 1  # same offset as the divergent record
 
-    # A request queued at the frozen old leader must not be acknowledged when it wakes up.
-    result: dict[str, object] = {}
-    sender = threading.Thread(target=lambda: result.update(r=_try_produce(old_url)), daemon=True)
-    sender.start()
-    time.sleep(0.3)
+    # A produce queued at the frozen old leader, on the leader-only binary path (the JSON path would forward to
+    # the real leader, which may acknowledge), must be answered when it wakes, and with a fencing error: not a
+    # timeout, not a refused connection, and never a success.
+    conn = _send_batch(old_url, b"from-stale-leader")
+    client_port, server_port = conn.sock.getsockname()[1], cluster.cluster.slots[old].port
+    wait_until(lambda: (unread_at_server(client_port, server_port) or 0) > 0, 10,
+               "the produce to be queued, unread, at the frozen old leader")
     cluster.resume_broker(old)
-    sender.join(30)
-    status, body = result["r"]  # type: ignore[misc]
-    assert not (status == 200 and body["offsets"][0]["error_code"] is None), body
+    response = conn.getresponse()  # the old leader is reachable again: it must answer (30 s socket timeout)
+    answer = json.loads(response.read() or b"{}")
+    conn.close()
+    print(f"the stale leader answered {response.status} {answer}")
+    assert response.status != 200, f"the stale leader acknowledged a produce: {answer}"
+    assert answer.get("error") in ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"), (response.status, answer)
+    assert answer["retriable"] is True
+    if answer["error"] == "NOT_LEADER_OR_FOLLOWER":
+        assert answer.get("leader") == new, answer  # it names the leader the client should go to
 
     wait_until(lambda: len(partition_state(new_url, TOPIC)["isr"]) == 3, 30, "the old leader to rejoin")
     log_bytes = wait_converged(cluster, [1, 2, 3])
-    assert b"divergent" not in log_bytes
+    assert b"divergent" not in log_bytes and b"from-stale-leader" not in log_bytes
     values = [r["value"] for r in read_all(new_url, TOPIC)]
     assert values[:2] == ["committed", "after"] and "divergent" not in values
 
 
-def _try_produce(url: str) -> tuple[int, object]:
-    try:
-        return produce(url, TOPIC, 0, ["from-stale-leader"], acks="all", timeout_ms=3000)
-    except OSError as e:
-        return 0, str(e)
+def _let_parked_fetches_end(cluster: LocalProcessBackend, leader: int, followers: list[int]) -> None:
+    """Wait (at most 1.5 s) until each frozen follower's fetch parked at the leader has been answered, so that
+    no in-flight long-poll (500 ms) carries the leader's next write to a follower when it wakes up.
+
+    An answered fetch shows as bytes the frozen follower has not read from its connection to the leader. A
+    follower that had no fetch in flight when it froze never shows one, so this waits out its bound instead of
+    failing: there is nothing to carry in that case.
+    """
+    leader_port = cluster.cluster.slots[leader].port
+
+    def answered(follower: int) -> bool:
+        pid = cluster.broker_pid(follower)
+        inodes = socket_inodes(pid) if pid is not None else set()
+        return any(s.remote_port == leader_port and s.rx_queue > 0 and s.inode in inodes for s in tcp_sockets())
+
+    wait_at_most(lambda: all(answered(f) for f in followers), 1.5)
+
+
+def _send_batch(url: str, value: bytes) -> http.client.HTTPConnection:
+    """Send a binary-path produce (acks=all) and return the connection without reading the answer."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=30)
+    conn.request("POST", f"/topics/{TOPIC}/partitions/0/batches?acks=all&timeout_ms=15000", body=_one_batch(value),
+                 headers={"Content-Type": "application/vnd.odradek.batches.v2"})
+    return conn
 
 
 def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(make_cluster: MakeCluster) -> None:
@@ -229,10 +262,12 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     cluster.kill_broker(leader)  # the whole ISR is gone now
     cluster.start_broker(other)  # alive, but out of sync
     other_url = cluster.broker_url(other)
-    time.sleep(3)
     assert partition_state(other_url, TOPIC)["leader"] == -1
-    status, body = produce(other_url, TOPIC, 0, ["x"])
-    assert body["offsets"][0]["error_code"] == 40404  # LEADER_NOT_AVAILABLE
+    # A produce waits up to its timeout for a leader (as it does right after a topic creation): no clean leader
+    # may appear meanwhile, so after 3 s it answers LEADER_NOT_AVAILABLE.
+    status, body = produce(other_url, TOPIC, 0, ["x"], timeout_ms=3000)
+    assert body["offsets"][0]["error_name"] == "LEADER_NOT_AVAILABLE", body
+    assert partition_state(other_url, TOPIC)["leader"] == -1
 
     cid = request("GET", f"{other_url}/v3/clusters")[1]["data"][0]["cluster_id"]
     config_url = f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/unclean.leader.election.enable"
@@ -279,7 +314,8 @@ def test_preferred_leaders_come_back_on_request_and_by_auto_rebalance(make_clust
 
 
 def test_preferred_leader_election_on_request(make_cluster: MakeCluster) -> None:
-    cluster = make_cluster(brokers=3, broker_args=["--auto-leader-rebalance-enable", "false"])
+    cluster = make_cluster(brokers=3, broker_args=["--auto-leader-rebalance-enable", "false",
+                                                   "--leader-imbalance-check-interval-seconds", "1"])
     url = cluster.broker_url(1)
     create_topic(url, "manual", 4, 3, seen_by=urls(cluster))  # partitions 0 and 3 share a preferred leader
     victim = int(partition_state(url, "manual", 0)["replicas"][0])
@@ -289,8 +325,9 @@ def test_preferred_leader_election_on_request(make_cluster: MakeCluster) -> None
     cluster.start_broker(victim)
     for p in (0, 3):
         wait_until(lambda p=p: victim in partition_state(other_url, "manual", p)["isr"], 15, "the replica in sync")
-    time.sleep(2)
-    assert partition_state(other_url, "manual", 0)["leader"] != victim  # no automatic move when disabled
+    # No automatic move when disabled: with checks every second, an enabled rebalance would have moved it.
+    hold_for(lambda: partition_state(other_url, "manual", 0)["leader"] != victim, 2.5,
+             "partition 0 away from its preferred leader with auto-rebalance disabled")
 
     status, body, _ = request("POST", f"{other_url}/admin/preferred_leader_election",
                               {"partitions": [{"topic": "manual", "partition": 0}]})

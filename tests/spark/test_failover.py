@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from odradek.protocol.records import decode_records, encode_batch
 from tests.conftest import MakeCluster
-from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import partition_state, request
+from tests.harness.sockets import ESTABLISHED, socket_inodes, tcp_sockets
+from tests.harness.wait import wait_at_most, wait_until
 from tests.spark.conftest import bootstrap, new_topic
 
 pytestmark = pytest.mark.spark
@@ -47,6 +48,20 @@ def _batch_fetches(url: str) -> float:
     text = body.decode() if isinstance(body, bytes) else str(body)
     m = ROUTE.search(text)
     return float(m.group(1)) if m else 0.0
+
+
+def _request_queued_at(cluster: LocalProcessBackend, broker: int) -> bool:
+    """A client that is not a broker (the Spark read) has sent ``broker`` a request it has not read yet."""
+    port = cluster.cluster.slots[broker].port
+    brokers = set().union(*(socket_inodes(pid) for b in cluster.broker_ids() if (pid := cluster.broker_pid(b))))
+    sockets = tcp_sockets()
+    clients = {(s.local_port, s.remote_port): s for s in sockets}
+    for s in sockets:
+        if s.local_port == port and s.state == ESTABLISHED and s.rx_queue > 0:
+            client = clients.get((s.remote_port, port))
+            if client is not None and client.inode not in brokers:
+                return True
+    return False
 
 
 def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, make_cluster: MakeCluster) -> None:
@@ -87,7 +102,9 @@ def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, 
 
     wait_until(reading, 60, "the read to fetch from the leader", interval=0.03)
     cluster.pause_broker(leader)
-    time.sleep(1.0)
+    # Evidence that the read hangs on the frozen leader: one of its requests sits there unread. (If the leader
+    # froze while handling one, the read already hangs on that one, invisibly: then this waits out its 1 s.)
+    wait_at_most(lambda: _request_queued_at(cluster, leader), 1.0)
     assert reader.is_alive(), "the read finished before the leader was killed"
     cluster.kill_broker(leader)
     reader.join(timeout=120)

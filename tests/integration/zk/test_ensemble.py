@@ -9,21 +9,19 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.harness.wait import wait_until
 from zk.ensemble import (
     ZOOKEEPER_JAR,
     EnsembleNotReadyError,
     PortInUseError,
     ZkEnsemble,
     ZkNodeStatus,
-    ZooKeeperNotInstalledError,
     four_letter_word,
-    parse_mode,
 )
 from zk.processes import read_proc_stat
 
@@ -33,6 +31,7 @@ needs_zookeeper = pytest.mark.skipif(
     reason="ZooKeeper not installed: sudo apt-get install -y zookeeper",
 )
 MakeEnsemble = Callable[[int], ZkEnsemble]
+pytestmark = pytest.mark.cluster
 
 
 def _bindable(port: int) -> bool:
@@ -141,10 +140,8 @@ def test_three_nodes_elect_one_leader_lose_quorum_and_stop_cleanly(make_ensemble
             ens.kill_node(node_id)
     with pytest.raises(EnsembleNotReadyError, match="only 1 of 3 nodes are running"):
         ens.wait_quorum(timeout=5)
-    deadline = time.monotonic() + 10
-    while (lone := ens.node_status(survivor)).mode is not None:
-        assert time.monotonic() < deadline, f"survivor still serving: {lone}"
-        time.sleep(0.1)
+    wait_until(lambda: ens.node_status(survivor).mode is None, 10, "the lone survivor to stop serving")
+    lone = ens.node_status(survivor)
     assert lone.pid is not None
     assert four_letter_word("127.0.0.1", lone.client_port, "ruok") == "imok"
     assert ens.leader_id() is None
@@ -185,39 +182,3 @@ def test_a_busy_client_port_fails_fast_and_names_the_port(make_ensemble: MakeEns
         with pytest.raises(PortInUseError, match=f"client port {busy} "):
             ens.start(timeout=5)
     assert ens.status() == [ZkNodeStatus(i, ens.nodes[i].client_port, None, None) for i in ens.nodes]
-
-
-def test_missing_install_names_the_package_to_install(tmp_path: Path) -> None:
-    missing_jar = tmp_path / "zookeeper.jar"
-    ens = ZkEnsemble(tmp_path / "a", size=1, zookeeper_jar=missing_jar)
-    with pytest.raises(ZooKeeperNotInstalledError) as err:
-        ens.start()
-    assert str(missing_jar) in str(err.value)
-    assert "sudo apt-get install -y zookeeper" in str(err.value)
-    assert isinstance(err.value, RuntimeError)
-
-    no_java = ZkEnsemble(tmp_path / "b", size=1, java=str(tmp_path / "no-java"))
-    with pytest.raises(ZooKeeperNotInstalledError, match="apt-get install -y default-jre-headless"):
-        no_java.start_node(1)
-    assert not (tmp_path / "a" / "ensemble.json").exists()
-
-
-def test_layout_config_and_connect_string(tmp_path: Path) -> None:
-    ens = ZkEnsemble(tmp_path, size=3, client_port_base=30181, peer_port_base=30300, tick_ms=500)
-    assert [n.client_port for n in ens.nodes.values()] == [30181, 30182, 30183]
-    cfg = ens.config_text(2)
-    for line in (
-        "tickTime=500", "clientPort=30182", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
-        "maxClientCnxns=0", f"dataDir={tmp_path / 'zk2' / 'data'}",
-        "server.1=127.0.0.1:30300:30301", "server.3=127.0.0.1:30304:30305",
-    ):
-        assert line in cfg.splitlines()
-    assert ens.connect_string() == "127.0.0.1:30181,127.0.0.1:30182,127.0.0.1:30183"
-    assert ens.connect_string("/odradek/") == "127.0.0.1:30181,127.0.0.1:30182,127.0.0.1:30183/odradek"
-
-
-def test_parse_mode() -> None:
-    srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n"
-    assert parse_mode(srvr) == "follower"
-    assert parse_mode("This ZooKeeper instance is not currently serving requests\n") is None
-    assert parse_mode("") is None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.wait import wait_until
 from zk.processes import ManagedProcess, read_proc_stat
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -35,13 +36,6 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
         proc.kill()
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
 def proc_state(pid: int) -> str | None:
     stat = read_proc_stat(pid)
     return None if stat is None else stat.state
@@ -53,7 +47,7 @@ def test_spawn_logs_output_in_its_own_session(spawn: Spawn, tmp_path: Path) -> N
     assert os.getsid(proc.pid) == proc.pid  # a Ctrl-C to our terminal does not reach it
     stat = read_proc_stat(proc.pid)
     assert stat is not None and stat.start_time == proc.start_time
-    wait_for(lambda: "to-stderr" in (tmp_path / "proc0.log").read_text())
+    wait_until(lambda: "to-stderr" in (tmp_path / "proc0.log").read_text(), 5, "stderr in the log")
     assert "to-stdout" in (tmp_path / "proc0.log").read_text()
     assert proc.is_alive()
 
@@ -87,7 +81,7 @@ def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, 
 def test_zombie_and_vanished_pids_are_dead() -> None:
     raw = subprocess.Popen(["true"])  # deliberately not reaped until the end, so it lingers as a zombie
     try:
-        wait_for(lambda: proc_state(raw.pid) == "Z")
+        wait_until(lambda: proc_state(raw.pid) == "Z", 5, "the unreaped child to be a zombie")
         stat = read_proc_stat(raw.pid)
         assert stat is not None
         handle = ManagedProcess(raw.pid, stat.start_time)
@@ -121,13 +115,13 @@ def test_a_different_start_time_is_never_signalled(spawn: Spawn) -> None:
 def test_stop_cont_and_terminate_of_a_frozen_process(spawn: Spawn) -> None:
     proc = spawn("sleep", "60")
     assert proc.stop_signal()
-    wait_for(lambda: proc_state(proc.pid) == "T")
+    wait_until(lambda: proc_state(proc.pid) == "T", 5, "the process to be stopped")
     assert proc.is_alive()
     assert proc.cont()
-    wait_for(lambda: proc_state(proc.pid) != "T")
+    wait_until(lambda: proc_state(proc.pid) != "T", 5, "the process to run again")
 
     proc.stop_signal()
-    wait_for(lambda: proc_state(proc.pid) == "T")
+    wait_until(lambda: proc_state(proc.pid) == "T", 5, "the process to be stopped")
     started = time.monotonic()
     proc.terminate(timeout=5)  # SIGCONT after SIGTERM lets a frozen process act on it at once
     assert time.monotonic() - started < 2
@@ -137,7 +131,7 @@ def test_stop_cont_and_terminate_of_a_frozen_process(spawn: Spawn) -> None:
 def test_terminate_escalates_to_sigkill(spawn: Spawn, tmp_path: Path) -> None:
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
     proc = spawn(sys.executable, "-c", code + "time.sleep(60)")
-    wait_for(lambda: "ready" in (tmp_path / "proc0.log").read_text())
+    wait_until(lambda: "ready" in (tmp_path / "proc0.log").read_text(), 5, "the child to install its handler")
     proc.terminate(timeout=0.3)
     assert proc.returncode == -signal.SIGKILL
     assert not proc.is_alive()

@@ -1,8 +1,5 @@
-"""Kafka's v2 record batch (magic 2), byte for byte: the one codec of the broker, clients and replication.
-
-Everything Odradek stores or sends is a concatenation of record batches in exactly this layout, so a batch a
-producer encodes is the batch the leader writes to disk, the batch a follower copies and the batch a consumer
-decodes. The broker never re-encodes records: it rewrites the two header fields that the CRC does not cover.
+"""Kafka's v2 record batch (magic 2): its header layout, the encoder, compaction's rebuild, the leader's in-place
+stamping and the validation that guards appends.
 
 Record batch (all integers big-endian; 61-byte header)::
 
@@ -36,61 +33,49 @@ keeping them out of the checksum lets it do so by rewriting 12 bytes in place in
 worse, re-encoding) the batch. The flip side, inherited from Kafka: a flipped bit in those two fields is not
 detectable by the CRC, only by offset sanity checks.
 
-Compression codecs use Kafka's framing: gzip is an RFC 1952 stream, lz4 is an LZ4 *frame* with independent
-64 KiB blocks (what Kafka's KafkaLZ4BlockOutputStream writes for magic >= 1), zstd is a zstd frame written in
-streaming mode (no content size, as zstd-jni writes). Snappy needs xerial framing and a snappy library that is
-not a dependency here, so it raises :class:`UnsupportedCompressionTypeError`.
-
 The hot paths (validate, offset assignment, fetch) only ever touch headers: one ``struct.unpack_from`` per
-batch and one CRC over a memoryview. Per-record Python runs only when somebody really wants records
-(clients, the JSON fetch path, compaction); that loop decodes each one- or two-byte varint (nearly every
-field of a typical record) with a single lookup in a 64K-entry table.
+batch and one CRC over a memoryview; records are decoded in ``decode.py``, only when somebody wants them.
 """
 
 from __future__ import annotations
 
-import gzip
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c as _crc32c
-import lz4.frame
-import zstandard
 
-from odradek.protocol.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    RecordTooLargeError,
-    UnsupportedCompressionTypeError,
-)
+from odradek.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from odradek.protocol.records.compression import NONE, compress
+from odradek.protocol.records.varint import NULL_VARINT, VARINT_CACHE, encode_varint
 
 __all__ = [
-    "COMPRESSION_CODECS",
+    "ATTRIBUTES_POS",
+    "COMPRESSION_MASK",
     "CONTROL_MASK",
+    "CRC_POS",
     "CREATE_TIME",
     "DELETE_HORIZON_MASK",
-    "GZIP",
+    "EPOCH_POS",
+    "HEADER",
     "HEADER_SIZE",
+    "LENGTH_POS",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
-    "LZ4",
     "MAGIC",
-    "NONE",
-    "SNAPPY",
+    "MAGIC_POS",
+    "MAX_TIMESTAMP_POS",
+    "MIN_BATCH_LENGTH",
+    "MIN_RECORD_SIZE",
+    "NO_TIMESTAMP",
+    "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_MASK",
-    "ZSTD",
     "BatchHeader",
     "NewRecord",
     "Record",
+    "RecordLike",
     "check_counts",
-    "compress",
-    "decode_batch",
-    "decode_records",
-    "decode_varint",
-    "decompress",
     "encode_batch",
-    "encode_varint",
     "iter_batch_headers",
     "parse_header",
     "rebuild_batch",
@@ -102,8 +87,6 @@ __all__ = [
 # ------------------------------------------------------------------------------------------------ constants
 
 MAGIC = 2
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-COMPRESSION_CODECS: dict[str, int] = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
 COMPRESSION_MASK = 0x07
@@ -126,7 +109,6 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _crc = _crc32c.crc32c
-
 
 # ---------------------------------------------------------------------------------------------------- types
 
@@ -214,86 +196,6 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader._make(HEADER.unpack_from(buf, pos))
 
 
-# -------------------------------------------------------------------------------------------------- varints
-
-
-def _zigzag_bytes(z: int) -> bytes:
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-# Zig-zag varints of |v| < 8192 (every one- and two-byte varint), precomputed: record fields are tiny ints.
-_VARINT_CACHE: list[bytes] = [_zigzag_bytes(z) for z in range(1 << 14)]
-_NULL = _VARINT_CACHE[1]  # varint(-1)
-
-
-def encode_varint(value: int) -> bytes:
-    """Zig-zag varint (or varlong: Python ints do not care) of a signed integer."""
-    z = (value << 1) ^ (value >> 63)
-    if z < 16384:
-        return _VARINT_CACHE[z]
-    return _zigzag_bytes(z)
-
-
-def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Return ``(value, next_pos)`` for the zig-zag varint at ``pos``."""
-    shift = 0
-    z = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (z >> 1) ^ -(z & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-
-
-# ---------------------------------------------------------------------------------------------- compression
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a records block the way Kafka's Java producer frames it (see the module docstring)."""
-    if codec == ZSTD:
-        cobj = zstandard.ZstdCompressor().compressobj()  # streaming: no content size, like zstd-jni
-        return cobj.compress(data) + cobj.flush()
-    if codec == LZ4:
-        return lz4.frame.compress(
-            data,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-            block_linked=False,
-            content_checksum=False,
-            store_size=False,
-        )
-    if codec == GZIP:
-        return gzip.compress(data, compresslevel=6, mtime=0)
-    if codec == NONE:
-        return data
-    raise UnsupportedCompressionTypeError(f"compression codec {codec} is not supported here")
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Inverse of :func:`compress`; accepts multi-frame zstd/lz4 and multi-member gzip as Kafka does."""
-    try:
-        if codec == ZSTD:
-            return zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(data)
-        if codec == LZ4:
-            return lz4.frame.decompress(data)
-        if codec == GZIP:
-            return gzip.decompress(data)
-    # Each library has its own error types (zstandard.ZstdError, lz4's RuntimeError, gzip's OSError...).
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decompress a codec {codec} batch: {exc}") from exc
-    if codec == NONE:
-        return bytes(data)
-    raise UnsupportedCompressionTypeError(f"compression codec {codec} is not supported here")
-
-
 # ------------------------------------------------------------------------------------------------- encoding
 
 
@@ -302,8 +204,8 @@ def _encode_records(
 ) -> tuple[bytes, int]:
     """Encode ``(offset_delta, timestamp_delta, key, value, headers)`` records; returns (block, count)."""
     vi = encode_varint
-    cache = _VARINT_CACHE
-    null = _NULL
+    cache = VARINT_CACHE
+    null = NULL_VARINT
     parts: list[bytes] = []
     add = parts.append
     count = 0
@@ -598,190 +500,3 @@ def check_counts(h: BatchHeader, pos: int = 0, *, allow_empty: bool = True) -> N
         raise InvalidRecordError(
             f"batch at position {pos} claims {count} records in {h.batch_length - MIN_BATCH_LENGTH} bytes"
         )
-
-
-# ------------------------------------------------------------------------------------------------- decoding
-
-
-def decode_batch(
-    buf: bytes | bytearray | memoryview,
-    pos: int = 0,
-    *,
-    verify_crc: bool = True,
-) -> list[Record]:
-    """Decode the records of the one batch at ``pos`` (compressed or not), with absolute offsets.
-
-    Raises CorruptRecordError when the bytes do not parse as the header promises.
-    """
-    view = memoryview(buf)
-    if len(view) - pos < HEADER_SIZE:
-        raise CorruptRecordError("truncated batch header")
-    h = parse_header(view, pos)
-    size = h.batch_length + LOG_OVERHEAD
-    if h.batch_length < MIN_BATCH_LENGTH or pos + size > len(view):
-        raise CorruptRecordError(f"batch at position {pos} claims {size} bytes, {len(view) - pos} available")
-    if h.magic != MAGIC:
-        raise CorruptRecordError(f"batch at position {pos} has magic {h.magic}")
-    if verify_crc and _crc(view[pos + ATTRIBUTES_POS : pos + size]) != h.crc:
-        raise CorruptRecordError(f"batch at position {pos} failed its CRC")
-    if not h.record_count:
-        return []
-    block = view[pos + HEADER_SIZE : pos + size]
-    codec = h.attributes & COMPRESSION_MASK
-    data = bytes(block) if codec == NONE else decompress(codec, block)
-    ts_override = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
-    return _decode_block(data, h.record_count, h.base_offset, h.first_timestamp, ts_override)
-
-
-def _build_varint_table() -> list[int]:
-    # Index: first byte | second byte << 8. Entry: (value << 2) | width for one- and two-byte zig-zag
-    # varints (width 1 or 2; the arithmetic shift keeps negatives), 0 for "longer: take the slow path".
-    table = [0] * 65536
-    for b0 in range(0x80):
-        entry = (((b0 >> 1) ^ -(b0 & 1)) << 2) | 1  # one object shared by the 256 slots
-        for b1 in range(256):
-            table[b0 | (b1 << 8)] = entry
-    for b0 in range(0x80, 0x100):
-        for b1 in range(0x80):
-            z = (b0 & 0x7F) | (b1 << 7)
-            table[b0 | (b1 << 8)] = (((z >> 1) ^ -(z & 1)) << 2) | 2
-    return table
-
-
-_VARINT_TABLE = _build_varint_table()
-
-
-def _decode_block(data: bytes, count: int, base_offset: int, first_ts: int, ts_override: int | None) -> list[Record]:
-    # This loop is the per-record cost of every consumer, so: locals only, and each varint is one lookup in a
-    # 64K table (a record's varint is never the last byte of the block, so data[pos + 1] exists) with the
-    # general decoder as fallback. About 3x faster than a call per varint.
-    out: list[Record] = []
-    add = out.append
-    new = tuple.__new__
-    rec_cls = Record
-    varint = decode_varint
-    table = _VARINT_TABLE
-    pos = 0
-    empty: tuple[tuple[str, bytes | None], ...] = ()
-    try:
-        for _ in range(count):
-            t = table[data[pos] | data[pos + 1] << 8]
-            if t:
-                length = t >> 2
-                pos += t & 3
-            else:
-                length, pos = varint(data, pos)
-            end = pos + length
-            pos += 1  # record attributes: unused
-            t = table[data[pos] | data[pos + 1] << 8]
-            if t:
-                ts_delta = t >> 2
-                pos += t & 3
-            else:
-                ts_delta, pos = varint(data, pos)
-            t = table[data[pos] | data[pos + 1] << 8]
-            if t:
-                offset_delta = t >> 2
-                pos += t & 3
-            else:
-                offset_delta, pos = varint(data, pos)
-            t = table[data[pos] | data[pos + 1] << 8]
-            if t:
-                n = t >> 2
-                pos += t & 3
-            else:
-                n, pos = varint(data, pos)
-            if n >= 0:
-                key: bytes | None = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                key = None
-            else:
-                raise CorruptRecordError(f"negative key length {n}")
-            t = table[data[pos] | data[pos + 1] << 8]
-            if t:
-                n = t >> 2
-                pos += t & 3
-            else:
-                n, pos = varint(data, pos)
-            if n >= 0:
-                value: bytes | None = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                value = None
-            else:
-                raise CorruptRecordError(f"negative value length {n}")
-            if data[pos] == 0:
-                headers = empty
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos)
-            if pos != end:
-                raise CorruptRecordError(f"record length {length} does not match its fields")
-            ts = first_ts + ts_delta if ts_override is None else ts_override
-            add(new(rec_cls, (base_offset + offset_delta, ts, key, value, headers)))
-    except IndexError:
-        raise CorruptRecordError("records end before the batch's record count") from None
-    if pos != len(data):
-        raise CorruptRecordError(f"{len(data) - pos} bytes follow the last of {count} records")
-    return out
-
-
-def _decode_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, pos = decode_varint(data, pos)
-    if count < 0:
-        raise CorruptRecordError(f"negative header count {count}")
-    headers, pos = decode_headers(data, pos, count)
-    return tuple(headers), pos
-
-
-def decode_headers(data: bytes, pos: int, count: int) -> tuple[list[tuple[str, bytes | None]], int]:
-    """``count`` record headers from ``pos`` (after the header count): ``(key, value or None)`` pairs and the
-    position after them. Shared by the record decoder and the Spark connector's Arrow decoder."""
-    headers: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        n, pos = decode_varint(data, pos)
-        if n < 0:
-            raise CorruptRecordError("null header key")
-        try:
-            h_key = data[pos : pos + n].decode()
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError("header key is not UTF-8") from exc
-        pos += n
-        n, pos = decode_varint(data, pos)
-        if n >= 0:
-            headers.append((h_key, data[pos : pos + n]))
-            pos += n
-        elif n == -1:
-            headers.append((h_key, None))
-        else:
-            raise CorruptRecordError(f"negative header value length {n}")
-    return headers, pos
-
-
-def decode_records(
-    buf: bytes | bytearray | memoryview,
-    *,
-    verify_crc: bool = True,
-    include_control: bool = False,
-) -> list[Record]:
-    """Decode every record of concatenated whole batches (a fetch response); control batches are skipped.
-
-    A partial batch at the end is an error: Odradek's fetch returns whole batches only.
-    """
-    view = memoryview(buf)
-    out: list[Record] = []
-    pos = 0
-    end = len(view)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise CorruptRecordError(f"{end - pos} trailing bytes are not a batch")
-        h = parse_header(view, pos)
-        if h.batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"batch at position {pos} has length {h.batch_length}")
-        if include_control or not h.attributes & CONTROL_MASK:
-            out.extend(decode_batch(view, pos, verify_crc=verify_crc))
-        pos += h.batch_length + LOG_OVERHEAD
-    if pos != end:
-        raise CorruptRecordError("the last batch is truncated")
-    return out

@@ -1,0 +1,26 @@
+"""Kafka-style admin tools (``odradek topics|leader-election|consumer-groups|console-producer|console-consumer|
+configs``), one module each; ``scripts/odradek-*.sh`` exec them. Each takes Kafka's option names, prints what
+Kafka's tool prints, and fails with one line on stderr and a non-zero exit code (see common.py).
+
+Modules are imported only when their tool runs, so ``odradek broker`` does not pay for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+# subcommand -> (module, one-line help)
+TOOLS: dict[str, tuple[str, str]] = {
+    "topics": ("broker.tools.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
+    "leader-election": ("broker.tools.leader_election", "preferred or unclean leader election (kafka-leader-election)"),
+    "consumer-groups": ("broker.tools.consumer_groups", "list, describe, reset and delete consumer groups"),
+    "console-producer": ("broker.tools.console_producer", "produce lines from stdin (kafka-console-producer)"),
+    "console-consumer": ("broker.tools.console_consumer", "print records to stdout (kafka-console-consumer)"),
+    "configs": ("broker.tools.configs", "describe and alter topic, broker, client and user configs (kafka-configs)"),
+}
+
+
+def run_tool(name: str, argv: Sequence[str]) -> int:
+    module = importlib.import_module(TOOLS[name][0])
+    return int(module.main(list(argv)))

@@ -1,0 +1,200 @@
+"""Confluent REST Proxy v2 consumer instances on a real cluster: created on one broker, used through another
+(forwarding) and through ``base_uri``; json and binary formats; commits; Confluent's error codes; expiry."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.conftest import MakeCluster
+from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.http import create_topic, produce, request
+
+pytestmark = pytest.mark.cluster
+
+V2 = "application/vnd.kafka.v2+json"
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+EXPIRY_MS = 3000
+
+
+@pytest.fixture
+def cluster(make_cluster: MakeCluster) -> LocalProcessBackend:
+    return make_cluster(brokers=3, broker_args=["--consumer-instance-timeout-ms", str(EXPIRY_MS)])
+
+
+def call(method: str, url: str, body: Any = None, accept: str | None = None) -> tuple[int, Any]:
+    status, payload, _ = request(method, url, body, content_type=V2, accept=accept or V2)
+    return status, payload
+
+
+def read_until(url: str, accept: str, n: int, timeout: float = 30) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
+        status, records = call("GET", f"{url}/records?timeout=1000", accept=accept)
+        assert status == 200, records
+        out.extend(records)
+    return out
+
+
+def test_instance_lifecycle_across_brokers(cluster: LocalProcessBackend) -> None:
+    b1, b2, b3 = (cluster.broker_url(b) for b in cluster.broker_ids())
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(b1, topic, partitions=2, replication_factor=2, seen_by=[b1, b2, b3])
+    for p in (0, 1):
+        status, body = produce(b1, topic, p, [{"n": p * 100 + i} for i in range(5)])
+        assert status == 200, body
+
+    status, created = call("POST", f"{b1}/consumers/{group}", {
+        "name": "c1", "format": "json", "auto.offset.reset": "earliest", "auto.commit.enable": "false"})
+    assert status == 200, created
+    base = created["base_uri"]
+    assert created["instance_id"] == "c1" and base == f"{b1}/consumers/{group}/instances/c1"
+    status, body = call("POST", f"{b1}/consumers/{group}", {"name": "c1", "format": "json"})
+    assert (status, body["error_code"]) == (409, 40902)  # unique per group on a broker, as on one REST proxy
+    status, body = call("POST", f"{b1}/consumers/{group}", {"name": "c9", "format": "avro"})
+    assert status == 400, body
+
+    # Subscribe through another broker: forwarded to the holder.
+    via_b2 = f"{b2}/consumers/{group}/instances/c1"
+    status, body = call("POST", f"{via_b2}/subscription", {"topics": [topic]})
+    assert status == 204, body
+    status, body = call("GET", f"{base}/subscription")
+    assert (status, body) == (200, {"topics": [topic]})
+    status, body = call("POST", f"{base}/assignments", {"partitions": [{"topic": topic, "partition": 0}]})
+    assert (status, body["error_code"]) == (409, 40903)  # subscribe and assign are exclusive
+
+    status, body = call("GET", f"{base}/records", accept=BINARY_V2)
+    assert (status, body["error_code"]) == (406, 40601)  # a json instance cannot answer binary
+    records = read_until(via_b2, JSON_V2, 10)  # long-polls, through the forwarding broker
+    assert sorted(r["value"]["n"] for r in records) == [*range(5), *range(100, 105)]
+    assert all(r["topic"] == topic and isinstance(r["offset"], int) for r in records)
+    status, body = call("GET", f"{base}/assignments")
+    assert status == 200 and sorted(p["partition"] for p in body["partitions"]) == [0, 1]
+
+    # Commit: Confluent's v2 names the last record processed and commits the one after it.
+    status, body = call("POST", f"{base}/offsets", {"offsets": [{"topic": topic, "partition": 0, "offset": 2}]})
+    assert status == 200, body
+    status, body = call("GET", f"{base}/offsets", {"partitions": [{"topic": topic, "partition": 0},
+                                                                  {"topic": topic, "partition": 1}]})
+    assert status == 200, body
+    assert {o["partition"]: o["offset"] for o in body["offsets"]} == {0: 3, 1: -1}
+    status, body = call("POST", f"{base}/offsets")  # no body: everything returned so far
+    assert status == 200, body
+    status, body = call("GET", f"{via_b2}/offsets", {"partitions": [{"topic": topic, "partition": 1}]})
+    assert body["offsets"][0]["offset"] == 5
+
+    status, body = call("GET", f"{b3}/consumers/{group}/instances/nobody/records", accept=JSON_V2)
+    assert (status, body["error_code"]) == (404, 40403)
+    status, body = call("POST", f"{base}/positions", {"offsets": [{"topic": topic, "partition": "x"}]})
+    assert status == 400, body
+
+    # Idle instances expire, and leave their group when they do.
+    def members() -> list[Any]:
+        status, body = call("GET", f"{b3}/groups/{group}")
+        assert status == 200, body
+        return body["members"]
+
+    assert members()  # the instance is a member of its group while it lives
+    wait_until(lambda: members() == [], EXPIRY_MS / 1000 + 20, "the idle instance to expire and leave its group")
+    status, body = call("GET", f"{base}/records", accept=JSON_V2)
+    assert (status, body["error_code"]) == (404, 40403)
+
+
+def test_binary_instance_with_manual_assignment_and_seeks(cluster: LocalProcessBackend) -> None:
+    b1, b2, b3 = (cluster.broker_url(b) for b in cluster.broker_ids())
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(b1, topic, partitions=1, replication_factor=3, seen_by=[b1, b2, b3])
+    status, body = produce(b1, topic, 0, [f"v{i}" for i in range(6)])
+    assert status == 200, body
+    status, created = call("POST", f"{b3}/consumers/{group}", {"format": "binary"})
+    assert status == 200 and created["instance_id"].startswith("rest-consumer-"), created
+    base = created["base_uri"]
+    tp = {"topic": topic, "partition": 0}
+    assert call("POST", f"{base}/assignments", {"partitions": [tp]})[0] == 204
+    status, body = call("POST", f"{base}/subscription", {"topics": [topic]})
+    assert (status, body["error_code"]) == (409, 40903)
+    status, body = call("POST", f"{base}/positions/end", {"partitions": [{"topic": topic, "partition": 7}]})
+    assert (status, body["error_code"]) == (409, 40903)  # not assigned
+    assert call("POST", f"{base}/positions/beginning", {"partitions": [tp]})[0] == 204
+    status, body = call("GET", f"{base}/records", accept=JSON_V2)
+    assert (status, body["error_code"]) == (406, 40601)
+    records = read_until(base, BINARY_V2, 6)
+    values = [json.loads(base64.b64decode(r["value"])) for r in records]
+    assert values == [f"v{i}" for i in range(6)] and [r["offset"] for r in records] == list(range(6))
+    assert call("POST", f"{base}/positions", {"offsets": [{**tp, "offset": 4}]})[0] == 204
+    again = read_until(base, BINARY_V2, 2)
+    assert [r["offset"] for r in again] == [4, 5]
+    assert call("POST", f"{base}/positions/end", {"partitions": [tp]})[0] == 204
+    status, body = call("GET", f"{base}/records?timeout=200", accept=BINARY_V2)
+    assert (status, body) == (200, [])
+    # A standalone (assign-only) instance commits with no member id, as Kafka's assign() users do.
+    assert call("POST", f"{base}/offsets", {"offsets": [{**tp, "offset": 5, "metadata": "m"}]})[0] == 200
+    status, body = call("GET", f"{base}/offsets", {"partitions": [tp]})
+    assert body["offsets"] == [{**tp, "offset": 6, "metadata": "m"}]
+    assert call("DELETE", base)[0] == 204
+    status, body = call("DELETE", base)
+    assert (status, body["error_code"]) == (404, 40403)
+
+
+def test_two_instances_on_two_brokers_share_a_group(cluster: LocalProcessBackend) -> None:
+    b1, b2, b3 = (cluster.broker_url(b) for b in cluster.broker_ids())
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(b1, topic, partitions=4, replication_factor=2, seen_by=[b1, b2, b3])
+    for p in range(4):
+        assert produce(b1, topic, p, [{"p": p, "i": i} for i in range(5)])[0] == 200
+    bases = []
+    for url, name in ((b1, "x"), (b2, "y")):
+        status, created = call("POST", f"{url}/consumers/{group}", {"name": name, "format": "json",
+                                                                   "auto.offset.reset": "earliest"})
+        assert status == 200, created
+        bases.append(created["base_uri"])
+        assert call("POST", f"{created['base_uri']}/subscription", {"topics": [topic]})[0] == 204
+
+    def assignments() -> list[set[int]]:
+        return [{p["partition"] for p in call("GET", f"{b}/assignments")[1]["partitions"]} for b in bases]
+
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 40
+    while not (len(seen) >= 20 and all(len(a) == 2 for a in assignments())):
+        assert time.monotonic() < deadline, (seen, assignments())
+        for b in bases:
+            status, records = call("GET", f"{b}/records?timeout=300", accept=JSON_V2)
+            assert status == 200, records
+            seen.extend((r["partition"], r["offset"]) for r in records)
+    a, b = assignments()
+    assert a | b == {0, 1, 2, 3} and not a & b  # one owner per partition
+    assert sorted(set(seen)) == sorted((p, o) for p in range(4) for o in range(5))
+    for base in bases:
+        assert call("DELETE", base)[0] == 204
+
+
+def test_no_consumer_request_causes_a_5xx(cluster: LocalProcessBackend) -> None:
+    b1, b2 = cluster.broker_url(1), cluster.broker_url(2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    status, created = call("POST", f"{b1}/consumers/{group}", {"name": "fz", "format": "binary"})
+    assert status == 200, created
+    bodies = [b"", b"null", b"[]", b"{}", b'{"topics": []}', b'{"topics": [1]}', b'{"topic_pattern": "("}',
+              b'{"topics": ["a"], "topic_pattern": "a"}', b'{"partitions": [{"topic": "a", "partition": -1}]}',
+              b'{"partitions": [null]}', b'{"offsets": [{"topic": "a", "partition": 0, "offset": "x"}]}',
+              b'{"offsets": [{"topic": "a", "partition": 0, "offset": 1, "metadata": 5}]}',
+              b'{"name": 5}', b'{"name": "a/b"}', b'{"format": 1}', b'{"fetch.min.bytes": []}',
+              b'{"auto.commit.enable": 3}', b"\xff\xfe", b"{" * 10000]
+    base = f"/consumers/{group}/instances/fz"
+    paths = [f"/consumers/{group}", "/consumers/bad%20group", f"{base}/subscription", f"{base}/assignments",
+             f"{base}/positions", f"{base}/positions/beginning", f"{base}/positions/end", f"{base}/offsets",
+             f"{base}/records?timeout=-5&max_bytes=0", f"{base}/records?timeout=x", f"/consumers/{group}/instances/no"]
+    for url in (b1, b2):  # local and forwarded
+        for path in paths:
+            for body in bodies:
+                for method in ("POST", "GET"):
+                    status, _, _ = request(method, f"{url}{path}", raw=body, content_type=V2, accept=BINARY_V2)
+                    assert status < 500, (method, path, body[:40], status)
+    assert call("DELETE", f"{b1}{base}")[0] == 204

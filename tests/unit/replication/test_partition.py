@@ -1,0 +1,222 @@
+"""Partition as a state machine: high watermark, ISR shrink/expand (with the maximal ISR while a change is in
+flight), acks=all and min.insync.replicas, fencing. Real log on tmp_path, fake ISR manager and clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from broker.replication.partition import (
+    FOLLOWER,
+    LEADER,
+    OFFLINE,
+    CommittedIsr,
+    PendingExpandIsr,
+    PendingShrinkIsr,
+    Role,
+)
+from odradek.protocol.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
+
+from .fakes import batch, config, info, make_partition
+
+T = TypeVar("T")
+
+
+def run(factory: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(factory())  # type: ignore[arg-type]
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_becoming_leader_records_the_epoch_start_and_a_stale_state_is_ignored(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        assert await part.apply(info(1, 3, (1, 2, 3), version=5), config()) == LEADER
+        assert part.role is Role.LEADER and part.role == "leader"
+        assert part.log.epoch_cache.entries() == [(3, 0)] and part.epoch_start_offset == 0
+        assert await part.apply(info(2, 2, (1, 2), version=4), config()) is None  # older epoch: stale
+        assert part.role == LEADER and part.leader_epoch == 3
+        assert await part.apply(info(1, 3, (1, 2), version=4), config()) is None  # same epoch, older version
+        assert part.isr == (1, 2, 3)
+        assert await part.apply(info(2, 4, (2, 3), version=6), config()) == FOLLOWER
+        assert part.role == FOLLOWER
+
+    run(main)
+
+
+def test_high_watermark_is_the_least_log_end_over_the_isr_and_never_moves_back(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2, 3)), config())
+        await part.append(batch(5), acks=1, timeout_ms=1000)
+        await settle()
+        assert part.log_end_offset == 5 and part.high_watermark == 0  # followers have nothing yet
+        await part.read_for_follower(2, 3, 0, 1 << 20, 0)
+        await part.read_for_follower(3, 5, 0, 1 << 20, 0)
+        assert part.high_watermark == 3
+        await part.read_for_follower(2, 5, 0, 1 << 20, 0)
+        assert part.high_watermark == 5
+        assert not part.log.maybe_increment_high_watermark(2) and part.high_watermark == 5  # forward only
+        assert not part.log.maybe_increment_high_watermark(99) or part.high_watermark <= part.log_end_offset
+
+    run(main)
+
+
+def test_acks_all_waits_for_every_isr_member(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2, 3)), config(min_isr=2))
+        produce = asyncio.create_task(part.append(batch(2), acks=-1, timeout_ms=5000))
+        await settle()
+        await part.read_for_follower(2, 2, 0, 1 << 20, 0)
+        await settle()
+        assert not produce.done()  # broker 3 is in the ISR and has not fetched it: not committed
+        await part.read_for_follower(3, 2, 0, 1 << 20, 0)
+        result = await asyncio.wait_for(produce, 1)
+        assert (result.first_offset, result.last_offset) == (0, 1) and part.high_watermark == 2
+
+    run(main)
+
+
+def test_acks_all_times_out_when_a_follower_never_fetches(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2)), config())
+        with pytest.raises(RequestTimedOutError):
+            await part.append(batch(), acks=-1, timeout_ms=50)
+
+    run(main)
+
+
+def test_not_enough_replicas_refuses_before_writing(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1,)), config(min_isr=2))
+        with pytest.raises(NotEnoughReplicasError):
+            await part.append(batch(), acks=-1, timeout_ms=1000)
+        assert part.log_end_offset == 0
+        assert (await part.append(batch(), acks=1, timeout_ms=1000)).first_offset == 0  # acks=1 still works
+
+    run(main)
+
+
+def test_isr_shrinks_after_the_lag_time_and_acks_all_then_fails_after_append(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, isr, clock = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2)), config(min_isr=2, lag_ms=1000))
+        produce = asyncio.create_task(part.append(batch(), acks=-1, timeout_ms=60_000))
+        await settle()
+        clock.advance_ms(500)
+        part.maybe_shrink_isr()
+        assert not isr.changes  # not lagging long enough yet
+        clock.advance_ms(600)
+        part.maybe_shrink_isr()
+        assert isinstance(part.isr_state, PendingShrinkIsr) and part.isr_state.out_of_sync == (2,)
+        assert part.maximal_isr == (1, 2) and part.high_watermark == 0  # still bounded by broker 2 while pending
+        change = isr.succeed()
+        assert change.state.isr == [1] and change.state.leader_epoch == 0  # the leader's own change: same epoch
+        assert part.isr_state == CommittedIsr((1,)) and part.zk_version == isr.version
+        with pytest.raises(NotEnoughReplicasAfterAppendError):
+            await asyncio.wait_for(produce, 1)
+        assert part.high_watermark == 1  # in the log, committed by the (smaller) ISR
+
+    run(main)
+
+
+def test_a_caught_up_follower_rejoins_and_counts_for_the_hw_while_pending(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, isr, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1,)), config())
+        await part.append(batch(4), acks=1, timeout_ms=1000)
+        await settle()
+        assert part.high_watermark == 4
+        await part.read_for_follower(2, 2, 0, 1 << 20, 0)
+        assert part.isr_state == CommittedIsr((1,)) and not isr.changes  # below the HW: not in sync
+        await part.read_for_follower(2, 4, 0, 1 << 20, 0)
+        assert part.isr_state == PendingExpandIsr((1,), 2) and part.maximal_isr == (1, 2)
+        assert part.isr == (1,)  # min.insync counts the committed ISR only
+        await part.append(batch(1), acks=1, timeout_ms=1000)
+        await settle()
+        assert part.high_watermark == 4  # broker 2 (maximal ISR) has not got offset 4 yet
+        isr.succeed()
+        assert part.isr == (1, 2)
+
+    run(main)
+
+
+def test_a_version_conflict_keeps_the_change_pending_until_the_controller_state_arrives(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, isr, clock = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2, 3), version=1), config(lag_ms=100))
+        clock.advance_ms(200)
+        await part.append(batch(), acks=1, timeout_ms=1000)
+        part.maybe_shrink_isr()
+        isr.conflict()
+        assert part.isr_state.in_flight
+        part.maybe_shrink_isr()
+        assert not isr.changes  # no retry against the stale version
+        await part.apply(info(1, 0, (1, 3), version=2), config(lag_ms=100))  # what the controller wrote
+        assert part.isr_state == CommittedIsr((1, 3)) and part.zk_version == 2
+
+    run(main)
+
+
+def test_a_newer_epoch_from_a_follower_fences_the_leader_and_fails_waiters(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 5, (1, 2)), config())
+        produce = asyncio.create_task(part.append(batch(), acks=-1, timeout_ms=10_000))
+        await settle()
+        with pytest.raises(FencedLeaderEpochError):
+            await part.read_for_follower(2, 0, 4, 1 << 20, 0)  # an older epoch: the follower is stale
+        with pytest.raises(NotLeaderOrFollowerError):
+            await part.read_for_follower(2, 0, 6, 1 << 20, 0)  # a newer one: we are
+        assert part.role == OFFLINE
+        with pytest.raises(NotLeaderOrFollowerError):
+            await asyncio.wait_for(produce, 1)
+        with pytest.raises(NotLeaderOrFollowerError):
+            await part.append(batch(), acks=1, timeout_ms=1000)
+
+    run(main)
+
+
+def test_fence_on_session_loss_fails_waiting_produces(tmp_path: Path) -> None:
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2)), config())
+        produce = asyncio.create_task(part.append(batch(), acks=-1, timeout_ms=10_000))
+        await settle()
+        part.fence("session lost")
+        with pytest.raises(NotLeaderOrFollowerError) as e:
+            await asyncio.wait_for(produce, 1)
+        assert "no leader" in str(e.value)
+
+    run(main)
+
+
+def test_follower_append_takes_the_leader_hw_capped_at_its_log_end(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader, _, _ = make_partition(tmp_path, broker_id=1)
+        follower, _, _ = make_partition(tmp_path, broker_id=2)
+        await leader.apply(info(1, 0, (1, 2)), config())
+        await follower.apply(info(1, 0, (1, 2)), config())
+        await leader.append(batch(3), acks=1, timeout_ms=1000)
+        data = (await leader.read_for_follower(2, 0, 0, 1 << 20, 0)).data
+        await follower.append_replicated(data, leader_hw=10)
+        assert follower.log_end_offset == 3 and follower.high_watermark == 3
+        assert follower.log.epoch_cache.entries() == [(0, 0)]
+
+    run(main)

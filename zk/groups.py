@@ -1,0 +1,301 @@
+"""Consumer-group verbs over ZooKeeper: coordinator claim, member registrations, group state, partition owners
+and committed offsets (layout: docs/consumer-groups.md; paths and codecs: the groups section of zk/znodes.py).
+
+Why a separate facade: only the group coordinator writes these nodes, and it needs a handful of verbs that the
+controller's facade (zk.client) should not grow. Every kazoo call runs inside ``zk.retrying`` so the one retry
+policy and the translation of connection errors apply. Ephemeral nodes (coordinator, ids, owners) belong to the
+coordinating broker's session: when it dies, they go with it, and the next coordinator rebuilds from the
+persistent ``state`` and ``offsets`` nodes.
+
+Concurrency: blocking, thread-safe (kazoo is); asyncio callers use ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+
+from zk.client import ZkClient
+from zk.znodes import (
+    ConsumerGroupCoordinatorZNode,
+    ConsumerGroupIdsZNode,
+    ConsumerGroupMemberZNode,
+    ConsumerGroupOffsetsZNode,
+    ConsumerGroupOffsetZNode,
+    ConsumerGroupOwnersZNode,
+    ConsumerGroupOwnerZNode,
+    ConsumerGroupStateZNode,
+    ConsumerGroupZNode,
+    ConsumersZNode,
+)
+
+Watch = Callable[[], None]
+Offset = tuple[int, str, int]  # offset, metadata, commit timestamp (ms)
+
+
+class GroupStore:
+    def __init__(self, zk: ZkClient) -> None:
+        self._zk = zk
+
+    @property
+    def _k(self) -> Any:
+        return self._zk.kazoo
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._zk.retrying(fn, *args)
+
+    # ------------------------------------------------------------------------------------------ coordinator
+
+    def claim_coordinator(self, group: str, broker_id: int, epoch: int) -> int:
+        """Create the ephemeral coordinator node if nobody holds it; return the holder's broker id."""
+        path = ConsumerGroupCoordinatorZNode.path(group)
+
+        def claim() -> int:
+            self._k.ensure_path(ConsumerGroupZNode.path(group))
+            try:
+                self._k.create(path, ConsumerGroupCoordinatorZNode.encode(broker_id, epoch), ephemeral=True)
+                return broker_id
+            except NodeExistsError:
+                try:
+                    data, _ = self._k.get(path)
+                except NoNodeError:
+                    return -1  # released between our create and read: the caller asks again
+                return ConsumerGroupCoordinatorZNode.decode(data)[0]
+
+        return int(self._run(claim))
+
+    def get_coordinator(self, group: str, watch: Watch | None = None) -> int | None:
+        path = ConsumerGroupCoordinatorZNode.path(group)
+
+        def get() -> int | None:
+            try:
+                data, _ = self._k.get(path, watch=_arm(watch))
+            except NoNodeError:
+                if watch is not None:
+                    self._k.exists(path, watch=_arm(watch))
+                return None
+            return ConsumerGroupCoordinatorZNode.decode(data)[0]
+
+        result = self._run(get)
+        return None if result is None else int(result)
+
+    def release_coordinator(self, group: str, broker_id: int) -> None:
+        path = ConsumerGroupCoordinatorZNode.path(group)
+
+        def release() -> None:
+            try:
+                data, stat = self._k.get(path)
+                if ConsumerGroupCoordinatorZNode.decode(data)[0] == broker_id:
+                    self._k.delete(path, version=stat.version)
+            except NoNodeError:
+                pass
+
+        self._run(release)
+
+    # ----------------------------------------------------------------------------------------------- groups
+
+    def list_groups(self) -> list[str]:
+        def ls() -> list[str]:
+            try:
+                return sorted(self._k.get_children(ConsumersZNode.path))
+            except NoNodeError:
+                return []
+
+        return list(self._run(ls))
+
+    def exists(self, group: str) -> bool:
+        return self._run(self._k.exists, ConsumerGroupZNode.path(group)) is not None
+
+    def get_state(self, group: str) -> dict[str, Any] | None:
+        def get() -> dict[str, Any] | None:
+            try:
+                data, _ = self._k.get(ConsumerGroupStateZNode.path(group))
+            except NoNodeError:
+                return None
+            return ConsumerGroupStateZNode.decode(data)
+
+        result = self._run(get)
+        return None if result is None else dict(result)
+
+    def set_state(self, group: str, state: dict[str, Any]) -> None:
+        path = ConsumerGroupStateZNode.path(group)
+        data = ConsumerGroupStateZNode.encode(state)
+
+        def put() -> None:
+            try:
+                self._k.set(path, data)
+            except NoNodeError:
+                self._k.ensure_path(ConsumerGroupZNode.path(group))
+                try:
+                    self._k.create(path, data)
+                except NodeExistsError:
+                    self._k.set(path, data)
+
+        self._run(put)
+
+    def delete_group(self, group: str) -> None:
+        """Everything under /consumers/<group>, offsets included."""
+
+        def delete() -> None:
+            with contextlib.suppress(NoNodeError, NotEmptyError):
+                self._k.delete(ConsumerGroupZNode.path(group), recursive=True)
+
+        self._run(delete)
+
+    # ---------------------------------------------------------------------------------------------- members
+
+    def register_member(self, group: str, member_id: str, member: dict[str, Any]) -> None:
+        path = ConsumerGroupMemberZNode.path(group, member_id)
+        data = ConsumerGroupMemberZNode.encode(member)
+
+        def register() -> None:
+            try:
+                self._k.set(path, data)
+            except NoNodeError:
+                self._k.ensure_path(ConsumerGroupIdsZNode.path(group))
+                try:
+                    self._k.create(path, data, ephemeral=True)
+                except NodeExistsError:
+                    self._k.set(path, data)
+
+        self._run(register)
+
+    def deregister_member(self, group: str, member_id: str) -> None:
+        path = ConsumerGroupMemberZNode.path(group, member_id)
+
+        def delete() -> None:
+            with contextlib.suppress(NoNodeError):
+                self._k.delete(path)
+
+        self._run(delete)
+
+    # ----------------------------------------------------------------------------------------------- owners
+
+    def claim_owner(self, group: str, topic: str, partition: int, member_id: str) -> bool:
+        """Create the owner node for ``member_id``; False if another member's node is still there."""
+        path = ConsumerGroupOwnerZNode.path(group, topic, partition)
+
+        def claim() -> bool:
+            try:
+                self._k.create(path, ConsumerGroupOwnerZNode.encode(member_id), ephemeral=True, makepath=True)
+                return True
+            except NodeExistsError:
+                try:
+                    data, _ = self._k.get(path)
+                except NoNodeError:
+                    return False
+                return ConsumerGroupOwnerZNode.decode(data) == member_id
+
+        return bool(self._run(claim))
+
+    def release_owner(self, group: str, topic: str, partition: int, member_id: str) -> None:
+        """Delete the owner node if ``member_id`` holds it (never another member's)."""
+        path = ConsumerGroupOwnerZNode.path(group, topic, partition)
+
+        def release() -> None:
+            try:
+                data, stat = self._k.get(path)
+                if ConsumerGroupOwnerZNode.decode(data) == member_id:
+                    self._k.delete(path, version=stat.version)
+            except NoNodeError:
+                pass
+
+        self._run(release)
+
+    def get_owners(self, group: str) -> dict[tuple[str, int], str]:
+        def get() -> dict[tuple[str, int], str]:
+            out: dict[tuple[str, int], str] = {}
+            base = ConsumerGroupOwnersZNode.path(group)
+            try:
+                topics = self._k.get_children(base)
+            except NoNodeError:
+                return out
+            for topic in topics:
+                try:
+                    partitions = self._k.get_children(ConsumerGroupOwnersZNode.topic_path(group, topic))
+                except NoNodeError:
+                    continue
+                for p in partitions:
+                    if not p.isdigit():
+                        continue
+                    try:
+                        data, _ = self._k.get(ConsumerGroupOwnerZNode.path(group, topic, int(p)))
+                    except NoNodeError:
+                        continue
+                    out[(topic, int(p))] = ConsumerGroupOwnerZNode.decode(data)
+            return out
+
+        return dict(self._run(get))
+
+    # ---------------------------------------------------------------------------------------------- offsets
+
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], Offset]) -> None:
+        def commit() -> None:
+            for (topic, partition), (offset, metadata, ts) in offsets.items():
+                path = ConsumerGroupOffsetZNode.path(group, topic, partition)
+                data = ConsumerGroupOffsetZNode.encode(offset, metadata, ts)
+                try:
+                    self._k.set(path, data)
+                except NoNodeError:
+                    try:
+                        self._k.create(path, data, makepath=True)
+                    except NodeExistsError:
+                        self._k.set(path, data)
+
+        self._run(commit)
+
+    def get_offsets(self, group: str) -> dict[tuple[str, int], Offset]:
+        def get() -> dict[tuple[str, int], Offset]:
+            out: dict[tuple[str, int], Offset] = {}
+            try:
+                topics = self._k.get_children(ConsumerGroupOffsetsZNode.path(group))
+            except NoNodeError:
+                return out
+            for topic in topics:
+                try:
+                    partitions = self._k.get_children(ConsumerGroupOffsetsZNode.topic_path(group, topic))
+                except NoNodeError:
+                    continue
+                for p in partitions:
+                    if not p.isdigit():
+                        continue
+                    try:
+                        data, _ = self._k.get(ConsumerGroupOffsetZNode.path(group, topic, int(p)))
+                    except NoNodeError:
+                        continue
+                    try:
+                        out[(topic, int(p))] = ConsumerGroupOffsetZNode.decode(data)
+                    except (ValueError, KeyError):
+                        continue  # an unreadable node is skipped, not fatal for the whole group
+            return out
+
+        return dict(self._run(get))
+
+    def delete_offsets(self, group: str, topic: str | None = None) -> None:
+        """Offsets of one topic (a deleted topic), or all of a group's offsets (retention of an empty group)."""
+        path = (ConsumerGroupOffsetsZNode.path(group) if topic is None
+                else ConsumerGroupOffsetsZNode.topic_path(group, topic))
+
+        def delete() -> None:
+            with contextlib.suppress(NoNodeError, NotEmptyError):
+                self._k.delete(path, recursive=True)
+
+        self._run(delete)
+
+    def delete_topic_offsets_everywhere(self, topic: str) -> None:
+        """A topic was deleted: remove its offsets from every group (idempotent; any broker may do it)."""
+        for group in self.list_groups():
+            self.delete_offsets(group, topic)
+
+
+def _arm(watch: Watch | None) -> Callable[[Any], None] | None:
+    if watch is None:
+        return None
+
+    def fire(_event: Any) -> None:
+        watch()
+
+    return fire
