@@ -28,6 +28,7 @@ from consumer_coordinator.group import DEAD, EMPTY, Completion, Group, Member
 from odradek.protocol.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     NonEmptyGroupError,
     NotCoordinatorError,
     RebalanceInProgressError,
@@ -372,6 +373,23 @@ class GroupCoordinator:
                                     {tp: (o, "reset", ts) for tp, o in offsets.items()})
 
         await self.call(reset)
+
+    async def delete_offsets(self, group: str, topic: str, partitions: list[int] | None) -> None:
+        """Kafka's OffsetDelete (KIP-496): refused while a member subscribes to ``topic``, since it would commit
+        them again and a reset behind its back would be silently undone."""
+
+        async def delete() -> None:
+            g = self._local(group)
+            subscribed = sorted(m for m, member in g.members.items() if member.subscribes(topic))
+            if subscribed:
+                raise GroupSubscribedToTopicError(
+                    f"group {group!r} has {len(subscribed)} members subscribed to {topic!r}: offsets stay")
+            if partitions is None:
+                await asyncio.to_thread(self.store.delete_offsets, group, topic)
+            else:
+                await asyncio.to_thread(self.store.delete_partition_offsets, group, topic, partitions)
+
+        await self.call(delete)
 
     # ------------------------------------------------------------------------------------------ admin views
 

@@ -110,8 +110,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if _containers_skipped:
         terminalreporter.write_line(
-            f"######## CONTAINERS BACKEND DID NOT RUN: {len(_containers_skipped)} tests skipped: "
-            f"{_containers_skipped[0]} ########", red=True, bold=True)
+            f"######## CONTAINERS BACKEND DID NOT RUN (its tests were skipped): {_containers_skipped[0]} ########",
+            red=True, bold=True)
 
 
 @pytest.fixture(scope="session")

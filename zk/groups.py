@@ -285,6 +285,16 @@ class GroupStore:
 
         self._run(delete)
 
+    def delete_partition_offsets(self, group: str, topic: str, partitions: list[int]) -> None:
+        """Some partitions' offsets of one topic (Kafka's OffsetDelete for named partitions)."""
+
+        def delete() -> None:
+            for partition in partitions:
+                with contextlib.suppress(NoNodeError):
+                    self._k.delete(ConsumerGroupOffsetZNode.path(group, topic, partition))
+
+        self._run(delete)
+
     def delete_topic_offsets_everywhere(self, topic: str) -> None:
         """A topic was deleted: remove its offsets from every group (idempotent; any broker may do it)."""
         for group in self.list_groups():

@@ -104,6 +104,7 @@ def group_routes() -> list[web.RouteDef]:
         web.get(f"{g}/offsets", groups.offsets),
         web.post(f"{g}/offsets", groups.commit),
         web.post(f"{g}/offsets/reset", groups.reset_offsets),
+        web.delete(f"{g}/offsets", groups.delete_offsets),
     ]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from broker.api import raw_json
 from odradek.protocol import media
 from odradek.protocol.errors import (
     ConstraintViolationError,
@@ -29,6 +30,7 @@ from odradek.protocol.errors import (
     MalformedJsonError,
     NotAcceptableError,
     OdradekError,
+    PolicyViolationError,
     UnknownTopicError,
     UnsupportedMediaTypeError,
 )
@@ -91,6 +93,8 @@ def read_format(accept: str) -> tuple[str, str]:
 def _b64(value: Any, what: str) -> bytes:
     if not isinstance(value, str):
         raise ConstraintViolationError(f"{what} must be a base64 string or null")
+    if not value.isascii():  # b64decode raises ValueError, not binascii.Error, on other characters
+        raise ConstraintViolationError(f"{what} contains invalid base64 encoding (a non-ASCII character)")
     try:
         return b64decode(value, validate=True)
     except binascii.Error:
@@ -112,13 +116,26 @@ _KNOWN_FIELDS = frozenset({"key", "value", "partition", "timestamp", "headers"})
 _KNOWN_TOP = frozenset({"records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"})
 
 
-def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | None] | None]:
+# A JSON body may hold at most this many JSON values (counted by their separators) per record allowed: a bound
+# on what parsing it costs, checked before parsing (one 11 MiB body of 10^6 tiny records once cost 4 GB).
+VALUES_PER_RECORD = 64
+
+
+def parse_produce_body(body: bytes, fmt: str, max_records: int = 10_000,
+                       ) -> tuple[list[Row], list[int | None] | None]:
     """The records as ``(key, value, timestamp, headers)`` rows in request order, and the partitions they name
-    (None when none names one); a body that is not JSON raises 400, an invalid request 422.
+    (None when none names one); a body that is not JSON raises 400, an invalid request 422, more than
+    ``max_records`` records (the broker's max.records.per.request) 400 POLICY_VIOLATION.
 
     This runs per record on the JSON produce path, so the common case (a record with just a key and a value)
-    takes a short branch, and error messages are only built when there is an error.
+    takes a short branch, and error messages are only built when there is an error. In the JSON format each
+    key and value is stored as the JSON text the client sent (broker/api/raw_json.py), never re-encoded.
     """
+    values = body.count(b",") + body.count(b"{") + body.count(b"[")
+    if values > VALUES_PER_RECORD * max_records:
+        raise PolicyViolationError(
+            f"the request body holds about {values} JSON values; at most {VALUES_PER_RECORD} per record for "
+            f"{max_records} records (max.records.per.request) are accepted")
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as e:
@@ -135,10 +152,15 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
     records = doc["records"]
     if not records:
         raise ConstraintViolationError("records may not be empty")
+    if len(records) > max_records:
+        raise PolicyViolationError(f"{len(records)} records in one request; the limit is {max_records} "
+                                   "(max.records.per.request)")
     if fmt not in (JSON, BINARY):
         return [], None  # a schema-registry format: refused by require_supported once the topic is checked
-    dumps = orjson.dumps
     as_json = fmt == JSON
+    texts = raw_json.record_texts(body.decode("utf-8")) if as_json else []
+    if as_json and len(texts) != len(records):
+        raise MalformedJsonError("the request body's records could not be delimited")
     out: list[Row] = []
     append = out.append
     partitions: list[int | None] | None = None
@@ -149,14 +171,16 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
         value = rec.get("value")
         if len(rec) <= 2 and ("value" in rec or "key" in rec) and (len(rec) == 1 or ("value" in rec and "key" in rec)):
             if as_json:
-                append((None if key is None else dumps(key), None if value is None else dumps(value), None, []))
+                raw_key, raw_value = texts[i]
+                append((None if key is None else _raw(raw_key, i, "key"),
+                        None if value is None else _raw(raw_value, i, "value"), None, []))
             else:
                 append((None if key is None else _b64(key, f"records[{i}].key"),
                         None if value is None else _b64(value, f"records[{i}].value"), None, []))
             if partitions is not None:
                 partitions.append(None)
             continue
-        row, partition = _parse_full(rec, i, fmt)
+        row, partition = _parse_full(rec, i, fmt, texts[i] if as_json else (None, None))
         append(row)
         if partition is not None:
             if partitions is None:
@@ -167,7 +191,15 @@ def parse_produce_body(body: bytes, fmt: str) -> tuple[list[Row], list[int | Non
     return out, partitions
 
 
-def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> tuple[Row, int | None]:
+def _raw(text: str | None, i: int, what: str) -> bytes:
+    """A record's key or value as stored in the JSON format: its raw JSON text, within the nesting limit."""
+    assert text is not None
+    if text.count("[") + text.count("{") > raw_json.MAX_DEPTH:
+        raw_json.check_depth(text, f"records[{i}].{what}")
+    return text.encode()
+
+
+def _parse_full(rec: dict[str, Any], i: int, fmt: str, texts: raw_json.RawPair) -> tuple[Row, int | None]:
     if "value" not in rec and "key" not in rec:
         raise ConstraintViolationError(f"records[{i}] has neither a key nor a value")
     unknown = set(rec) - _KNOWN_FIELDS
@@ -188,11 +220,13 @@ def _parse_full(rec: dict[str, Any], i: int, fmt: str) -> tuple[Row, int | None]
             raise ConstraintViolationError(f"records[{i}].headers[{j}] must be {{\"name\": str, \"value\": base64}}")
         v = h.get("value")
         headers.append((h["name"], None if v is None else _b64(v, f"records[{i}].headers[{j}].value")))
-    row = (
-        encode_field(rec.get("key"), fmt, f"records[{i}].key"),
-        encode_field(rec.get("value"), fmt, f"records[{i}].value"),
-        timestamp, headers,
-    )
+    if fmt == JSON:
+        key, value = rec.get("key"), rec.get("value")
+        row: Row = (None if key is None else _raw(texts[0], i, "key"),
+                    None if value is None else _raw(texts[1], i, "value"), timestamp, headers)
+    else:
+        row = (encode_field(rec.get("key"), fmt, f"records[{i}].key"),
+               encode_field(rec.get("value"), fmt, f"records[{i}].value"), timestamp, headers)
     return row, partition
 
 
@@ -211,9 +245,13 @@ def record_json(topic: str, partition: int, r: Record, fmt: str) -> dict[str, An
 
 
 def _json_or_str(data: bytes | None) -> Any:
+    """A stored key or value in a JSON-format read: its JSON text as stored, embedded as is (``orjson.Fragment``)
+    so big numbers and duplicate keys reach the consumer as they were produced; text that is not JSON is shown
+    as a string rather than failing the read."""
     if data is None:
         return None
     try:
-        return orjson.loads(data)
+        orjson.loads(data)  # validation only: the stored text itself is what the consumer gets
     except orjson.JSONDecodeError:
-        return data.decode("utf-8", "replace")  # not JSON: the JSON format shows it as text rather than failing
+        return data.decode("utf-8", "replace")
+    return orjson.Fragment(data)

@@ -8,15 +8,28 @@ paths are leader-only and name the leader instead.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import read_format, record_json
-from broker.api.params import int_param, partition_param
+from broker.api.params import INT32_MAX, int_param, partition_param, wait_param
+from broker.metadata.watcher import PartitionStateChanged
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
 from odradek.protocol import media
+from odradek.protocol.errors import (
+    BrokerNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    StaleBrokerEpochError,
+    UnknownLeaderEpochError,
+)
 from odradek.protocol.records import decode_records, iter_batch_headers
+
+if TYPE_CHECKING:
+    from broker.replication.partition import Partition
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 
@@ -26,8 +39,8 @@ async def read_records(request: web.Request) -> web.Response:
     topic = request.match_info["topic"]
     partition = partition_param(request)
     fmt, content_type = read_format(request.headers.get("Accept", ""))
-    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
-    timeout_ms = int_param(request, "timeout", 0)
+    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=INT32_MAX)
+    timeout_ms = wait_param(request, "timeout")
     requested = int_param(request, "offset") if request.query.get("offset") else None
     deadline = deadline_after(timeout_ms)
     while True:
@@ -63,13 +76,14 @@ async def fetch_batches(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
     topic = request.match_info["topic"]
     partition = partition_param(request)
-    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1)
-    timeout_ms = int_param(request, "timeout_ms", 0)
-    replica_id = int_param(request, "replica_id", -1, minimum=-1)
+    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=INT32_MAX)
+    timeout_ms = wait_param(request, "timeout_ms")
+    replica_id = int_param(request, "replica_id", -1, minimum=-1, maximum=INT32_MAX)
     part = await broker.produce.router.await_leader(topic, partition, deadline_after(timeout_ms))
     offset = int_param(request, "offset", part.log_start_offset)
     if replica_id >= 0:
-        epoch = int_param(request, "leader_epoch", part.leader_epoch)
+        epoch = int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX)
+        check_replica_fetch(request, part, replica_id, epoch, offset)
         result = await part.read_for_follower(replica_id, offset, epoch, max_bytes, timeout_ms)
     else:
         result = await part.read(offset, max_bytes, timeout_ms)
@@ -80,6 +94,38 @@ async def fetch_batches(request: web.Request) -> web.Response:
         media.LEADER_EPOCH: str(part.leader_epoch),
         media.LEADER: str(broker.broker_id),
     })
+
+
+def check_replica_fetch(request: web.Request, part: Partition, replica_id: int, epoch: int, offset: int) -> None:
+    """Kafka's checks of a replica's fetch, before it may move the follower's state (and so the high watermark).
+
+    The replica must be assigned to the partition and a registered broker whose broker epoch (the ``replica_epoch``
+    parameter, the czxid of its /brokers/ids znode) is the one ZooKeeper holds now: a hand-written fetch naming
+    replica 99, or a broker's stale incarnation, is refused. A fetch offset beyond the log end is
+    OFFSET_OUT_OF_RANGE (it would claim records that do not exist). A leader epoch newer than ours is
+    UNKNOWN_LEADER_EPOCH, and our state znode is re-read: if ZooKeeper says we lost the leadership, applying that
+    state is what demotes us; a request alone never does.
+    """
+    broker = request.app[BROKER]
+    name = f"{part.topic}-{part.partition}"
+    if replica_id == broker.broker_id or replica_id not in part.replicas:
+        raise NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {name} (replicas "
+                                       f"{list(part.replicas)})")
+    registered = broker.cache.brokers.get(replica_id)
+    if registered is None:
+        raise BrokerNotAvailableError(f"broker {replica_id} is not registered in ZooKeeper")
+    claimed = int_param(request, "replica_epoch", -1, minimum=-1)
+    if claimed != registered.epoch:
+        raise StaleBrokerEpochError(f"broker {replica_id}'s epoch is {registered.epoch}, the fetch says {claimed}")
+    if epoch > part.leader_epoch:
+        broker.events.put(PartitionStateChanged(part.topic, part.partition))
+        raise UnknownLeaderEpochError(f"fetch epoch {epoch} is newer than {name}'s leader epoch {part.leader_epoch}",
+                                      leader_epoch=part.leader_epoch)
+    if offset > part.log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"fetch offset {offset} is beyond {name}'s log end offset {part.log_end_offset}",
+            log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
+            high_watermark=part.high_watermark)
 
 
 async def epoch_end_offset(request: web.Request) -> web.Response:

@@ -224,6 +224,26 @@ async def reset_offsets(request: web.Request) -> web.Response:
     return await _coordinated(request, group, lambda: coordinator.reset_offsets(group, offsets), must_exist=True)
 
 
+async def delete_offsets(request: web.Request) -> web.Response:
+    """DELETE /groups/{g}/offsets?topic=t[&partitions=0,1]: Kafka's OffsetDelete (kafka-consumer-groups
+    --delete-offsets), refused while a member subscribes to the topic."""
+    group = group_param(request)
+    topic = request.query.get("topic")
+    if topic is None:
+        raise InvalidRequestError('"topic" is required')
+    _name(topic, "topic", MAX_GROUP_LENGTH)
+    partitions: list[int] | None = None
+    raw = request.query.get("partitions")
+    if raw is not None:
+        parts = raw.split(",")
+        if len(parts) > MAX_LIST or not all(p.isascii() and p.isdigit() and int(p) <= INT32_MAX for p in parts):
+            raise InvalidRequestError('"partitions" must be a comma-separated list of partition numbers')
+        partitions = sorted({int(p) for p in parts})
+    coordinator = request.app[BROKER].groups
+    return await _coordinated(request, group, lambda: coordinator.delete_offsets(group, topic, partitions),
+                              must_exist=True)
+
+
 async def describe(request: web.Request) -> web.Response:
     group = group_param(request)
     coordinator = request.app[BROKER].groups

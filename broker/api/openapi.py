@@ -34,6 +34,10 @@ SUMMARIES: dict[tuple[str, str], str] = {
         "Where a leader epoch ended on the leader (followers' divergence check)",
     ("POST", "/controller/controlled_shutdown"): "A stopping broker asks the controller to move its leaderships",
     ("POST", "/admin/preferred_leader_election"): "Give leadership back to preferred replicas (all or listed)",
+    ("GET", "/admin/reassign_partitions"): "Running partition reassignments: target, adding and removing replicas",
+    ("POST", "/admin/reassign_partitions"): "Start a partition reassignment (409 while one runs, unless additional)",
+    ("POST", "/admin/reassign_partitions/cancel"): "Revert running reassignments to their original replicas",
+    ("GET", "/admin/log_dirs"): "This broker's replicas with their sizes (DescribeLogDirs)",
     ("GET", "/v3/clusters"): "The cluster (v3)",
     ("GET", "/v3/clusters/{cluster_id}"): "The cluster (v3)",
     ("GET", "/v3/clusters/{cluster_id}/topics"): "Topics (v3)",
@@ -56,6 +60,9 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/groups/{group}/offsets"): "Committed offsets with log end offset and lag",
     ("POST", "/groups/{group}/offsets"): "Commit offsets, fenced by generation and member id",
     ("POST", "/groups/{group}/offsets/reset"): "Set offsets of an empty group",
+    ("DELETE", "/groups/{group}/offsets"): (
+        "Delete a topic's committed offsets (?topic=, optional ?partitions=0,1); refused while a member subscribes"
+    ),
     # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
     ("POST", "/consumers/{group}"): "Create a consumer instance (v2): name, format, auto.offset.reset, ...",
     ("DELETE", "/consumers/{group}/instances/{instance}"): "Delete a consumer instance (v2); it leaves its group",

@@ -7,16 +7,20 @@ forwards to another broker's leadership; the binary path is leader-only and name
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
-from broker.api.embedded import parse_produce_body, produce_format, record_error, require_supported
-from broker.api.params import int_param, partition_param
+from broker.api.embedded import Row, parse_produce_body, produce_format, record_error, require_supported
+from broker.api.params import INT32_MAX, INT64_MAX, int_param, limits, parse_ascii_int, partition_param
 from broker.produce.routing import deadline_after, remaining_ms
 from broker.produce.service import parse_acks
 from odradek.protocol import media
-from odradek.protocol.errors import UnsupportedMediaTypeError
+from odradek.protocol.errors import InvalidTimestampError, UnsupportedMediaTypeError
+from odradek.protocol.records.validate import validate_client_batches
 
 
 async def produce_json(request: web.Request) -> web.Response:
@@ -26,11 +30,12 @@ async def produce_json(request: web.Request) -> web.Response:
     fixed = partition_param(request) if "partition" in request.match_info else None
     fmt = produce_format(request.content_type)
     acks = parse_acks(request.query.get("acks"))
-    timeout_ms = int_param(request, "timeout_ms", 30000)
-    rows, named = parse_produce_body(await request.read(), fmt)
+    timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
+    rows, named = parse_produce_body(await request.read(), fmt, limits(request).max_records_per_request)
     deadline = deadline_after(timeout_ms)
     await broker.produce.router.await_topic(topic, deadline)
     require_supported(fmt, topic, topic_exists=True)  # schema formats: 422, but only once the topic is known
+    _check_timestamps(rows, _timestamp_diff_ms(broker.cache.configs.get(topic, {})))
     partitions = broker.produce.choose_partitions(topic, rows, named, fixed)
     results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline)
     seen: dict[int, int] = {}
@@ -59,13 +64,40 @@ async def produce_batches(request: web.Request) -> web.Response:
     if request.content_type != media.BATCHES:
         raise UnsupportedMediaTypeError(f"the batch path takes {media.BATCHES}, not {request.content_type}")
     acks = parse_acks(request.query.get("acks"))
-    timeout_ms = int_param(request, "timeout_ms", 30000)
+    timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
     data = bytearray(await request.read())
     deadline = deadline_after(timeout_ms)
     part = await broker.produce.router.await_leader(topic, partition, deadline)
+    config = limits(request)
+    # Kafka's LogValidator, off the event loop (it decodes every record): a refused batch leaves no trace.
+    await asyncio.to_thread(
+        validate_client_batches, data, max_batch_bytes=part.log.config.max_message_bytes,
+        max_records=config.max_records_per_batch, max_decompressed_bytes=config.max_decompressed_batch_bytes,
+        max_timestamp_diff_ms=_timestamp_diff_ms(broker.cache.configs.get(topic, {})), now_ms=int(time.time() * 1000))
     result = await part.append(data, acks, remaining_ms(deadline))
     return json_response({
         "topic": topic, "partition": partition, "base_offset": result.first_offset,
         "last_offset": result.last_offset, "record_count": result.record_count,
         "log_append_time": result.log_append_time, "leader": broker.broker_id, "leader_epoch": part.leader_epoch,
     })
+
+
+def _timestamp_diff_ms(config: dict[str, str]) -> int:
+    """The topic's message.timestamp.difference.max.ms (Kafka's default: Long.MAX_VALUE, i.e. no check)."""
+    raw = config.get("message.timestamp.difference.max.ms")
+    value = parse_ascii_int(raw, 0) if raw is not None else None
+    return INT64_MAX if value is None else value
+
+
+def _check_timestamps(rows: list[Row], max_diff_ms: int) -> None:
+    """The JSON path's explicit record timestamps against message.timestamp.difference.max.ms, before anything
+    is written (records without one get the broker's time, always within it)."""
+    if max_diff_ms >= INT64_MAX:
+        return
+    now_ms = int(time.time() * 1000)
+    for i, row in enumerate(rows):
+        ts = row[2]
+        if ts is not None and abs(ts - now_ms) > max_diff_ms:
+            raise InvalidTimestampError(
+                f"records[{i}].timestamp {ts} is more than {max_diff_ms} ms from the broker's time {now_ms} "
+                "(message.timestamp.difference.max.ms)")

@@ -52,9 +52,11 @@ class Log(LogRetention, LogReads):
 
     Concurrency contract:
 
-    * ``append`` / ``append_replicated`` are called by one thread at a time per log (the broker's event
-      loop); ``read``, ``offset_for_timestamp`` and the properties may be called from any thread at any
-      time, as may the background maintenance (``delete_old_segments``, ``flush``, the cleaner).
+    * ``append`` / ``append_replicated`` / truncations are called by one thread at a time per log (the
+      partition's queue on the storage executor, ``executor.py``: never the event loop); ``read``,
+      ``offset_for_timestamp`` and the properties may be called from any thread at any time, as may the
+      background maintenance (``delete_old_segments``, ``flush``, the cleaner). The high watermark is the
+      log's (``maybe_increment_high_watermark``: forward only, capped at the log end).
     * ``_lock`` guards the segment list, the offsets (start, end, recovery point) and the active segment's
       writes. It is held for an append's one ``pwrite`` and index update, for renames and list swaps, and
       never for a compaction pass or a read's I/O. It is not held for fsyncs either, with two rare

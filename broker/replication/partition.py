@@ -56,6 +56,7 @@ from odradek.protocol.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RequestTimedOutError,
+    UnknownLeaderEpochError,
 )
 from odradek.protocol.model import LeaderAndIsr
 
@@ -361,6 +362,10 @@ class Partition:
                                 timeout_ms: int) -> ReadResult:
         """A follower's fetch: up to the log end; its offset is its acknowledgement of everything before."""
         self._check_follower_fetch(replica_id, fetch_epoch)
+        if offset > self.log.log_end_offset:  # never acknowledge records that do not exist (the HW would pass them)
+            raise OffsetOutOfRangeError(
+                f"fetch offset {offset} is beyond the log end offset {self.log.log_end_offset}",
+                log_start_offset=self.log.log_start_offset, log_end_offset=self.log.log_end_offset)
         self._record_follower_fetch(replica_id, offset)
         if offset == self.log.log_end_offset and timeout_ms > 0:
             event = self._appended
@@ -370,11 +375,14 @@ class Partition:
         return await asyncio.wrap_future(self._storage.submit(None, _read, self.log, offset, max_bytes, None))
 
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
-        if fetch_epoch > self.leader_epoch or self.role != LEADER:
-            # The follower knows a newer leader than we do: we are stale. Stop acknowledging right away.
-            if fetch_epoch > self.leader_epoch:
-                self.fence("a follower fetched with a newer leader epoch")
+        if self.role != LEADER:
             raise self.not_leader()
+        if fetch_epoch > self.leader_epoch:
+            # Kafka's UNKNOWN_LEADER_EPOCH: a request alone never demotes a leader (anyone can send one); the HTTP
+            # layer re-reads the state znode, and only ZooKeeper's answer changes the role.
+            raise UnknownLeaderEpochError(
+                f"fetch epoch {fetch_epoch} is newer than the leader epoch {self.leader_epoch}",
+                leader_epoch=self.leader_epoch)
         if fetch_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(
                 f"fetch epoch {fetch_epoch} is older than the leader epoch {self.leader_epoch}",

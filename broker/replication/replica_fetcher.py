@@ -26,6 +26,8 @@ from odradek.protocol import media
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from broker.replication.throttle import ReplicationThrottle
+
 log = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 1024 * 1024
@@ -35,8 +37,9 @@ BACKOFF_S = 0.1
 
 class FollowerFetcher:
     def __init__(self, part: Partition, session: aiohttp.ClientSession, leader_url: Callable[[int], str | None],
-                 broker_id: int) -> None:
+                 broker_id: int, throttle: ReplicationThrottle | None = None) -> None:
         self.part = part
+        self._throttle = throttle
         self._session = session
         self._leader_url = leader_url
         self._broker_id = broker_id

@@ -24,6 +24,7 @@ from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
 from broker.replication.isr_manager import IsrManager
 from broker.replication.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
 from broker.replication.replica_fetcher import FollowerFetcher
+from broker.replication.throttle import ReplicationThrottle
 from odradek.protocol.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
@@ -50,6 +51,7 @@ class ReplicaManager(MetadataListener):
         self._hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
         self.logs = LogManager(data_dir, retention_check_interval_ms=retention_check_interval_ms)
         self.isr_manager = IsrManager(zk.update_isr, conflicts=(ZkVersionConflict,))
+        self.throttle = ReplicationThrottle(broker_id, cache)  # KIP-73, both ends of replication
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -136,7 +138,8 @@ class ReplicaManager(MetadataListener):
             fetcher = self._fetchers.get(key)
             if change is not None or fetcher is None or fetcher.done():
                 await self._stop_fetcher(key)
-                runner = FollowerFetcher(part, self._session(), self.leader_url, self.broker_id)
+                runner = FollowerFetcher(part, self._session(), self.leader_url, self.broker_id,
+                                         throttle=self.throttle)
                 self._fetchers[key] = asyncio.create_task(runner.run())
         else:
             await self._stop_fetcher(key)

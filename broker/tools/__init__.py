@@ -18,6 +18,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "console-producer": ("broker.tools.console_producer", "produce lines from stdin (kafka-console-producer)"),
     "console-consumer": ("broker.tools.console_consumer", "print records to stdout (kafka-console-consumer)"),
     "configs": ("broker.tools.configs", "describe and alter topic, broker, client and user configs (kafka-configs)"),
+    "reassign-partitions": ("broker.tools.reassign",
+                            "move partitions between brokers, with a throttle (kafka-reassign-partitions)"),
 }
 
 

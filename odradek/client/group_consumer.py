@@ -186,8 +186,7 @@ class GroupConsumer(Consumer):
             # Slices, so an assignment that arrives while we wait is picked up before the deadline.
             out = super().poll(min(remaining_ms, 100.0), max_records) if self._states else {}
             if out:
-                if self._membership.session_expired():
-                    self._drop(set(self._states) | set(self._paused))
+                if self._membership.lose_if_expired():
                     out = {}
                 else:
                     owned = self._states
@@ -419,8 +418,7 @@ class GroupConsumer(Consumer):
     def _coordinate(self) -> None:
         """Apply what the membership thread reported, and auto-commit when due (application thread)."""
         self._membership.last_poll = time.monotonic()
-        if self._membership.session_expired() and self.assignment():
-            self._drop(self.assignment())
+        self._membership.lose_if_expired()
         with self._events_lock:
             events, self._events = self._events, []
         for kind, payload in events:

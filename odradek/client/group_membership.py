@@ -220,6 +220,20 @@ class Membership:
             elapsed = (now if now is not None else time.monotonic()) - self._alive_since
             return elapsed > self.session_timeout_s * SESSION_MARGIN
 
+    def lose_if_expired(self) -> bool:
+        """From the application thread: if the session may have expired, give everything up now (on_lost) and
+        join again as a new member, without waiting for this thread (which may be stuck in a request)."""
+        with self._lock:
+            member = self.member_id
+        if member is None or not self.session_expired():
+            return False
+        with self._lock:
+            if self.member_id != member:
+                return False  # this thread got there first
+        self._lose("session timed out", forget=True)
+        self._wake.set()
+        return True
+
     def fencing(self) -> tuple[str | None, int]:
         with self._lock:
             return self.member_id, self.generation

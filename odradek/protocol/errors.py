@@ -447,6 +447,15 @@ class GroupIdNotFoundError(OdradekError):
     http_status = 404
 
 
+class GroupSubscribedToTopicError(OdradekError):
+    """Kafka's OffsetDelete refusal (KIP-496): a live member subscribes to the topic, so its offsets stay."""
+
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+    kafka_code = 86
+    error_code = 40908
+    http_status = 409
+
+
 # ------------------------------------------------------------------------------------------ request limits
 
 
@@ -495,3 +504,14 @@ class InvalidTimestampError(OdradekError):
     kafka_code = 32
     error_code = 42211
     http_status = 422
+
+
+class UnknownLeaderEpochError(OdradekError):
+    """A fetch names a leader epoch newer than the leader knows: the leader's metadata may be stale, or the
+    request is wrong. Kafka answers it without giving up leadership (code 76); the leader re-reads its state."""
+
+    name = "UNKNOWN_LEADER_EPOCH"
+    kafka_code = 76
+    error_code = 40920
+    http_status = 409
+    retriable = True

@@ -346,6 +346,12 @@ def test_consumer_groups_describe_reset_delete(bs: str, tmp_path: Path) -> None:
     one_line_failure(script("consumer-groups", "--bootstrap-server", bs, "--describe", "--group", "nobody"),
                      "Consumer group 'nobody' does not exist.")
 
+    out = ok(script("consumer-groups", "--bootstrap-server", bs, "--delete-offsets", "--group", "tools-g",
+                    "--topic", "grp:0"))
+    assert out.splitlines()[0] == "Request succeed for deleting offsets with topic grp group tools-g"
+    committed = ok(script("consumer-groups", "--bootstrap-server", bs, "--describe", "--group", "tools-g"))
+    assert {int(r.split()[2]): int(r.split()[3]) for r in committed.splitlines()[2:]} == {1: 3}
+
     assert ok(script("consumer-groups", "--bootstrap-server", bs, "--delete", "--group", "tools-g")) == \
         "Deletion of requested consumer groups ('tools-g') was successful.\n"
     assert "tools-g" not in ok(script("consumer-groups", "--bootstrap-server", bs, "--list")).split()
@@ -369,6 +375,8 @@ def test_reset_is_refused_while_the_group_has_members(bs: str) -> None:
                          "is Stable.")
         one_line_failure(script("consumer-groups", "--bootstrap-server", bs, "--delete", "--group", "busy-g"),
                          "NON_EMPTY_GROUP")
+        one_line_failure(script("consumer-groups", "--bootstrap-server", bs, "--delete-offsets", "--group", "busy-g",
+                                "--topic", "busy"), "GROUP_SUBSCRIBED_TO_TOPIC")
     finally:
         member.close()
 

@@ -226,6 +226,7 @@ def test_a_member_that_misses_its_session_stops_returning_records(cluster3: Loca
         admin.create_topic(topic, replica_assignment={0: [1], 1: [2], 2: [3]})
     events: list[tuple[str, float]] = []
     c = GroupConsumer(bootstrap(cluster3), group_id=group, auto_offset_reset="earliest", session_timeout_ms=1000,
+                      enable_auto_commit=False,  # so that after rejoining it reads the partition from the start
                       heartbeat_interval_ms=200, max_poll_interval_ms=10_000, fetch_max_wait_ms=100,
                       request_timeout_ms=2000)
     c.subscribe([topic], on_assign=lambda _c, _tps: events.append(("assign", time.monotonic())),
@@ -256,7 +257,8 @@ def test_a_member_that_misses_its_session_stops_returning_records(cluster3: Loca
         cluster3.resume_broker(paused)
         paused = None
         seen = poll_until([c], lambda seen: sum(r.partition == live for r in seen) >= 10, 60,
-                          "the records produced while the coordinator was frozen")
+                          f"the records produced while the coordinator was frozen (events {events}, "
+                          f"assignment {c.assignment()})")
         reassigned = min((t for kind, t in events if kind == "assign" and t > lost_at), default=float("inf"))
         # Nothing was handed out between losing the partitions and getting them back.
         assert not [n for t, n in polled if lost_at <= t < reassigned and n]

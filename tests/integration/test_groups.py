@@ -173,6 +173,14 @@ def test_two_groups_are_independent_and_a_stale_generation_cannot_commit(make_cl
     status, reply, _ = request("POST", f"{u[0]}/groups/ga/offsets/reset",
                                {"offsets": [{"topic": "t2", "partition": 0, "offset": 1}]})
     assert status == 200, reply
+    # Kafka's OffsetDelete (--delete-offsets): refused while a member subscribes to the topic; works when none does.
+    status, reply, _ = request("DELETE", f"{u[1]}/groups/gb/offsets?topic=t2")
+    assert status == 409 and reply["error"] == "GROUP_SUBSCRIBED_TO_TOPIC", reply
+    assert [o["offset"] for o in request("GET", f"{u[0]}/groups/gb/offsets")[1]["offsets"]] == [9]
+    assert request("DELETE", f"{u[1]}/groups/ga/offsets?topic=t2&partitions=x")[0] == 400
+    status, reply, _ = request("DELETE", f"{u[1]}/groups/ga/offsets?topic=t2&partitions=0")
+    assert status == 200, reply
+    assert request("GET", f"{u[0]}/groups/ga/offsets")[1]["offsets"] == []
     status, reply, _ = request("GET", f"{u[0]}/groups")
     assert {g["group"] for g in reply["groups"]} >= {"ga", "gb"}
     assert request("DELETE", f"{u[1]}/groups/ga")[0] == 200

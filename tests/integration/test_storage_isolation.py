@@ -73,8 +73,7 @@ def lag_histogram(url: str) -> dict[str, float]:
     status, text, _ = request("GET", f"{url}/metrics")
     assert status == 200
     body = text.decode() if isinstance(text, bytes) else str(text)
-    found = dict(re.findall(r'^odradek_event_loop_lag_seconds_(?:bucket\{le="([^"]+)"\}|(count)) (\S+)$', body,
-                            re.MULTILINE) and [])
+    found: dict[str, float] = {}
     for le, value in re.findall(r'^odradek_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', body, re.MULTILINE):
         found[le] = float(value)
     count = re.search(r"^odradek_event_loop_lag_seconds_count (\S+)$", body, re.MULTILINE)

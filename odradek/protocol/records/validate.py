@@ -1,0 +1,174 @@
+"""Validation of a client's record batches before a leader appends them: what Kafka's ``LogValidator`` checks.
+
+``validate_batches`` (batch.py) checks framing, magic, CRC and header counts: enough for bytes the broker wrote
+itself. A producer's bytes need more, because whatever is appended is served to every consumer and follower
+for the topic's retention: one poison batch makes every later read of the partition fail. So, per batch:
+
+* no control and no transactional batches (there are no transactions yet; Kafka answers a non-transactional
+  producer's transactional batch with INVALID_TXN_STATE and a client's control batch with INVALID_RECORD);
+* a known codec (none, gzip, lz4, zstd; snappy is not supported here) whose data decompresses, to at most
+  ``max_decompressed_bytes``: decompression is streamed and stops at the cap, so a 1 MiB batch that inflates
+  to 1 GiB costs the cap, not the gigabyte;
+* at most ``max_records`` records, and the records are exactly what the header says: every record parses,
+  the count matches, offset deltas are 0, 1, 2, ... (Kafka's "inner offsets" check) and nothing trails;
+* timestamps (CreateTime) within ``max_timestamp_diff_ms`` of the broker's clock
+  (``message.timestamp.difference.max.ms``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import lz4.frame
+import zstandard
+
+from odradek.protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
+from odradek.protocol.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    validate_batches,
+)
+from odradek.protocol.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from odradek.protocol.records.decode import _decode_block
+
+__all__ = ["decompress_capped", "validate_client_batches"]
+
+_CHUNK = 256 * 1024
+LONG_MAX = 2**63 - 1
+
+
+def _too_large(codec: int, cap: int) -> RecordTooLargeError:
+    return RecordTooLargeError(
+        f"a codec {codec} batch inflates to more than {cap} bytes (max.decompressed.batch.bytes)", limit=cap)
+
+
+def _gzip(data: bytes, cap: int) -> bytes:
+    out = bytearray()
+    rest = data
+    while rest:
+        d = zlib.decompressobj(zlib.MAX_WBITS | 16)  # one gzip member; Kafka's producers write one
+        chunk = rest
+        while True:
+            out += d.decompress(chunk, cap + 1 - len(out))
+            if len(out) > cap:
+                raise _too_large(GZIP, cap)
+            if d.eof or not d.unconsumed_tail:
+                break
+            chunk = d.unconsumed_tail
+        if not d.eof:
+            raise CorruptRecordError("a gzip batch ends before its gzip stream does")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _lz4(data: bytes, cap: int) -> bytes:
+    out = bytearray()
+    rest = data
+    while rest:
+        d = lz4.frame.LZ4FrameDecompressor()
+        chunk = rest
+        while True:
+            out += d.decompress(chunk, max_length=cap + 1 - len(out))
+            if len(out) > cap:
+                raise _too_large(LZ4, cap)
+            if d.eof or d.needs_input:
+                break
+            chunk = b""
+        if not d.eof:
+            raise CorruptRecordError("an lz4 batch ends before its lz4 frame does")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _zstd(data: bytes, cap: int) -> bytes:
+    out = bytearray()
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
+        while True:
+            chunk = reader.read(min(_CHUNK, cap + 1 - len(out)))
+            if not chunk:
+                break
+            out += chunk
+            if len(out) > cap:
+                raise _too_large(ZSTD, cap)
+    return bytes(out)
+
+
+_DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes]] = {GZIP: _gzip, LZ4: _lz4, ZSTD: _zstd}
+
+
+def decompress_capped(codec: int, data: bytes, cap: int) -> bytes:
+    """Decompress a records block, streaming, refusing (RecordTooLargeError) once it exceeds ``cap`` bytes."""
+    if codec == NONE:
+        return data
+    if codec == SNAPPY:
+        raise UnsupportedCompressionTypeError("snappy batches are not supported here; use gzip, lz4 or zstd")
+    fn = _DECOMPRESSORS.get(codec)
+    if fn is None:
+        raise InvalidRecordError(f"unknown compression codec {codec} (Kafka's are 0-4)")
+    try:
+        return fn(data, cap)
+    except (RecordTooLargeError, CorruptRecordError):
+        raise
+    except Exception as exc:  # zlib.error, lz4's RuntimeError, zstandard.ZstdError...
+        raise CorruptRecordError(f"cannot decompress a codec {codec} batch: {exc}") from None
+
+
+def validate_client_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    max_batch_bytes: int,
+    max_records: int,
+    max_decompressed_bytes: int,
+    max_timestamp_diff_ms: int = LONG_MAX,
+    now_ms: int = 0,
+) -> list[BatchHeader]:
+    """Check every batch of a producer's request as described in this module's docstring; the headers.
+
+    Raises the typed error of the first problem found; nothing has been written when it raises.
+    """
+    headers = validate_batches(buf, max_batch_bytes, allow_empty=False)
+    view = memoryview(buf)
+    pos = 0
+    for h in headers:
+        size = h.batch_length + LOG_OVERHEAD
+        if h.attributes & CONTROL_MASK:
+            raise InvalidRecordError("control batches are written by the broker, not by clients")
+        if h.attributes & TRANSACTIONAL_MASK:
+            raise UnsupportedForMessageFormatError("transactional batches are not supported (no transactions yet)")
+        if h.record_count > max_records:
+            raise InvalidRecordError(
+                f"a batch of {h.record_count} records; at most {max_records} are accepted (max.records.per.batch)")
+        if h.record_count != h.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"a batch of {h.record_count} records has last offset delta {h.last_offset_delta}")
+        codec = h.attributes & COMPRESSION_MASK
+        block = bytes(view[pos + HEADER_SIZE : pos + size])
+        data = decompress_capped(codec, block, max_decompressed_bytes)
+        log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+        try:
+            records = _decode_block(data, h.record_count, 0, h.first_timestamp, None)
+        except (ValueError, IndexError) as exc:  # a header key that is not UTF-8, a truncated varint
+            raise CorruptRecordError(f"a record of the batch at position {pos} does not parse: {exc}") from None
+        for i, r in enumerate(records):
+            if r.offset != i:
+                raise InvalidRecordError(f"record {i} of the batch at position {pos} has offset delta {r.offset}; "
+                                         "offset deltas must be 0, 1, 2, ...")
+            if not log_append_time and abs(r.timestamp - now_ms) > max_timestamp_diff_ms and r.timestamp >= 0:
+                raise InvalidTimestampError(
+                    f"record {i} has timestamp {r.timestamp}, more than {max_timestamp_diff_ms} ms from the broker's "
+                    f"time {now_ms} (message.timestamp.difference.max.ms)")
+        pos += size
+    return headers
