@@ -65,6 +65,12 @@ class TokenBucket:
         self._tokens -= amount
         return max(0.0, -self._tokens / self.rate) if self.rate > 0 else 0.0
 
+    async def spend(self, amount: float) -> None:
+        """``record`` and wait off the debt (the replication throttle's way: it delays the data itself)."""
+        wait = self.record(amount)
+        if wait > 0:
+            await asyncio.sleep(wait)
+
     def delay(self) -> float:
         self._refill()
         return max(0.0, -self._tokens / self.rate) if self.rate > 0 else 0.0

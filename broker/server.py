@@ -39,6 +39,7 @@ from broker.metadata.events import Event, EventQueue
 from broker.metadata.watcher import MetadataWatcher
 from broker.metrics import BrokerMetrics
 from broker.produce.service import ProduceService
+from broker.quotas import ClientQuotaManager
 from broker.replication.replica_manager import ReplicaManager
 from consumer_coordinator.coordinator import GroupCoordinator
 from consumer_coordinator.rest_instances import RestInstanceManager
@@ -96,6 +97,7 @@ class Broker:
             connect_timeout_s=config.zk_connect_timeout_ms / 1000,
         )
         self.cache = MetadataCache()
+        self.quotas = ClientQuotaManager(self.cache)  # client quotas (KIP-219), read from the cache
         self.admin = TopicAdmin(self.zk)
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
@@ -133,7 +135,13 @@ class Broker:
             await asyncio.to_thread(self.zk.ensure_persistent_paths)
             self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
             await self.replicas.start()
-            self.http_session = self.replicas.session
+            self.replicas.broker_epoch = lambda: self.broker_epoch  # follower fetches carry it (replica_epoch)
+            # Forwarded produces and reads, group and admin calls: a bounded pool (inter_broker_max_connections),
+            # so a thousand forwarded long-polls wait for a connection instead of opening a thousand.
+            self.http_session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2),
+                connector=aiohttp.TCPConnector(limit=self.config.inter_broker_max_connections,
+                                               limit_per_host=self.config.inter_broker_max_connections))
             self.produce = ProduceService(
                 self.replicas, self.http_session, metadata_changed=self.metadata.changed,
                 lookup_topic=lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic),
@@ -152,6 +160,8 @@ class Broker:
             if runner is not None:
                 await runner.cleanup()
             await self.replicas.close()
+            if self.http_session is not None:
+                await self.http_session.close()
             await asyncio.to_thread(self.zk.close)
             return EXIT_STARTUP_FAILED
 
@@ -238,6 +248,8 @@ class Broker:
         if runner is not None:
             await runner.cleanup()
         await self.replicas.close()
+        if self.http_session is not None:
+            await self.http_session.close()
         await self._bounded(asyncio.to_thread(self.zk.close), "closing the ZooKeeper session")
         log.info("broker %d stopped", self.broker_id)
 

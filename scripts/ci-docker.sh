@@ -93,7 +93,9 @@ cmd_build() {
     bash scripts/build-base-image.sh "$BASE_IMAGE"
     # The project and its dependencies as wheels built on the host: the image then installs them with no index
     # (pip inside a build would need this machine's registry set-up). docker/wheels/ is ignored by git.
-    rm -f docker/wheels/*.whl
+    # setuptools reuses ./build/lib between builds, so a module deleted from the tree would live on in the wheel:
+    # start from no build directory and leave none.
+    rm -rf docker/wheels/*.whl build
     mkdir -p "$WORK"
     "$REPO/.venv/bin/pip" wheel -q --wheel-dir docker/wheels . >"$WORK/pip-wheel.log" 2>&1 \
         || { tail -n 20 "$WORK/pip-wheel.log"; return 1; }
@@ -102,7 +104,7 @@ cmd_build() {
         -f docker/broker/Dockerfile . >"$WORK/build-broker.log" 2>&1 || { tail -n 30 "$WORK/build-broker.log"; return 1; }
     docker build --network host --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "odradek/zookeeper:$TAG" \
         docker/zookeeper >"$WORK/build-zookeeper.log" 2>&1 || { tail -n 30 "$WORK/build-zookeeper.log"; return 1; }
-    rm -f docker/wheels/*.whl
+    rm -rf docker/wheels/*.whl build
     log "images built in $(( $(date +%s) - t0 )) s:"
     docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'odradek|debian' || true
 }

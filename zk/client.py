@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Callable
@@ -431,6 +432,27 @@ class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
             return sorted(self.retrying(self._kazoo.get_children, ConfigChangesZNode.path, watch=self._arm(watch)))
         except NoNodeError:
             return []
+
+    def purge_config_changes(self, max_age_ms: int = 15 * 60 * 1000, now_ms: int | None = None) -> int:
+        """Delete config-change notifications older than ``max_age_ms`` (Kafka's changeExpirationMs, 15 min,
+        compared with each node's ctime as Kafka's ZkNodeChangeNotificationListener does); returns how many.
+
+        Notifications are only triggers (readers re-read the configs), so an old one carries nothing; without
+        this they accumulate forever. Sequence order is creation order, so the scan stops at the first young one.
+        """
+        cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - max_age_ms
+        deleted = 0
+        for name in self.get_config_changes():
+            path = f"{ConfigChangesZNode.path}/{name}"
+            stat = self.retrying(self._kazoo.exists, path)
+            if stat is None:
+                continue
+            if stat.ctime >= cutoff:
+                break
+            with contextlib.suppress(NoNodeError):
+                self.retrying(self._kazoo.delete, path)
+                deleted += 1
+        return deleted
 
     def mark_topic_for_deletion(self, topic: str) -> None:
         if self.retrying(self._kazoo.exists, TopicZNode.path(topic)) is None:

@@ -11,19 +11,27 @@ import contextlib
 import time
 from typing import Any
 
-import orjson
 from aiohttp import web
 
+from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
-from broker.api.params import negotiate
+from broker.api.params import INT32_MAX, limits, load_json_object, negotiate
 from odradek.protocol import media
-from odradek.protocol.errors import ClusterNotFoundError, InvalidRequestError, MalformedJsonError, UnknownTopicError
+from odradek.protocol.errors import (
+    ClusterNotFoundError,
+    InvalidRequestError,
+    PolicyViolationError,
+    UnknownTopicError,
+    UnsupportedMediaTypeError,
+)
 
 ADMIN_TIMEOUT_S = 15.0
 
 
 def _base(request: web.Request) -> str:
-    return f"{request.scheme}://{request.host}/v3"
+    """Links name the broker's advertised URL (what it registered in ZooKeeper), never the request's Host header,
+    which any client sets: echoing it would let one client plant links that other clients follow."""
+    return f"{request.app[BROKER].info().url}/v3"
 
 
 def _cluster(request: web.Request) -> dict[str, Any]:
@@ -64,14 +72,53 @@ def _topic(request: web.Request, name: str) -> dict[str, Any]:
     }
 
 
+def _is_json(content_type: str) -> bool:
+    return content_type == media.PLAIN_JSON or (content_type.startswith("application/")
+                                                and content_type.endswith("+json"))
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read() or b"{}")
-    except orjson.JSONDecodeError as e:
-        raise MalformedJsonError(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the request body must be a JSON object")
-    return body
+    """The JSON object a v3 request carries. Only JSON content types are taken (415 otherwise), as Confluent's
+    v3 resources declare ``@Consumes(application/json)``: a text/plain POST is what any web page can send
+    cross-origin without a preflight, and it must not create or change anything."""
+    raw = await request.read()
+    if raw and not _is_json(request.content_type):
+        raise UnsupportedMediaTypeError(
+            f"v3 requests take {media.PLAIN_JSON}, not {request.content_type or '(no Content-Type)'}")
+    return load_json_object(raw or b"{}")
+
+
+def _pending(request: web.Request, what: str, check: str) -> web.Response:
+    """202: the change is written to ZooKeeper but the controller has not confirmed it within the wait."""
+    response = _json(request, {"kind": "KafkaPendingOperation", "status": "PENDING",
+                               "message": f"{what} was accepted but not confirmed within {ADMIN_TIMEOUT_S:.0f} s; "
+                                          f"check with GET {check}", "check": check}, status=202)
+    response.headers["Location"] = check
+    return response
+
+
+def _check_partition_limits(request: web.Request, name: str, total: int) -> None:
+    """max.partitions.per.topic and max.partitions (KIP-578): checked before anything is written."""
+    config = limits(request)
+    if total > config.max_partitions_per_topic:
+        raise PolicyViolationError(f"{total} partitions for topic '{name}'; the limit is "
+                                   f"{config.max_partitions_per_topic} (max.partitions.per.topic)")
+    topics = request.app[BROKER].cache.topics
+    others = sum(len(a.partitions) for t, a in topics.items() if t != name)
+    if others + total > config.max_partitions:
+        raise PolicyViolationError(f"the cluster would have {others + total} partitions; the limit is "
+                                   f"{config.max_partitions} (max.partitions)")
+
+
+def _config_value(request: web.Request, key: str, value: Any) -> str:
+    if not isinstance(key, str) or (not isinstance(value, str | int | float | bool) and value is not None):
+        raise InvalidRequestError(f"config {str(key)[:60]!r} must have a string value")
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    limit = limits(request).max_config_value_bytes
+    if len(text.encode()) > limit:
+        raise PolicyViolationError(f"the value of config {key} is {len(text.encode())} bytes; the limit is {limit} "
+                                   "(max.config.value.bytes)")
+    return text
 
 
 async def _wait_for(request: web.Request, done: Any, timeout: float = ADMIN_TIMEOUT_S) -> bool:
@@ -120,33 +167,55 @@ async def create_topic(request: web.Request) -> web.Response:
     name = body.get("topic_name")
     if not isinstance(name, str):
         raise InvalidRequestError('"topic_name" is required')
+    validate_topic_name(name)
     configs = body.get("configs") or []
-    if not isinstance(configs, list) or not all(isinstance(c, dict) and "name" in c for c in configs):
+    if not isinstance(configs, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                                 for c in configs):
         raise InvalidRequestError('"configs" must be an array of {"name", "value"}')
-    assignment = None
-    if body.get("replicas_assignments") is not None:
-        try:
-            assignment = {int(a["partition_id"]): [int(b) for b in a["broker_ids"]]
-                          for a in body["replicas_assignments"]}
-        except (KeyError, TypeError, ValueError):
-            raise InvalidRequestError('"replicas_assignments" must be [{"partition_id", "broker_ids"}]') from None
+    values = {c["name"]: _config_value(request, c["name"], c.get("value")) for c in configs}
+    assignment = _assignment(body.get("replicas_assignments"))
     partitions = _optional_int(body, "partitions_count")
     rf = _optional_int(body, "replication_factor")
-    created = await asyncio.to_thread(
-        request.app[BROKER].admin.create_topic, name, partitions, rf,
-        {str(c["name"]): str(c.get("value")) for c in configs}, assignment,
-    )
+    _check_partition_limits(request, name, len(assignment) if assignment else partitions or 1)
+    created = await asyncio.to_thread(request.app[BROKER].admin.create_topic, name, partitions, rf, values,
+                                      assignment)
     count = len(created.partitions)
-    await _wait_for(request, lambda: _all_led(request, name, count))
+    if not await _wait_for(request, lambda: _all_led(request, name, count)):
+        return _pending(request, f"creating topic {name}", _topic_url(request, name))
     return _json(request, _topic(request, name), status=201)
+
+
+def _topic_url(request: web.Request, name: str) -> str:
+    return f"{_base(request)}/clusters/{request.app[BROKER].cluster_id}/topics/{name}"
+
+
+def _assignment(raw: Any) -> dict[int, list[int]] | None:
+    if raw is None:
+        return None
+    usage = '"replicas_assignments" must be [{"partition_id": int, "broker_ids": [int]}]'
+    if not isinstance(raw, list):
+        raise InvalidRequestError(usage)
+    out: dict[int, list[int]] = {}
+    for a in raw:
+        if not isinstance(a, dict) or not isinstance(a.get("broker_ids"), list):
+            raise InvalidRequestError(usage)
+        p, brokers = a.get("partition_id"), a["broker_ids"]
+        if not _small_int(p) or not all(_small_int(b) for b in brokers):
+            raise InvalidRequestError(usage)
+        out[p] = brokers
+    return out
+
+
+def _small_int(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= INT32_MAX
 
 
 def _optional_int(body: dict[str, Any], key: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidRequestError(f'"{key}" must be an integer')
+    if type(value) is not int or not 0 <= value <= INT32_MAX:
+        raise InvalidRequestError(f'"{key}" must be a non-negative 32-bit integer')
     return value
 
 
@@ -160,7 +229,8 @@ async def delete_topic(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
     cache = request.app[BROKER].cache
     await asyncio.to_thread(request.app[BROKER].admin.delete_topic, name)
-    await _wait_for(request, lambda: name not in cache.topics)
+    if not await _wait_for(request, lambda: name not in cache.topics):
+        return _pending(request, f"deleting topic {name}", _topic_url(request, name))
     return web.Response(status=204)
 
 
@@ -170,8 +240,10 @@ async def update_topic(request: web.Request) -> web.Response:
     count = _optional_int(await _body(request), "partitions_count")
     if count is None:
         raise InvalidRequestError('"partitions_count" is required')
+    _check_partition_limits(request, name, count)
     await asyncio.to_thread(request.app[BROKER].admin.add_partitions, name, count)
-    await _wait_for(request, lambda: _all_led(request, name, count))
+    if not await _wait_for(request, lambda: _all_led(request, name, count)):
+        return _pending(request, f"growing topic {name} to {count} partitions", _topic_url(request, name))
     return _json(request, _topic(request, name))
 
 
@@ -210,7 +282,8 @@ async def put_config(request: web.Request) -> web.Response:
     body = await _body(request)
     if "value" not in body:
         raise InvalidRequestError('"value" is required')
-    await asyncio.to_thread(request.app[BROKER].admin.alter_configs, name, {key: str(body["value"])}, [])
+    await asyncio.to_thread(request.app[BROKER].admin.alter_configs, name, {key: _config_value(request, key,
+                                                                                              body["value"])}, [])
     return web.Response(status=204)
 
 
@@ -233,9 +306,11 @@ async def alter_configs(request: web.Request) -> web.Response:
     for entry in entries:
         if not isinstance(entry, dict) or "name" not in entry:
             raise InvalidRequestError('each entry needs a "name"')
+        if not isinstance(entry["name"], str):
+            raise InvalidRequestError('each entry\'s "name" must be a string')
         if str(entry.get("operation", "SET")).upper() == "DELETE":
-            delete.append(str(entry["name"]))
+            delete.append(entry["name"])
         else:
-            set_[str(entry["name"])] = str(entry.get("value"))
+            set_[entry["name"]] = _config_value(request, entry["name"], entry.get("value"))
     await asyncio.to_thread(request.app[BROKER].admin.alter_configs, name, set_, delete)
     return web.Response(status=204)

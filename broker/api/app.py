@@ -29,6 +29,7 @@ from broker.api.errors import error_middleware
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params
 from broker.config import BrokerConfig
+from broker.quotas import quota_middleware
 from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError
 
 MAX_BODY = web.AppKey("max_body", int)
@@ -224,7 +225,8 @@ def make_runner(broker: Broker) -> web.AppRunner:
 
 
 def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
-    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware],
+    client_quotas = quota_middleware(lambda request: getattr(request.app[BROKER], "quotas", None))
+    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, client_quotas],
                           client_max_size=client_max_size)
     app[MAX_BODY] = client_max_size
     config: BrokerConfig | None = getattr(broker, "config", None)  # test doubles may have none: the defaults

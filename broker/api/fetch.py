@@ -84,7 +84,11 @@ async def fetch_batches(request: web.Request) -> web.Response:
     if replica_id >= 0:
         epoch = int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX)
         check_replica_fetch(request, part, replica_id, epoch, offset)
-        result = await part.read_for_follower(replica_id, offset, epoch, max_bytes, timeout_ms)
+        bucket = broker.replicas.throttle.leader_limit(topic, partition, replica_id in part.isr)  # KIP-73
+        result = await part.read_for_follower(replica_id, offset, epoch, bucket.cap(max_bytes) if bucket else max_bytes,
+                                              timeout_ms)
+        if bucket is not None and result.data:
+            await bucket.spend(len(result.data))
     else:
         result = await part.read(offset, max_bytes, timeout_ms)
     return web.Response(body=result.data, content_type=media.BATCHES, headers={

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
+import orjson
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.config import BrokerConfig
-from odradek.protocol.errors import InvalidRequestError, NotAcceptableError, RouteNotFoundError
+from odradek.protocol.errors import InvalidRequestError, MalformedJsonError, NotAcceptableError, RouteNotFoundError
 
 # The broker's request limits (its BrokerConfig; the defaults for test doubles without one), set by create_app.
 LIMITS = web.AppKey("limits", BrokerConfig)
@@ -94,6 +96,42 @@ def check_path_params(request: web.Request) -> None:
         topic_param(request)
     if "partition" in info:
         partition_param(request)
+
+
+# Deeper JSON request bodies are refused (400): nothing legitimate nests this deep, and the structures built from
+# them are walked recursively later (repr, re-encoding), where Python's recursion limit would make a 500.
+MAX_JSON_DEPTH = 64
+_DEPTH_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(raw: bytes) -> int:
+    """An upper bound of the nesting depth of a JSON text, exact when it has more than MAX_JSON_DEPTH brackets."""
+    openers = raw.count(b"[") + raw.count(b"{")
+    if openers <= MAX_JSON_DEPTH:
+        return openers
+    deepest = level = 0
+    for m in _DEPTH_TOKENS.finditer(raw):
+        c = m.group()
+        if c in (b"[", b"{"):
+            level += 1
+            deepest = max(deepest, level)
+        elif c in (b"]", b"}"):
+            level -= 1
+    return deepest
+
+
+def load_json_object(raw: bytes, what: str = "the request body") -> dict[str, Any]:
+    """A small JSON request body (admin, controller, config requests) as an object: 400 when it is not JSON,
+    not an object, or nests deeper than MAX_JSON_DEPTH."""
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise MalformedJsonError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise MalformedJsonError(f"{what} is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise InvalidRequestError(f"{what} must be a JSON object")
+    return body
 
 
 def _accepted(accept: str) -> list[tuple[str, float]]:

@@ -133,9 +133,9 @@ async def cancel(request: web.Request) -> web.Response:
 async def log_dirs(request: web.Request) -> web.Response:
     """This broker's replicas and their sizes (Kafka's DescribeLogDirs, one log dir)."""
     broker = request.app[BROKER]
-    replicas = [{"topic": tp.topic, "partition": tp.partition, "size": lg.size_in_bytes,
+    replicas = [{"topic": topic, "partition": partition, "size": lg.size_in_bytes,
                  "log_end_offset": lg.log_end_offset, "offset_lag": 0, "is_future": False}
-                for tp, lg in sorted(broker.replicas.logs.all_logs().items())]
+                for (topic, partition), lg in sorted(broker.replicas.logs.all_logs().items())]
     return json_response({"broker_id": broker.broker_id, "log_dirs": [
         {"log_dir": str(broker.config.data_dir), "error": None, "replicas": replicas}]})
 

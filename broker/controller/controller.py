@@ -133,6 +133,7 @@ class Controller:
         self._zk = zk
         self._release_election = release_election
         self.rebalance = rebalance or RebalanceSettings()
+        self.config_change_expiration_ms = 15 * 60 * 1000  # Kafka's changeExpirationMs
         self.ctx = ControllerContext()
         self.queue = EventQueue(f"controller-{broker_id}", self._handle)
         self._rebalance_timer: asyncio.TimerHandle | None = None

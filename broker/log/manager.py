@@ -253,7 +253,10 @@ class LogManager:
             self._pending_dir_deletes = [d for d in self._pending_dir_deletes if d[0] > now_ms]
         for _t, lg, path in due:
             if lg is not None:
-                lg.close_handlers()
+                # Pending index entries would be written to the pre-rename path, which is gone: the whole
+                # directory is being deleted, so a failure to flush them does not matter.
+                with contextlib.suppress(OSError):
+                    lg.close_handlers()
             shutil.rmtree(path, ignore_errors=True)
 
     # --------------------------------------------------------------------------------------- checkpoints

@@ -37,8 +37,10 @@ BACKOFF_S = 0.1
 
 class FollowerFetcher:
     def __init__(self, part: Partition, session: aiohttp.ClientSession, leader_url: Callable[[int], str | None],
-                 broker_id: int, throttle: ReplicationThrottle | None = None) -> None:
+                 broker_id: int, throttle: ReplicationThrottle | None = None,
+                 broker_epoch: Callable[[], int | None] = lambda: None) -> None:
         self.part = part
+        self._broker_epoch = broker_epoch  # sent as replica_epoch: the leader checks it against ZooKeeper's
         self._throttle = throttle
         self._session = session
         self._leader_url = leader_url
@@ -107,9 +109,14 @@ class FollowerFetcher:
 
     async def _fetch_once(self, base: str) -> None:
         part = self.part
+        # The replication throttle (broker/replication/throttle.py): smaller fetches, then wait off the debt.
+        bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr) \
+            if self._throttle is not None else None
         params = {
-            "offset": str(part.log_end_offset), "max_bytes": str(FETCH_MAX_BYTES), "timeout_ms": str(FETCH_WAIT_MS),
-            "replica_id": str(self._broker_id), "leader_epoch": str(self.epoch),
+            "offset": str(part.log_end_offset),
+            "max_bytes": str(bucket.cap(FETCH_MAX_BYTES) if bucket else FETCH_MAX_BYTES),
+            "timeout_ms": str(FETCH_WAIT_MS), "replica_id": str(self._broker_id), "leader_epoch": str(self.epoch),
+            "replica_epoch": str(self._broker_epoch() or -1),
         }
         async with self._session.get(f"{base}/batches", params=params,
                                      headers={"Accept": media.BATCHES}) as resp:
@@ -118,6 +125,8 @@ class FollowerFetcher:
                 if not self.current():
                     return
                 await part.append_replicated(data, int(resp.headers[media.HIGH_WATERMARK]))
+                if bucket is not None and data:
+                    await bucket.spend(len(data))
                 return
             body = await resp.json(content_type=None)
         name = body.get("error")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -57,6 +58,8 @@ class ReplicaManager(MetadataListener):
         self._tasks: list[asyncio.Task[None]] = []
         self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
         self.session: aiohttp.ClientSession | None = None
+        # This broker's epoch (its registration's czxid), which follower fetches carry; set by the broker.
+        self.broker_epoch: Callable[[], int | None] = lambda: None
 
     async def start(self) -> None:
         await asyncio.to_thread(self.logs.startup)
@@ -139,7 +142,7 @@ class ReplicaManager(MetadataListener):
             if change is not None or fetcher is None or fetcher.done():
                 await self._stop_fetcher(key)
                 runner = FollowerFetcher(part, self._session(), self.leader_url, self.broker_id,
-                                         throttle=self.throttle)
+                                         throttle=self.throttle, broker_epoch=self.broker_epoch)
                 self._fetchers[key] = asyncio.create_task(runner.run())
         else:
             await self._stop_fetcher(key)

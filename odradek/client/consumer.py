@@ -10,6 +10,7 @@ resets, and an answer for an old epoch is dropped, so a seek is never undone by 
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from odradek.protocol.records import decode_batch, iter_batch_headers
 
 __all__ = ["Consumer"]
 
+_CLIENT_IDS = itertools.count(1)
 _RESETS = ("earliest", "latest", "none")
 
 
@@ -93,6 +95,7 @@ class Consumer:
         metadata_max_age_ms: int = 300_000,
         consumer_timeout_ms: float | None = None,
         fetch_threads: int = 8,
+        client_id: str | None = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise InvalidConfigError(f"auto_offset_reset must be one of {_RESETS}, not {auto_offset_reset!r}")
@@ -103,7 +106,8 @@ class Consumer:
         self._request_timeout_ms = request_timeout_ms
         self._consumer_timeout_ms = consumer_timeout_ms
         self._threads = max(1, fetch_threads)
-        self._transport = Transport(request_timeout_ms=request_timeout_ms)
+        self.client_id = client_id or f"consumer-{next(_CLIENT_IDS)}"  # Kafka's default client.id shape
+        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id)
         self._metadata = Metadata(
             self._transport,
             parse_bootstrap(bootstrap_servers),

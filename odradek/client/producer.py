@@ -9,6 +9,7 @@ One request per partition at a time keeps per-partition order across retries.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -41,6 +42,7 @@ __all__ = ["Producer"]
 
 log = logging.getLogger(__name__)
 
+_CLIENT_IDS = itertools.count(1)
 _ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
 
 
@@ -103,6 +105,7 @@ class Producer:
         metadata_max_age_ms: int = 300_000,
         io_threads: int = 8,
         partitioner: DefaultPartitioner | None = None,
+        client_id: str | None = None,
     ) -> None:
         acks_s = _ACKS.get(str(acks).lower())
         if acks_s is None:
@@ -116,7 +119,8 @@ class Producer:
         self._backoff = retry_backoff_ms / 1000.0
         self._request_timeout_ms = request_timeout_ms
         self._max_block_ms = max_block_ms
-        self._transport = Transport(request_timeout_ms=request_timeout_ms)
+        self.client_id = client_id or f"producer-{next(_CLIENT_IDS)}"  # Kafka's default client.id shape
+        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id)
         self._metadata = Metadata(
             self._transport,
             parse_bootstrap(bootstrap_servers),

@@ -40,6 +40,7 @@ __all__ = [
 
 BATCHES_MEDIA_TYPE = media.BATCHES
 JSON_MEDIA_TYPE = media.PLAIN_JSON
+CLIENT_ID_HEADER = "Odradek-Client-Id"
 _ENVELOPE_KEYS = frozenset({"error_code", "message", "error", "retriable"})
 # A kept-alive socket the server has closed in the meantime fails like this on first use; the request never
 # reached the application, so it is safe to send it again once on a fresh connection.
@@ -103,8 +104,11 @@ class Transport:
     whole answer is read), so concurrent requests to one broker simply use several connections.
     """
 
-    def __init__(self, request_timeout_ms: int = 30000, max_idle_per_broker: int = 16) -> None:
+    def __init__(self, request_timeout_ms: int = 30000, max_idle_per_broker: int = 16,
+                 client_id: str | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
+        # Sent as Odradek-Client-Id on every request: brokers apply client quotas by it (Kafka's client.id).
+        self.client_id = client_id
         self._max_idle = max_idle_per_broker
         self._idle: dict[str, list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
@@ -134,6 +138,8 @@ class Transport:
         if query:
             path = f"{path}?{urlencode(query)}"
         headers = {"Accept": accept or JSON_MEDIA_TYPE}
+        if self.client_id is not None:
+            headers[CLIENT_ID_HEADER] = self.client_id
         if body is not None:
             headers["Content-Type"] = content_type or JSON_MEDIA_TYPE
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000.0

@@ -13,7 +13,6 @@ import pytest
 from broker.replication.partition import (
     FOLLOWER,
     LEADER,
-    OFFLINE,
     CommittedIsr,
     PendingExpandIsr,
     PendingShrinkIsr,
@@ -24,7 +23,9 @@ from odradek.protocol.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     RequestTimedOutError,
+    UnknownLeaderEpochError,
 )
 
 from .fakes import batch, config, info, make_partition
@@ -174,7 +175,9 @@ def test_a_version_conflict_keeps_the_change_pending_until_the_controller_state_
     run(main)
 
 
-def test_a_newer_epoch_from_a_follower_fences_the_leader_and_fails_waiters(tmp_path: Path) -> None:
+def test_a_newer_epoch_in_a_fetch_is_an_error_and_never_fences_the_leader(tmp_path: Path) -> None:
+    """Issue 10: anyone can send a fetch, so only ZooKeeper's state may demote a leader (Kafka's
+    UNKNOWN_LEADER_EPOCH); a fetch beyond the log end is OFFSET_OUT_OF_RANGE and moves no follower state."""
     async def main() -> None:
         part, _, _ = make_partition(tmp_path)
         await part.apply(info(1, 5, (1, 2)), config())
@@ -182,13 +185,15 @@ def test_a_newer_epoch_from_a_follower_fences_the_leader_and_fails_waiters(tmp_p
         await settle()
         with pytest.raises(FencedLeaderEpochError):
             await part.read_for_follower(2, 0, 4, 1 << 20, 0)  # an older epoch: the follower is stale
-        with pytest.raises(NotLeaderOrFollowerError):
-            await part.read_for_follower(2, 0, 6, 1 << 20, 0)  # a newer one: we are
-        assert part.role == OFFLINE
+        with pytest.raises(UnknownLeaderEpochError):
+            await part.read_for_follower(2, 0, 6, 1 << 20, 0)  # a newer one: an error, not a demotion
+        assert part.role == LEADER
+        with pytest.raises(OffsetOutOfRangeError):
+            await part.read_for_follower(2, 10**18, 5, 1 << 20, 0)
+        assert part.high_watermark == 0 and not produce.done()  # nothing acknowledged by the bogus offset
+        await part.apply(info(2, 6, (2,)), config())  # ZooKeeper says another broker leads: now we step down
         with pytest.raises(NotLeaderOrFollowerError):
             await asyncio.wait_for(produce, 1)
-        with pytest.raises(NotLeaderOrFollowerError):
-            await part.append(batch(), acks=1, timeout_ms=1000)
 
     run(main)
 

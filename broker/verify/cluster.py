@@ -1,0 +1,207 @@
+"""The cluster a verify run owns: the local launcher, optionally inside a network lab, with a small disk and
+clock files for the nemesis.
+
+Subclasses of ``LocalCluster`` and ``ZkEnsemble`` rather than edits to them: the only differences are a command
+prefix (``ip netns exec NS`` and ``env LD_PRELOAD=libfaketime ...``, both of which exec the real server, so the
+pid we hold stays the server's) and the address each server binds and advertises. Everything else (pids with
+start times, state files, registration waits) is the launcher users already run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from broker.localcluster import LocalCluster
+from broker.verify.netns import NetLab
+from zk.ensemble import ZkEnsemble, ZkNodeStatus, four_letter_word, parse_mode
+
+FAKETIME_LIBS = (Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"),
+                 Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"))
+
+
+def faketime_library() -> Path | None:
+    """libfaketime (Debian's ``libfaketime``), or None: clock jumps are then skipped with a line saying so."""
+    return next((p for p in FAKETIME_LIBS if p.exists()), None)
+
+
+class LabEnsemble(ZkEnsemble):
+    """ZooKeeper node i runs in namespace ``zk<i>`` and binds that host's address."""
+
+    def __init__(self, lab: NetLab, base_dir: Path, size: int, tick_ms: int) -> None:
+        super().__init__(base_dir, size=size, client_port_base=2181, tick_ms=tick_ms)
+        self.lab = lab
+
+    def host_of(self, node_id: int) -> str:
+        return f"zk{node_id}"
+
+    def config_text(self, node_id: int) -> str:
+        text = super().config_text(node_id)
+        text = re.sub(r"clientPortAddress=\S+", f"clientPortAddress={self.lab.addr(self.host_of(node_id))}", text)
+        return re.sub(r"server\.(\d+)=[^:]+:",
+                      lambda m: f"server.{m.group(1)}={self.lab.addr(self.host_of(int(m.group(1))))}:", text)
+
+    def command(self, node_id: int) -> list[str]:
+        return [*self.lab.exec_prefix(self.host_of(node_id)), *super().command(node_id)]
+
+    def node_status(self, node_id: int, timeout: float = 2.0) -> ZkNodeStatus:
+        node = self.nodes[node_id]
+        proc = self._procs.get(node_id)
+        if proc is None or not proc.is_alive():
+            return ZkNodeStatus(node_id, node.client_port, None, None)
+        try:
+            reply = four_letter_word(self.lab.addr(self.host_of(node_id)), node.client_port, "srvr", timeout)
+            mode = parse_mode(reply)
+        except OSError:
+            mode = None
+        return ZkNodeStatus(node_id, node.client_port, proc.pid, mode)
+
+    def connect_string(self, chroot: str | None = None) -> str:
+        hosts = ",".join(f"{self.lab.addr(self.host_of(n.id))}:{n.client_port}" for n in self.nodes.values())
+        return hosts + ("/" + chroot.strip("/") if chroot else "")
+
+
+class VerifyCluster(LocalCluster):
+    """``LocalCluster`` plus a command prefix per broker: its namespace (in a lab) and libfaketime (when
+    clock jumps are on). Broker ``i`` runs in host ``b<i>`` and advertises that address."""
+
+    def __init__(self, data_dir: Path, *, lab: NetLab | None, brokers: int, zookeepers: int, base_port: int,
+                 zk_base_port: int, tick_ms: int, session_timeout_ms: int, broker_args: list[str],
+                 clock_jumps: bool) -> None:
+        ensemble = (LabEnsemble(lab, Path(data_dir).absolute() / "zookeeper", zookeepers, tick_ms)
+                    if lab is not None else None)
+        super().__init__(data_dir, brokers=brokers, base_port=base_port, zookeepers=zookeepers,
+                         zk_base_port=zk_base_port, tick_ms=tick_ms, session_timeout_ms=session_timeout_ms,
+                         ensemble=ensemble, broker_args=broker_args)
+        self.owns_ensemble = True
+        self.lab = lab
+        self.faketime = faketime_library() if clock_jumps else None
+
+    def host_of(self, broker_id: int) -> str:
+        return f"b{broker_id}"
+
+    def broker_url(self, broker_id: int) -> str:
+        if self.lab is None:
+            return super().broker_url(broker_id)
+        return f"http://{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
+
+    def clock_file(self, broker_id: int) -> Path:
+        return self.slots[broker_id].dir / "faketime.rc"
+
+    def set_clock_offset(self, broker_id: int, seconds: int) -> None:
+        """libfaketime re-reads this file (cached for a second): the broker's wall clock jumps at once."""
+        self.clock_file(broker_id).write_text(f"{seconds:+d}\n")
+
+    def broker_command(self, broker_id: int) -> list[str]:
+        cmd = super().broker_command(broker_id)
+        if self.lab is not None:
+            i = cmd.index("--listen")
+            cmd[i + 1] = f"{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
+        prefix: list[str] = []
+        if self.faketime is not None:
+            clock = self.clock_file(broker_id)
+            clock.parent.mkdir(parents=True, exist_ok=True)
+            if not clock.exists():
+                clock.write_text("+0\n")
+            # Only the wall clock jumps: monotonic time stays true, as on a host whose NTP stepped the clock.
+            prefix = ["env", f"LD_PRELOAD={self.faketime}", f"FAKETIME_TIMESTAMP_FILE={clock}",
+                      "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1", "FAKETIME_DONT_RESET=1"]
+        if self.lab is not None:
+            prefix = [*self.lab.exec_prefix(self.host_of(broker_id)), *prefix]
+        return [*prefix, *cmd]
+
+    def _serving(self, broker_id: int) -> bool:
+        try:
+            with urllib.request.urlopen(self.broker_url(broker_id) + "/health", timeout=2) as resp:
+                return json.loads(resp.read()).get("status") == "ok"
+        except (OSError, ValueError):
+            return False
+
+    def serving(self, broker_id: int) -> bool:
+        return self._serving(broker_id)
+
+    def bootstrap(self) -> str:
+        return ",".join(self.broker_url(b) for b in sorted(self.slots))
+
+
+class LoopDisk:
+    """A small ext4 filesystem on a loop device, mounted as one broker's data dir, so the nemesis can fill it.
+
+    Made before the broker starts and removed at the end (unmount, detach, delete the image), failures
+    included. ``fill`` writes a filler file until the filesystem refuses (ENOSPC), ``free`` deletes it.
+    """
+
+    def __init__(self, image: Path, mountpoint: Path, size_mb: int = 96) -> None:
+        self.image, self.mountpoint, self.size_mb = image, mountpoint, size_mb
+        self.device: str | None = None
+        self.mounted = False
+
+    @staticmethod
+    def supported() -> str | None:
+        if os.geteuid() != 0:
+            return "a loop-mounted disk needs root"
+        if not (shutil.which("losetup") and shutil.which("mkfs.ext4")):
+            return "losetup or mkfs.ext4 is missing"
+        return None
+
+    def create(self) -> None:
+        self.image.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.image, "wb") as f:
+            f.truncate(self.size_mb * 1024 * 1024)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(self.image)], check=True, capture_output=True,
+                       timeout=60)
+        self.device = subprocess.run(["losetup", "-f", "--show", str(self.image)], check=True, capture_output=True,
+                                     text=True, timeout=30).stdout.strip()
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", self.device, str(self.mountpoint)], check=True, capture_output=True, timeout=30)
+        self.mounted = True
+
+    @property
+    def filler(self) -> Path:
+        return self.mountpoint / "verify-filler.bin"
+
+    def fill(self) -> int:
+        """Write until ENOSPC; return the bytes written."""
+        written = 0
+        chunk = b"\0" * (1 << 20)
+        try:
+            with open(self.filler, "wb") as f:
+                while True:
+                    f.write(chunk)
+                    f.flush()
+                    written += len(chunk)
+        except OSError:
+            pass
+        return written
+
+    def free(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.filler.unlink()
+
+    def destroy(self) -> list[str]:
+        errors: list[str] = []
+        self.free()
+        if self.mounted:
+            res = subprocess.run(["umount", str(self.mountpoint)], capture_output=True, text=True, timeout=60)
+            if res.returncode != 0:
+                res = subprocess.run(["umount", "-l", str(self.mountpoint)], capture_output=True, text=True,
+                                     timeout=60)
+            if res.returncode != 0:
+                errors.append(f"umount {self.mountpoint}: {res.stderr.strip()}")
+            else:
+                self.mounted = False
+        if self.device:
+            res = subprocess.run(["losetup", "-d", self.device], capture_output=True, text=True, timeout=30)
+            if res.returncode != 0:
+                errors.append(f"losetup -d {self.device}: {res.stderr.strip()}")
+            else:
+                self.device = None
+        with contextlib.suppress(FileNotFoundError):
+            self.image.unlink()
+        return errors
