@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import tempfile
@@ -113,13 +114,25 @@ def leaders_of(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, 
     return {p: cluster.broker_url(int(partition_state(url, topic, p)["leader"])) for p in range(partitions)}
 
 
-def report(name: str, lat: list[float], errors: int) -> None:
+def cpu_seconds(cluster: LocalCluster) -> float:
+    """CPU time (user + system) the brokers have used so far: a cost figure that the machine's load does not
+    distort as much as latency."""
+    total = 0
+    for b in cluster.slots:
+        pid = cluster.broker_pid(b)
+        if pid is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def report(name: str, lat: list[float], errors: int, cpu_s: float) -> None:
     if not lat:
         print(f"{name}: no successful request ({errors} errors)")
         return
     p50, p99 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
     print(f"{name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {lat[-1] * 1000:.1f} ms over {len(lat)} requests, "
-          f"{errors} errors")
+          f"{errors} errors; brokers' CPU {cpu_s:.1f} s; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
@@ -143,10 +156,13 @@ def main() -> None:
             leader_url = leaders_of(cluster, "latency", 1)[0]
             flood_leaders = leaders_of(cluster, "fsynced", 3)
             epoch0 = int(partition_state(url, "latency")["leader_epoch"])
+            cpu0 = cpu_seconds(cluster)
             lat, errors, _ = asyncio.run(measure(leader_url, "latency", args.seconds, None, "fsynced"))
-            report("acks=all RF3 at 10,000 records/s, alone", lat, errors)
+            report("acks=all RF3 at 10,000 records/s, alone", lat, errors, cpu_seconds(cluster) - cpu0)
+            cpu0 = cpu_seconds(cluster)
             lat, errors, flooded = asyncio.run(measure(leader_url, "latency", args.seconds, flood_leaders, "fsynced"))
-            report("acks=all RF3 at 10,000 records/s, with a flush.messages=1 topic at full speed", lat, errors)
+            report("acks=all RF3 at 10,000 records/s, with a flush.messages=1 topic at full speed", lat, errors,
+                   cpu_seconds(cluster) - cpu0)
             epochs = [int(partition_state(url, "fsynced", p)["leader_epoch"]) for p in range(3)]
             print(f"flush.messages=1 topic (acks=1, 10 records per request): {flooded:,.0f} records/s; "
                   f"its leader epochs now {epochs}")

@@ -26,6 +26,8 @@ LIMIT_FLAGS: dict[str, str] = {
     "max_partitions_per_topic": "partitions in one topic",
     "max_config_value_bytes": "length of one topic config value",
     "inter_broker_max_connections": "connections to other brokers (forwarding, replication)",
+    "log_max_bytes": "with --log-file: rotate the log at this size",
+    "log_backup_count": "with --log-file: rotated logs kept",
 }
 
 
@@ -53,6 +55,7 @@ def _broker(args: argparse.Namespace) -> int:
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
+        log_file=Path(args.log_file) if args.log_file else None,
     )
     return run_broker(config)
 
@@ -149,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (_module, summary) in TOOLS.items():  # listed for --help; main() hands them over before parsing
         sub.add_parser(name, help=summary, add_help=False)
+    sub.add_parser("verify", help="inject faults, read everything back, check (Jepsen-style)", add_help=False)
 
     b = sub.add_parser("broker", help="run one broker in the foreground")
     b.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
@@ -170,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.config import BrokerConfig
 
     defaults = BrokerConfig(broker_id=0, zk_connect="", host="", port=0, data_dir=Path("."))
+    b.add_argument("--log-file", default=None, help="log to this file, rotated (default: stderr)")
     for name, help_ in LIMIT_FLAGS.items():
         b.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
     b.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
@@ -211,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in TOOLS:  # admin tools parse Kafka's options themselves (broker/tools)
         return run_tool(argv[0], argv[1:])
+    if argv and argv[0] == "verify":  # the durability checker has its own parser (broker/verify/cli.py)
+        from broker.verify.cli import main as verify_main
+
+        return verify_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command != "broker":
         import logging

@@ -59,6 +59,11 @@ class BrokerConfig:
     max_config_value_bytes: int = 8 * 1024
     # Connections this broker keeps to other brokers (forwarded produces and reads, replica fetches).
     inter_broker_max_connections: int = 100
+    # Logging: to stderr, or to a file rotated at log_max_bytes keeping log_backup_count old files (as Kafka's
+    # log4j RollingFileAppender does), so that no stream of bad requests can fill the disk.
+    log_file: Path | None = None
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backup_count: int = 5
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:

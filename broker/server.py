@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -361,9 +362,15 @@ class Broker:
 
 
 def run_broker(config: BrokerConfig) -> NoReturn:
+    handlers: list[logging.Handler] | None = None
+    if config.log_file is not None:  # rotated, so that no stream of request errors can fill the disk
+        config.log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers = [logging.handlers.RotatingFileHandler(config.log_file, maxBytes=config.log_max_bytes,
+                                                         backupCount=config.log_backup_count)]
     logging.basicConfig(
         level=logging.INFO,
         format=f"%(asctime)s broker-{config.broker_id} %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
     )
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
     config.data_dir.mkdir(parents=True, exist_ok=True)

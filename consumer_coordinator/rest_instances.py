@@ -261,46 +261,67 @@ class RestInstanceManager:
     # ------------------------------------------------------------------------------------ membership
 
     async def _membership(self, inst: ConsumerInstance) -> None:
+        """Joins run as tasks while this loop keeps heartbeating, so a coordinator that freezes during a join is
+        noticed within the session (a REBALANCE_IN_PROGRESS answer proves the session alive)."""
         heartbeat_s = SESSION_TIMEOUT_MS / 3000.0
-        while True:
-            if inst.need_join.is_set():
-                inst.need_join.clear()
+        join: asyncio.Task[None] | None = None
+        next_beat = 0.0
+        try:
+            while True:
+                if join is not None and join.done():
+                    exc = join.exception()
+                    join = None
+                    if exc is not None:
+                        if isinstance(exc, OdradekError) and exc.name == "UNKNOWN_MEMBER_ID":
+                            inst.member_id, inst.alive_since = None, None
+                            inst.assigned, inst.positions = set(), {}
+                        log.info("join of %s/%s failed: %r", inst.group, inst.name, exc)
+                        inst.need_join.set()
+                        await asyncio.sleep(0.2)
+                if join is None and inst.need_join.is_set():
+                    inst.need_join.clear()
+                    join = asyncio.create_task(self._join(inst))
+                # Wake for the join's answer while one is in flight, else for a request to join.
+                waiter: asyncio.Future[Any] = join if join is not None else asyncio.ensure_future(inst.need_join.wait())
                 try:
-                    await self._join(inst)
-                except OdradekError as exc:
-                    if exc.name == "UNKNOWN_MEMBER_ID":
-                        inst.member_id = None
-                        inst.assigned, inst.positions = set(), {}
-                    log.info("join of %s/%s failed: %s", inst.group, inst.name, exc)
-                    inst.need_join.set()
-                    await asyncio.sleep(0.2)
-                continue
-            try:
-                await asyncio.wait_for(inst.need_join.wait(), heartbeat_s)
-                continue
-            except TimeoutError:
-                pass
-            if inst.member_id is None:
+                    await asyncio.wait([waiter], timeout=max(0.0, next_beat - time.monotonic()))
+                finally:
+                    if waiter is not join:
+                        waiter.cancel()
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + heartbeat_s
+                if inst.member_id is None:
+                    if join is None:
+                        inst.need_join.set()
+                    continue
+                await self._heartbeat(inst, joining=join is not None)
+        finally:
+            if join is not None:
+                join.cancel()  # the instance is going: no join may change it afterwards
+
+    async def _heartbeat(self, inst: ConsumerInstance, *, joining: bool) -> None:
+        sent = time.monotonic()
+        try:
+            answer = await self._group_call("POST", inst.group, f"members/{inst.member_id}/heartbeat",
+                                            {"generation": inst.generation}, timeout_ms=SESSION_TIMEOUT_MS // 2)
+            inst.alive_since = max(sent, inst.alive_since or 0.0)
+            if isinstance(answer, dict) and answer.get("rebalance") and not joining:
                 inst.need_join.set()
-                continue
-            sent = time.monotonic()
-            try:
-                answer = await self._group_call("POST", inst.group, f"members/{inst.member_id}/heartbeat",
-                                                {"generation": inst.generation}, timeout_ms=SESSION_TIMEOUT_MS // 2)
-                inst.alive_since = sent
-                if isinstance(answer, dict) and answer.get("rebalance"):
+        except OdradekError as exc:
+            if exc.name == "REBALANCE_IN_PROGRESS":
+                inst.alive_since = max(sent, inst.alive_since or 0.0)
+                if not joining:
                     inst.need_join.set()
-            except OdradekError as exc:
-                if exc.name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
-                    inst.assigned, inst.positions = set(), {}  # lost: another member may own them now
-                    if exc.name == "UNKNOWN_MEMBER_ID":
-                        inst.member_id = None
-                    inst.need_join.set()
-                elif exc.name == "REBALANCE_IN_PROGRESS":
-                    inst.alive_since = sent
-                    inst.need_join.set()
-                else:
-                    log.info("heartbeat of %s/%s failed: %s", inst.group, inst.name, exc)
+            elif joining:
+                return  # the join in flight decides
+            elif exc.name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
+                inst.assigned, inst.positions = set(), {}  # lost: another member may own them now
+                if exc.name == "UNKNOWN_MEMBER_ID":
+                    inst.member_id, inst.alive_since = None, None
+                inst.need_join.set()
+            else:
+                log.info("heartbeat of %s/%s failed: %s", inst.group, inst.name, exc)
 
     async def _join(self, inst: ConsumerInstance) -> None:
         body: dict[str, Any] = {
@@ -315,19 +336,12 @@ class RestInstanceManager:
             body["pattern"] = inst.pattern
         else:
             body["topics"] = inst.topics
-        sent, previous = time.monotonic(), inst.alive_since
-        inst.alive_since = None  # the coordinator holds our join: alive until it answers
-        try:
-            answer = await self._group_call("POST", inst.group, "members", body,
-                                            timeout_ms=REBALANCE_TIMEOUT_MS + 10_000)
-        except OdradekError:
-            inst.alive_since = previous
-            raise
+        answer = await self._group_call("POST", inst.group, "members", body, timeout_ms=REBALANCE_TIMEOUT_MS + 10_000)
         assignment = {TopicPartition(str(t), int(p)) for t, p in answer.get("assignment") or ()}
         revoke = {TopicPartition(str(t), int(p)) for t, p in answer.get("revoke") or ()}
         async with inst.lock:
             inst.member_id, inst.generation = str(answer["member_id"]), int(answer["generation"])
-            inst.alive_since = sent
+            inst.alive_since = time.monotonic()  # the coordinator just answered: its clock for us restarts
             target = assignment - revoke
             gone = {tp for tp in inst.assigned if tp not in target}
             if gone and inst.config.auto_commit_enable:

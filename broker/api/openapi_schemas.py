@@ -118,6 +118,9 @@ SCHEMAS: dict[str, Any] = {
             "name": {"type": "string"}, "value": _nullable("string")}}},
         "replicas_assignments": {"type": "array", "items": {"type": "object", "properties": {
             "partition_id": {"type": "integer"}, "broker_ids": {"type": "array", "items": {"type": "integer"}}}}}}},
+    "PendingOperation": {"type": "object", "required": ["kind", "status", "message", "check"], "properties": {
+        "kind": {"type": "string"}, "status": {"type": "string", "enum": ["PENDING"]},
+        "message": {"type": "string"}, "check": {"type": "string"}}},
     "UpdateTopicRequest": {"type": "object", "required": ["partitions_count"],
                            "properties": {"partitions_count": {"type": "integer", "minimum": 1}}},
     "UpdateConfigRequest": {"type": "object", "required": ["value"], "properties": {"value": _nullable("string")}},
@@ -130,15 +133,18 @@ SCHEMAS: dict[str, Any] = {
 # Error statuses (and their error_codes, for the description) that each family of operations can answer.
 _ERRORS = {
     400: "bad query parameter (40001), invalid topic name (40003), body that is not JSON (400), Kafka bad request "
-         "(40002: topic already exists, invalid config), invalid partitions (40004) or replication factor (40005)",
+         "(40002: topic already exists, invalid config), invalid partitions (40004) or replication factor (40005), "
+         "a broker limit (40010 POLICY_VIOLATION: records per request, partitions, config value size)",
+    408: "the request body did not arrive within the broker's body read timeout (40801)",
     404: "unknown topic (v2 40401, v3 40403), unknown partition (40402), unknown cluster (404), unknown route or a "
          "path parameter that is not an integer (404)",
     406: "no acceptable media type (406)",
     409: "not leader (40903) on the binary path",
     413: "request body over the broker's limit (41301), batch over max.message.bytes (41302)",
-    415: "unsupported Content-Type (41501)",
+    415: "unsupported Content-Type (41501); v3 requests take only application/json",
     416: "offset out of range (41601)",
-    422: "valid JSON but not a valid request (422), a schema-registry format (42206), a corrupt batch (42201)",
+    422: "valid JSON but not a valid request (422), a schema-registry format (42206), a corrupt batch (42201), "
+         "a record timestamp outside message.timestamp.difference.max.ms (42211)",
     500: "internal error (50001)",
     503: "retriable: no leader, not enough replicas, ZooKeeper unavailable (503xx)",
     504: "retriable: request timed out (50801)",
@@ -148,6 +154,12 @@ _ERRORS = {
 def errors(*statuses: int, types: tuple[str, ...] = V2_TYPES) -> dict[str, Any]:
     return {str(s): {"description": _ERRORS[s], "content": {t: {"schema": ref("Error")} for t in types}}
             for s in statuses}
+
+
+def pending() -> dict[str, Any]:
+    """202: an admin change written to ZooKeeper that the controller did not confirm within the wait."""
+    return {"202": {"description": "Accepted, not confirmed yet: GET the Location to check",
+                    "content": {JSON: {"schema": ref("PendingOperation")}}}}
 
 
 def ok(schema: str, status: int = 200, types: tuple[str, ...] = V2_TYPES) -> dict[str, Any]:
@@ -165,7 +177,7 @@ def body(schema: str, types: tuple[str, ...] = (JSON,)) -> dict[str, Any]:
 _T, _P, _C = "/topics/{topic}", "/topics/{topic}/partitions/{partition}", "/v3/clusters/{cluster_id}"
 _ACKS = query("acks", {"type": "string", "enum": ["0", "1", "all", "-1"]}, "default all")
 _TIMEOUT = query("timeout_ms", {"type": "integer", "minimum": 0, "maximum": 30000}, "default 30000")
-_PRODUCE_ERRORS = errors(400, 404, 413, 415, 422, 503, 504)
+_PRODUCE_ERRORS = errors(400, 404, 408, 413, 415, 422, 503, 504)
 _V3 = (JSON,)
 _V3_ERRORS = errors(400, 404, 406, types=_V3)
 
@@ -197,20 +209,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", _C): {"responses": {**ok("Cluster", types=_V3), **_V3_ERRORS}},
     ("GET", f"{_C}/topics"): {"responses": {**ok("KafkaTopicList", types=_V3), **_V3_ERRORS}},
     ("POST", f"{_C}/topics"): {"requestBody": body("CreateTopicRequest"),
-                               "responses": {**ok("KafkaTopic", 201, _V3), **errors(400, 404, 406, 503, types=_V3)}},
+                               "responses": {**ok("KafkaTopic", 201, _V3), **pending(),
+                                             **errors(400, 404, 406, 408, 415, 503, types=_V3)}},
     ("GET", f"{_C}/topics/{{topic}}"): {"responses": {**ok("KafkaTopic", types=_V3), **_V3_ERRORS}},
-    ("DELETE", f"{_C}/topics/{{topic}}"): {"responses": {"204": {"description": "Marked for deletion"},
+    ("DELETE", f"{_C}/topics/{{topic}}"): {"responses": {"204": {"description": "Deleted"}, **pending(),
                                                           **errors(400, 404, 503, types=_V3)}},
     ("PATCH", f"{_C}/topics/{{topic}}"): {"requestBody": body("UpdateTopicRequest"),
-                                          "responses": {**ok("KafkaTopic", types=_V3),
-                                                        **errors(400, 404, 406, 503, types=_V3)}},
+                                          "responses": {**ok("KafkaTopic", types=_V3), **pending(),
+                                                        **errors(400, 404, 406, 408, 415, 503, types=_V3)}},
     ("GET", f"{_C}/topics/{{topic}}/configs"): {"responses": {**ok("TopicConfigList", types=_V3), **_V3_ERRORS}},
     ("POST", f"{_C}/topics/{{topic}}/configs:alter"): {"requestBody": body("AlterConfigsRequest"), "responses": {
-        "204": {"description": "Altered"}, **errors(400, 404, 503, types=_V3)}},
+        "204": {"description": "Altered"}, **errors(400, 404, 408, 415, 503, types=_V3)}},
     ("GET", f"{_C}/topics/{{topic}}/configs/{{name}}"): {"responses": {**ok("TopicConfig", types=_V3),
                                                                        **_V3_ERRORS}},
     ("PUT", f"{_C}/topics/{{topic}}/configs/{{name}}"): {"requestBody": body("UpdateConfigRequest"), "responses": {
-        "204": {"description": "Set"}, **errors(400, 404, 503, types=_V3)}},
+        "204": {"description": "Set"}, **errors(400, 404, 408, 415, 503, types=_V3)}},
     ("DELETE", f"{_C}/topics/{{topic}}/configs/{{name}}"): {"responses": {
         "204": {"description": "Reset to the default"}, **errors(400, 404, 503, types=_V3)}},
 }

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -63,6 +64,10 @@ from odradek.protocol.model import LeaderAndIsr
 T = TypeVar("T")
 LeaderUrl = Callable[[int], str | None]
 UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower counts as caught up to it
+# A PLANTED BUG, off by default: acks=all is acknowledged after the leader's own append, before the ISR has the
+# write (and without min.insync.replicas). Only `odradek verify`'s planted-bug test sets it, to show that the
+# checker catches lost acknowledged writes; never set it anywhere else.
+UNSAFE_ACK_BEFORE_ISR = os.environ.get("ODRADEK_UNSAFE_ACK_BEFORE_ISR") == "1"
 
 
 class Role(StrEnum):
@@ -292,6 +297,8 @@ class Partition:
         """Append as leader and wait as ``acks`` asks (0 and 1: after the local append; -1: committed)."""
         if self.role != LEADER:
             raise self.not_leader()
+        if UNSAFE_ACK_BEFORE_ISR:
+            acks = 1  # the planted bug (see UNSAFE_ACK_BEFORE_ISR)
         epoch = self.leader_epoch
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise NotEnoughReplicasError(

@@ -49,7 +49,7 @@ ALL_KINDS = [*PROCESS_KINDS, "disk-full", "clock-jump", *NETWORK_KINDS]
 SCENARIOS: dict[str, list[str]] = {
     "all": ALL_KINDS,
     "process": PROCESS_KINDS,
-    "network": NETWORK_KINDS + ["session-expire"],
+    "network": [*NETWORK_KINDS, "session-expire"],
     "zookeeper": ["kill-zk", "kill-zk-leader", "session-expire", "part-broker-zk"],
     "jepsen-2013": ["part-2013"],
     "kill-leaders": ["kill-broker"],
@@ -395,7 +395,8 @@ class Nemesis:
             self._healing(event)
             for x, y in followers + zks:
                 lab.uncut(x, y)
-        return (f"leader {b} of partition {p} cut from followers (ISR {'shrank to itself' if shrunk else 'not shrunk'}),"
+        isr = "shrank to itself" if shrunk else "not shrunk"
+        return (f"leader {b} of partition {p} cut from followers (ISR {isr}),"
                 f" then from ZooKeeper for {2 * self.session_s:.1f} s")
 
     # --------------------------------------------------------------------------------------------- heal

@@ -306,7 +306,6 @@ class Membership:
                 body["pattern"] = self.pattern
             else:
                 body["topics"] = list(self.topics or [])
-        sent = time.monotonic()
         try:
             answer = self.api.call("POST", "members", payload=body,
                                    timeout_ms=self.rebalance_timeout_ms + self.api.request_timeout_ms)
@@ -324,7 +323,9 @@ class Membership:
             return
         with self._lock:
             self.member_id, self.generation = result.member_id, result.generation
-            self._alive_since = max(sent, self._alive_since or 0.0)
+            # The coordinator has just answered (a join long-polls, possibly longer than the session): its
+            # session clock for us restarts about now, not when we sent the join.
+            self._alive_since = time.monotonic()
             self._joining = False
             # No other join until the application thread has applied this answer: a join sends what the member
             # owns, and until then that is stale.

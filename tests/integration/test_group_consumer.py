@@ -263,7 +263,6 @@ def test_a_member_that_misses_its_session_stops_returning_records(cluster3: Loca
         # Nothing was handed out between losing the partitions and getting them back.
         assert not [n for t, n in polled if lost_at <= t < reassigned and n]
         assert len(seen) >= 10
-        print("PHASES", [(k, round(t - paused_at, 2)) for k, t in events], round(time.monotonic() - paused_at, 2))
     finally:
         if paused is not None:
             cluster3.resume_broker(paused)

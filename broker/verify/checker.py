@@ -1,0 +1,269 @@
+"""The checks, named as Jepsen's queue checkers name them, over the history and a final read of everything.
+
+* lost: acknowledged, never read in the final read.
+* duplicated: a value read more than once (no idempotent producer yet: reported, not a failure).
+* misplaced: acknowledged at (partition, offset), but no copy of it sits there.
+* reordered: within a partition, one producer's acknowledged values read in an order other than its sends.
+* unexpected: read, but never sent.
+* divergent: one offset below the high watermark holding different values on two replicas, or missing on a
+  replica of the final ISR, from the segment files themselves (not through any broker).
+* consumer group: poll skips (a member jumped over offsets that exist), non-monotonic polls (a member read an
+  offset at or below one it had already read, in one generation), and offsets committed beyond what was
+  processed (per commit, and the group's final committed offsets from ZooKeeper).
+
+Availability is the share of (partition, second) cells in which at least one write was acknowledged; a fault's
+recovery time runs from its injection until every partition has acknowledged, within a second, a write sent
+after the injection (the cluster serves normally again), so a kill of a follower recovers at once and a frozen
+leader after its session expires.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from broker.verify.workload import History, WriteOp, value_of
+from odradek.client import Consumer, TopicPartition
+from odradek.protocol.records.batch import iter_batch_headers
+from odradek.protocol.records.decode import decode_batch
+
+# ------------------------------------------------------------------------------------------------- reading
+
+
+def end_offsets(urls: list[str], topic: str, partitions: int, timeout: float = 60.0) -> dict[int, int]:
+    """Each partition's end offset (its high watermark), from any broker that answers."""
+    out: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    while len(out) < partitions and time.monotonic() < deadline:
+        for p in range(partitions):
+            if p in out:
+                continue
+            for url in urls:
+                try:
+                    with urllib.request.urlopen(f"{url}/topics/{topic}/partitions/{p}/offsets", timeout=5) as r:
+                        out[p] = int(json.loads(r.read())["end_offset"])
+                        break
+                except (OSError, ValueError, KeyError):
+                    continue
+        if len(out) < partitions:
+            time.sleep(0.5)
+    return out
+
+
+def read_all(bootstrap: str, topic: str, ends: dict[int, int],
+             timeout: float = 120.0) -> dict[int, list[tuple[int, str]]]:
+    """Every record of every partition up to its end offset, through the client, as (offset, value)."""
+    out: dict[int, list[tuple[int, str]]] = {p: [] for p in ends}
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=5000)
+    try:
+        tps = [TopicPartition(topic, p) for p in ends]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all((out[p][-1][0] + 1 if out[p] else 0) >= ends[p] for p in ends):
+                break
+            for tp, records in consumer.poll(500).items():
+                end = ends[tp.partition]
+                out[tp.partition].extend((r.offset, value_of(r.value)) for r in records if r.offset < end)
+    finally:
+        consumer.close()
+    return out
+
+
+def read_replica(directory: Path) -> dict[int, str]:
+    """offset -> value from one replica's segment files, read directly (the broker is stopped)."""
+    out: dict[int, str] = {}
+    for seg in sorted(directory.glob("*.log")):
+        data = seg.read_bytes()
+        for pos, header in iter_batch_headers(data):
+            if header.is_control or not header.record_count:
+                continue
+            try:
+                for r in decode_batch(data, pos):
+                    out[r.offset] = value_of(r.value)
+            except Exception:  # a corrupt batch on disk is itself a finding: mark the offsets unreadable
+                for o in range(header.base_offset, header.base_offset + header.last_offset_delta + 1):
+                    out[o] = "<corrupt>"
+    return out
+
+
+def read_replicas(data_dirs: dict[int, Path], topic: str, partitions: int) -> dict[int, dict[int, dict[int, str]]]:
+    """partition -> broker -> offset -> value, for every replica directory found."""
+    out: dict[int, dict[int, dict[int, str]]] = {p: {} for p in range(partitions)}
+    for broker, d in data_dirs.items():
+        for p in range(partitions):
+            rdir = d / f"{topic}-{p}"
+            if rdir.is_dir():
+                out[p][broker] = read_replica(rdir)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ checking
+
+
+def _parse(value: str) -> tuple[str, int] | None:
+    name, _, seq = value.rpartition("-")
+    return (name, int(seq)) if name and seq.isdigit() else None
+
+
+def check_queue(history: History, reads: dict[int, list[tuple[int, str]]], limit: int = 20) -> dict[str, Any]:
+    sent = {w.value: w for w in history.writes}
+    acked = {w.value: w for w in history.writes if w.ok}
+    where: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p, recs in reads.items():
+        for off, v in recs:
+            where[v].append((p, off))
+    lost = sorted(v for v in acked if v not in where)
+    dup = {v: locs for v, locs in where.items() if len(locs) > 1}
+    misplaced = sorted(v for v, w in acked.items() if v in where and (w.partition, w.offset) not in where[v])
+    unexpected = sorted(v for v in where if v not in sent)
+    reordered: list[dict[str, Any]] = []
+    for p, recs in reads.items():
+        last: dict[str, tuple[int, int]] = {}
+        seen: set[str] = set()
+        for off, v in recs:
+            if v in seen or v not in acked:
+                continue
+            seen.add(v)
+            parsed = _parse(v)
+            if parsed is None:
+                continue
+            name, seq = parsed
+            prev = last.get(name)
+            if prev is not None and seq < prev[0]:
+                reordered.append({"partition": p, "producer": name, "seq": seq, "offset": off,
+                                  "after_seq": prev[0], "after_offset": prev[1]})
+            if prev is None or seq > prev[0]:
+                last[name] = (seq, off)
+    lost_after = _lost_kind(lost, acked, reads)
+    return {
+        "sent": len(sent), "acknowledged": len(acked),
+        "failed": sum(1 for w in history.writes if w.ok is False),
+        "pending": sum(1 for w in history.writes if w.ok is None),
+        "read": sum(len(r) for r in reads.values()),
+        "lost": len(lost), "lost_examples": [_describe(acked[v]) for v in lost[:limit]], "lost_detail": lost_after,
+        "duplicated": len(dup), "duplicated_examples": {v: dup[v] for v in sorted(dup)[:limit]},
+        "misplaced": len(misplaced),
+        "misplaced_examples": [{**_describe(acked[v]), "found": where[v]} for v in misplaced[:limit]],
+        "reordered": len(reordered), "reordered_examples": reordered[:limit],
+        "unexpected": len(unexpected), "unexpected_examples": unexpected[:limit],
+    }
+
+
+def _lost_kind(lost: list[str], acked: dict[str, WriteOp], reads: dict[int, list[tuple[int, str]]]) -> dict[str, int]:
+    """Jepsen distinguishes a lost write (a later offset of its partition was read) from an unseen one."""
+    ends = {p: (recs[-1][0] if recs else -1) for p, recs in reads.items()}
+    later = sum(1 for v in lost if acked[v].offset is not None and acked[v].offset < ends.get(acked[v].partition, -1))
+    return {"lost-write (later offsets read)": later, "unseen (at the tail)": len(lost) - later}
+
+
+def _describe(w: WriteOp) -> dict[str, Any]:
+    return {"value": w.value, "partition": w.partition, "offset": w.offset, "acked_at_s": round(w.t_done or 0, 3)}
+
+
+def check_divergence(replicas: dict[int, dict[int, dict[int, str]]], hws: dict[int, int],
+                     isr: dict[int, list[int]], limit: int = 20) -> dict[str, Any]:
+    """Below each partition's high watermark, every replica that has an offset must agree on it, and every
+    final ISR member must have it."""
+    found: list[dict[str, Any]] = []
+    compared = 0
+    for p, by_broker in replicas.items():
+        hw = hws.get(p, 0)
+        for off in range(hw):
+            values = {b: log.get(off) for b, log in by_broker.items()}
+            present = {b: v for b, v in values.items() if v is not None}
+            missing_in_isr = [b for b in isr.get(p, []) if b in by_broker and values.get(b) is None]
+            compared += 1
+            if len(set(present.values())) > 1 or missing_in_isr:
+                found.append({"partition": p, "offset": off, "values": present, "missing_on": missing_in_isr})
+    return {"divergent": len(found), "divergent_examples": found[:limit], "offsets_compared": compared,
+            "replicas_read": {p: sorted(b) for p, b in replicas.items()}}
+
+
+def check_group(history: History, reads: dict[int, list[tuple[int, str]]], committed: dict[int, int],
+                limit: int = 20) -> dict[str, Any]:
+    existing = {p: {off for off, _ in recs} for p, recs in reads.items()}
+    skips: list[dict[str, Any]] = []
+    nonmono: list[dict[str, Any]] = []
+    last: dict[tuple[str, int, int], int] = {}
+    processed: dict[int, int] = {}
+    for op in history.polls:
+        key = (op.member, op.generation, op.partition)
+        prev = last.get(key)
+        if prev is not None:
+            if op.offset <= prev:
+                nonmono.append({"member": op.member, "partition": op.partition, "offset": op.offset, "after": prev})
+            else:
+                gap = [o for o in range(prev + 1, op.offset) if o in existing.get(op.partition, ())]
+                if gap:
+                    skips.append({"member": op.member, "partition": op.partition, "from": prev, "to": op.offset,
+                                  "skipped": len(gap)})
+        last[key] = op.offset if prev is None else max(prev, op.offset)
+        processed[op.partition] = max(processed.get(op.partition, -1), op.offset)
+    beyond = [{"member": c.member, "partition": p, "committed": o, "processed": c.processed.get(p, -1)}
+              for c in history.commits if c.ok for p, o in c.offsets.items() if o > c.processed.get(p, -1) + 1]
+    final_beyond = [{"partition": p, "committed": o, "processed": processed.get(p, -1)}
+                    for p, o in committed.items() if o > processed.get(p, -1) + 1]
+    return {
+        "polled": len(history.polls), "commits": sum(1 for c in history.commits if c.ok),
+        "commit_failures": sum(1 for c in history.commits if not c.ok),
+        "poll_skips": len(skips), "poll_skip_examples": skips[:limit],
+        "nonmonotonic_polls": len(nonmono), "nonmonotonic_examples": nonmono[:limit],
+        "committed_beyond_processed": len(beyond) + len(final_beyond),
+        "committed_beyond_examples": (beyond + final_beyond)[:limit],
+        "final_committed": committed, "members": sorted({op.member for op in history.polls}),
+    }
+
+
+# ----------------------------------------------------------------------------------------- availability
+
+
+def availability(history: History, partitions: int, t_end: float) -> dict[str, Any]:
+    cells: dict[int, set[int]] = defaultdict(set)
+    for w in history.writes:
+        if w.ok and w.t_done is not None:
+            cells[w.partition].add(int(w.t_done))
+    seconds = max(1, int(t_end))
+    ok = sum(len([s for s in cells[p] if s < seconds]) for p in range(partitions))
+    attempts = [w for w in history.writes if w.ok is not None]
+    return {"share_of_time_writable": round(ok / (seconds * partitions), 4),
+            "share_of_writes_acknowledged": round(sum(1 for w in attempts if w.ok) / max(1, len(attempts)), 4),
+            "seconds": seconds}
+
+
+def recovery_times(history: History, events: list[dict[str, Any]], partitions: int) -> dict[str, Any]:
+    """Per fault: seconds from injection until every partition acknowledged, within 1 s, a write sent after it."""
+    by_partition: dict[int, list[WriteOp]] = defaultdict(list)
+    for w in history.writes:
+        if w.ok and w.t_done is not None:
+            by_partition[w.partition].append(w)
+    for ws in by_partition.values():
+        ws.sort(key=lambda w: w.t_send)
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("error"):
+            continue
+        t0 = e["t_start"]
+        worst: float | None = 0.0
+        for p in range(partitions):
+            first = next((w.t_done for w in by_partition[p]
+                          if w.t_send >= t0 and w.t_done is not None and w.t_done - w.t_send <= 1.0), None)
+            if first is None:
+                worst = None
+                break
+            worst = max(worst or 0.0, first - t0)
+        e["recovery_s"] = None if worst is None else round(worst, 3)
+        if worst is not None:
+            per_kind[e["kind"]].append(worst)
+    return {k: {"faults": len(v), "median_recovery_s": round(statistics.median(v), 3),
+                "max_recovery_s": round(max(v), 3)} for k, v in sorted(per_kind.items())}
+
+
+def faults_by_kind(events: list[dict[str, Any]]) -> dict[str, int]:
+    return dict(sorted(Counter(e["kind"] for e in events if not e.get("error")).items()))

@@ -1,0 +1,380 @@
+"""``odradek verify``: start (or attach to) a cluster, run the workload under the nemesis, heal, read back, check.
+
+Exit codes: 0 the checks passed, 1 a check failed (the summary names it), 2 the run itself could not be made.
+Everything the run creates (processes, namespaces, the loop disk and its mount) is removed in a ``finally``,
+failures included; ``--cleanup DIR`` removes what a killed run left (its ``netlab.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from broker.verify import checker, report
+from broker.verify.cluster import LoopDisk, VerifyCluster, faketime_library
+from broker.verify.nemesis import ALL_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
+from broker.verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
+from broker.verify.workload import (
+    ClientProducerWorker,
+    GroupMemberWorker,
+    History,
+    RestProducerWorker,
+    group_consumer_usable,
+)
+
+UNSAFE_ENV = "ODRADEK_UNSAFE_ACK_BEFORE_ISR"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odradek verify", description=(
+        "Run producers (acks=all) and a consumer group while a nemesis injects faults, heal, read everything "
+        "back and check it (lost, duplicated, misplaced, reordered, unexpected, divergent, group skips)."))
+    p.add_argument("--out", type=Path, default=None, help="directory for report.json, history.json, timeline.png")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
+    p.add_argument("--seed", type=int, default=None, help="replay a schedule (default: random, printed)")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="all", help="named set of fault kinds")
+    p.add_argument("--faults", default=None, help=f"comma-separated kinds instead: {','.join(ALL_KINDS)}")
+    p.add_argument("--concurrency", type=int, default=1, help="faults in force at once (default 1)")
+    p.add_argument("--quiet", default="1,3", help="seconds between faults, MIN,MAX (default 1,3)")
+    p.add_argument("--via", choices=("client", "rest"), default="client", help="producers' path")
+    p.add_argument("--producers", type=int, default=3)
+    p.add_argument("--rate", type=float, default=120.0, help="writes per second over all producers")
+    p.add_argument("--group-members", type=int, default=2, help="consumer-group members (0: no group)")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--replication-factor", type=int, default=3)
+    p.add_argument("--min-insync-replicas", type=int, default=2)
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--zookeepers", type=int, default=3, choices=(1, 3, 5))
+    p.add_argument("--session-timeout-ms", type=int, default=3000, help="brokers' ZooKeeper session")
+    p.add_argument("--tick-ms", type=int, default=500, help="ZooKeeper tickTime")
+    p.add_argument("--replica-lag-time-max-ms", type=int, default=3000)
+    p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
+                   help="run hosts in network namespaces (needed for partitions; auto: when root)")
+    p.add_argument("--disk", choices=("auto", "on", "off"), default="auto", help="loop-mounted disk for disk-full")
+    p.add_argument("--bootstrap-server", default=None, help="check an existing cluster instead of starting one")
+    p.add_argument("--cluster-dir", type=Path, default=None,
+                   help="with --bootstrap-server: the `odradek cluster` data dir, for process faults")
+    p.add_argument("--cleanup", type=Path, default=None, help="remove what a killed run in DIR left, and exit")
+    p.add_argument("--unsafe-ack-before-isr", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cleanup is not None:
+        errors = cleanup_leftovers(args.cleanup / "netlab.json")
+        print("\n".join(errors) or "cleaned up")
+        return 1 if errors else 0
+    import logging
+
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    logging.basicConfig(level=logging.ERROR)
+    try:
+        result = Run(args).execute()
+    except KeyboardInterrupt:
+        return 130
+    except RunError as e:
+        print(f"odradek verify: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # one line, as every odradek command; the traceback helps nobody running a check
+        print(f"odradek verify: the run failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    return 0 if not report.verdict(result) else 1
+
+
+class RunError(RuntimeError):
+    """The run could not be made; one line for the user."""
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+        self.out: Path = (args.out or Path(f"verify-{time.strftime('%Y%m%d-%H%M%S')}")).absolute()
+        self.topic = f"verify-{self.seed}"
+        self.lab: NetLab | None = None
+        self.disk: LoopDisk | None = None
+        self.cluster: VerifyCluster | Any = None
+        self.owns_cluster = args.bootstrap_server is None
+        self.skipped: dict[str, str] = {}
+        self._root_ns: int | None = None
+
+    # ----------------------------------------------------------------------------------------- set-up
+
+    def _kinds(self) -> list[str]:
+        kinds = ([k.strip() for k in self.args.faults.split(",") if k.strip()] if self.args.faults
+                 else list(SCENARIOS[self.args.scenario]))
+        unknown = [k for k in kinds if k not in ALL_KINDS]
+        if unknown:
+            raise RunError(f"unknown fault kinds {unknown}; known: {', '.join(ALL_KINDS)}")
+        return kinds
+
+    def _setup_lab(self, kinds: list[str]) -> None:
+        mode = self.args.netns
+        why = netns_supported() if mode != "off" and self.owns_cluster else "off"
+        if not self.owns_cluster:
+            why = "the cluster is not ours"
+        if why is None:
+            self.lab = NetLab.for_cluster(self.args.zookeepers, self.args.brokers)
+            self.lab.create()
+            self.lab.save(self.out / "netlab.json")
+            self._root_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
+            self.lab.enter(CLIENT)
+        elif mode == "on":
+            raise RunError(f"--netns on, but {why}")
+        else:
+            for k in NETWORK_KINDS:
+                if k in kinds:
+                    self.skipped[k] = f"no network lab ({why})"
+
+    def _start_cluster(self, kinds: list[str]) -> None:
+        a = self.args
+        clock = "clock-jump" in kinds
+        if clock and faketime_library() is None:
+            self.skipped["clock-jump"] = "libfaketime is not installed (apt-get install libfaketime)"
+        base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
+        self.cluster = VerifyCluster(
+            self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,
+            zk_base_port=zk_base, tick_ms=a.tick_ms, session_timeout_ms=a.session_timeout_ms,
+            broker_args=["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)], clock_jumps=clock)
+        if "disk-full" in kinds:
+            why = LoopDisk.supported() if a.disk != "off" else "--disk off"
+            if why is None:
+                b = max(self.cluster.slots)
+                self.disk = LoopDisk(self.out / "cluster" / "disk.img", self.cluster.slots[b].data_dir)
+                try:
+                    self.disk.create()
+                except Exception as e:
+                    self.disk.destroy()
+                    self.disk = None
+                    why = f"could not make a loop-mounted disk: {e}"
+                else:
+                    self.disk_broker = b
+            if why is not None:
+                if a.disk == "on":
+                    raise RunError(why)
+                self.skipped["disk-full"] = why
+        if a.unsafe_ack_before_isr:
+            os.environ[UNSAFE_ENV] = "1"  # inherited by every broker started from here on
+        self.cluster.up(timeout=120)
+
+    def _attach(self, kinds: list[str]) -> None:
+        """An existing cluster: process faults only through its `odradek cluster` state, if given."""
+        if self.args.cluster_dir is not None:
+            from broker.localcluster import LocalCluster
+
+            self.cluster = LocalCluster.load(self.args.cluster_dir)
+            self.cluster.lab = None
+            self.cluster.faketime = None
+            self.cluster.serving = self.cluster._serving
+            for k in ("disk-full", "clock-jump", *NETWORK_KINDS):
+                if k in kinds:
+                    self.skipped[k] = "not applicable to an attached cluster"
+        else:
+            for k in kinds:
+                self.skipped[k] = "the cluster is not local (no --cluster-dir): checks only"
+
+    # ------------------------------------------------------------------------------------------- run
+
+    def execute(self) -> dict[str, Any]:
+        self.out.mkdir(parents=True, exist_ok=True)
+        old = self.out / "cluster"
+        if self.owns_cluster and old.exists():  # a previous run's cluster in the same --out: start afresh
+            if any(os.path.ismount(d) for d in old.glob("broker-*/data")):
+                raise RunError(f"{old} still has a mounted disk; run `odradek verify --cleanup {self.out}`")
+            import shutil
+
+            shutil.rmtree(old)
+        kinds = self._kinds()
+        self.disk_broker: int | None = None
+        print(f"odradek verify: seed {self.seed}, output in {self.out}", flush=True)
+        try:
+            self._setup_lab(kinds)
+            if self.owns_cluster:
+                self._start_cluster(kinds)
+                bootstrap = self.cluster.bootstrap()
+            else:
+                self._attach(kinds)
+                bootstrap = self.args.bootstrap_server
+            return self._workload_and_check(bootstrap, kinds)
+        finally:
+            self._teardown()
+
+    def _workload_and_check(self, bootstrap: str, kinds: list[str]) -> dict[str, Any]:
+        from odradek.client import AdminClient
+
+        a = self.args
+        urls = [u if "://" in u else f"http://{u}" for u in bootstrap.split(",")]
+        with AdminClient(bootstrap) as admin:
+            admin.create_topic(self.topic, partitions=a.partitions, replication_factor=a.replication_factor,
+                               configs={"min.insync.replicas": str(a.min_insync_replicas)})
+        history = History()
+        stop = threading.Event()
+        workers: list[Any] = []
+        per = a.rate / max(1, a.producers)
+        for i in range(a.producers):
+            name = f"p{i}"
+            if a.via == "rest":
+                workers.append(RestProducerWorker(name, urls, self.topic, a.partitions, per, history, stop,
+                                                  self.seed + i))
+            else:
+                workers.append(ClientProducerWorker(name, bootstrap, self.topic, a.partitions, per, history, stop,
+                                                    self.seed + i))
+        group_skipped = group_consumer_usable() if a.group_members > 0 else "--group-members 0"
+        members: list[GroupMemberWorker] = []
+        group_stop = threading.Event()
+        if group_skipped is None:
+            members = [GroupMemberWorker(f"m{i}", bootstrap, self.topic, f"verify-group-{self.seed}", history,
+                                         group_stop, session_timeout_ms=6000) for i in range(a.group_members)]
+        nemesis = None
+        if self.cluster is not None and kinds:
+            quiet = [float(x) for x in a.quiet.split(",")]
+            config = NemesisConfig(kinds, a.concurrency, quiet[0], quiet[-1], a.session_timeout_ms,
+                                   a.replica_lag_time_max_ms, self.seed, dict(self.skipped))
+            nemesis = Nemesis(self.cluster, self.topic, a.partitions, config, history, self.disk, self.disk_broker)
+        for w in [*workers, *members]:
+            w.start()
+        if nemesis is not None:
+            nemesis.start()
+        print(f"odradek verify: workload and nemesis running for {a.duration:.0f} s", flush=True)
+        time.sleep(a.duration)
+        heal_notes: list[str] = []
+        if nemesis is not None:
+            nemesis.stop()
+            heal_notes = nemesis.heal_all()
+        t_healed = history.now()
+        time.sleep(5.0)  # writes after the heal: every partition must serve again
+        stop.set()
+        t_writes_end = history.now()
+        for w in workers:
+            w.join(10)
+            w.finish(40.0)
+        time.sleep(3.0)  # let the group consume the tail
+        group_stop.set()
+        for m in members:
+            m.finish(30.0)
+        t_end = history.now()
+        states = self._wait_isr_full(a.partitions, nemesis)
+        ends = checker.end_offsets(urls, self.topic, a.partitions)
+        reads = checker.read_all(bootstrap, self.topic, ends)
+        committed = self._committed(f"verify-group-{self.seed}", a.partitions) if members else {}
+        events = nemesis.events_json() if nemesis is not None else []
+        if nemesis is not None:
+            nemesis.close()
+        replicas: dict[int, dict[int, dict[int, str]]] = {}
+        if self.cluster is not None:
+            if self.owns_cluster:
+                self.cluster.down()
+            replicas = checker.read_replicas({b: s.data_dir for b, s in self.cluster.slots.items()}, self.topic,
+                                             a.partitions)
+        result: dict[str, Any] = {
+            "seed": self.seed, "via": a.via, "netns": self.lab is not None, "topic": self.topic,
+            "duration_s": t_end, "healed_at_s": t_healed, "bootstrap": bootstrap,
+            "unsafe_ack_before_isr": bool(a.unsafe_ack_before_isr),
+            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+            "queue": checker.check_queue(history, reads),
+            "replicas": (checker.check_divergence(replicas, ends, {p: s[1] for p, s in states.items()})
+                         if replicas else {"divergent": 0, "offsets_compared": 0, "note": "no segment files"}),
+            "group": checker.check_group(history, reads, committed) if members else None,
+            "group_skipped": group_skipped,
+            "availability": checker.availability(history, a.partitions, t_writes_end),
+            "faults_by_kind": checker.faults_by_kind(events),
+            "faults": events,
+            "skipped_faults": self.skipped,
+            "heal_notes": heal_notes,
+            "end_offsets": ends,
+            "notes": history.notes[:50],
+        }
+        result["recovery"] = checker.recovery_times(history, events, a.partitions)
+        result["verdict"] = report.verdict(result) or "pass"
+        report.write_json(self.out, result, history)
+        why = report.plot_timeline(self.out / "timeline.png", history, events, t_end)
+        if why:
+            print(f"odradek verify: no timeline: {why}")
+        report.print_summary(result)
+        return result
+
+    def _wait_isr_full(self, partitions: int, nemesis: Nemesis | None, timeout: float = 60.0
+                       ) -> dict[int, tuple[int, list[int]]]:
+        """After the heal, wait until every replica is back in every ISR, so divergence is checked over all."""
+        states: dict[int, tuple[int, list[int]]] = {}
+        if nemesis is None:
+            return states
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = {p: s for p in range(partitions) if (s := nemesis.partition_state(p)) is not None}
+            if len(states) == partitions and all(len(s[1]) >= self.args.replication_factor for s in states.values()):
+                break
+            time.sleep(0.5)
+        return states
+
+    def _committed(self, group: str, partitions: int) -> dict[int, int]:
+        """The group's committed offsets, straight from ZooKeeper (where the coordinator keeps them)."""
+        from zk.znodes import ConsumerGroupOffsetZNode
+
+        out: dict[int, int] = {}
+        if self.cluster is None:
+            return out
+        client = self.cluster.zk_client()
+        try:
+            for p in range(partitions):
+                with contextlib.suppress(Exception):
+                    out[p] = ConsumerGroupOffsetZNode.decode(
+                        client.kazoo.get(ConsumerGroupOffsetZNode.path(group, self.topic, p))[0])[0]
+        finally:
+            client.close()
+        return out
+
+    # -------------------------------------------------------------------------------------- teardown
+
+    def _teardown(self) -> None:
+        problems: list[str] = []
+        if self.owns_cluster and self.cluster is not None:
+            try:
+                if self.lab is not None:
+                    self.lab.heal()
+                for b in self.cluster.slots:
+                    with contextlib.suppress(Exception):
+                        self.cluster.resume_broker(b)
+                self.cluster.down()
+            except Exception as e:
+                problems.append(f"cluster down: {e}")
+        if self.disk is not None:
+            problems += self.disk.destroy()
+        if self.lab is not None:
+            if self._root_ns is not None:
+                import ctypes
+
+                ctypes.CDLL(None, use_errno=True).setns(self._root_ns, 0x40000000)
+                os.close(self._root_ns)
+            problems += self.lab.destroy()
+        for p in problems:
+            print(f"odradek verify: cleanup: {p}", file=sys.stderr)
+
+
+def _free_ports() -> tuple[int, int]:
+    """Broker and ZooKeeper port bases on 127.0.0.1 nobody uses (other clusters may run on this machine)."""
+    import socket
+
+    rng = random.Random()
+    while True:
+        base = rng.randrange(20000, 55000)
+        ports = [*range(base, base + 10), *range(base + 1000, base + 1010), *range(base + 1100, base + 1110)]
+        ok = True
+        for port in ports:
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base, base + 1000

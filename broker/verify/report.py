@@ -1,0 +1,110 @@
+"""What a run leaves behind: a one-screen summary, ``report.json``, ``history.json`` and ``timeline.png``.
+
+The verdict is computed here, once: a run fails when anything acknowledged was lost, misplaced or reordered,
+when replicas diverge, or when the consumer group skipped, went backwards or committed beyond what it had
+processed. Duplicates are reported but do not fail a run until the idempotent producer exists.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from broker.verify.workload import History
+
+FAILING = ("lost", "misplaced", "reordered", "unexpected", "divergent", "poll_skips", "nonmonotonic_polls",
+           "committed_beyond_processed")
+
+
+def verdict(report: dict[str, Any]) -> list[str]:
+    """The names of the checks that failed (empty: the run passed)."""
+    flat = {**report["queue"], **report["replicas"], **(report.get("group") or {})}
+    return [k for k in FAILING if flat.get(k)]
+
+
+def write_json(out_dir: Path, report: dict[str, Any], history: History) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out_dir / "history.json").write_text(json.dumps(history.to_json()) + "\n")
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    q, r, a = report["queue"], report["replicas"], report["availability"]
+    g = report.get("group")
+    failed = verdict(report)
+    lines = [
+        f"odradek verify: {report['duration_s']:.0f} s, seed {report['seed']}, via {report['via']}, "
+        f"network lab: {'yes' if report['netns'] else 'no'}, faults: {len(report['faults'])}",
+        "faults by kind: " + (", ".join(f"{k} {n}" for k, n in report["faults_by_kind"].items()) or "none"),
+        f"writes: sent {q['sent']}, acknowledged {q['acknowledged']}, failed {q['failed']}, pending {q['pending']}; "
+        f"read back {q['read']}",
+        f"lost {q['lost']}  duplicated {q['duplicated']}  misplaced {q['misplaced']}  reordered {q['reordered']}  "
+        f"unexpected {q['unexpected']}  divergent {r['divergent']} (of {r['offsets_compared']} offsets)",
+    ]
+    if g:
+        lines.append(f"group: polled {g['polled']}, commits {g['commits']} (failed {g['commit_failures']}); "
+                     f"poll skips {g['poll_skips']}, non-monotonic {g['nonmonotonic_polls']}, "
+                     f"committed beyond processed {g['committed_beyond_processed']}")
+    else:
+        lines.append(f"group: skipped ({report.get('group_skipped', 'off')})")
+    lines.append(f"availability: {a['share_of_time_writable']:.1%} of partition-seconds writable, "
+                 f"{a['share_of_writes_acknowledged']:.1%} of writes acknowledged")
+    rec = report["recovery"]
+    if rec:
+        lines.append("median recovery: " + ", ".join(f"{k} {v['median_recovery_s']:.1f} s" for k, v in rec.items()))
+    for kind, why in report.get("skipped_faults", {}).items():
+        lines.append(f"skipped {kind}: {why}")
+    lines.append("VERDICT: " + ("PASS (0 lost, 0 misplaced, 0 reordered, 0 divergent)" if not failed
+                                else "FAIL: " + ", ".join(failed)))
+    return lines
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    lines = summary_lines(report)
+    try:
+        from rich.console import Console
+        from rich.panel import Panel
+
+        style = "green" if not verdict(report) else "red"
+        Console().print(Panel("\n".join(lines[:-1]) + f"\n[bold {style}]{lines[-1]}[/]", title="odradek verify"))
+    except Exception:  # rich is a dependency, but a summary must print even on a bare terminal
+        print("\n".join(lines))
+
+
+def plot_timeline(path: Path, history: History, events: list[dict[str, Any]], t_end: float) -> str | None:
+    """Acknowledged writes/s, failed writes/s and faults as bands over time. None, or why there is no PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        return f"matplotlib is not installed ({e}); pip install matplotlib"
+    seconds = max(1, int(t_end) + 1)
+    ok = [0] * seconds
+    bad = [0] * seconds
+    for w in history.writes:
+        if w.t_done is None or int(w.t_done) >= seconds:
+            continue
+        (ok if w.ok else bad)[int(w.t_done)] += 1
+    kinds = sorted({e["kind"] for e in events})
+    colors = plt.get_cmap("tab20")
+    fig, (ax, axf) = plt.subplots(2, 1, figsize=(12, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    xs = list(range(seconds))
+    ax.plot(xs, ok, color="tab:blue", lw=1, label="acknowledged writes/s")
+    ax.plot(xs, bad, color="tab:red", lw=1, label="failed writes/s")
+    ax.set_ylabel("writes per second")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title("odradek verify: throughput, errors and faults")
+    for e in events:
+        i = kinds.index(e["kind"])
+        end = e.get("t_heal") or e.get("t_end") or e["t_start"]
+        ax.axvspan(e["t_start"], end, color=colors(i % 20), alpha=0.15)
+        axf.barh(i, max(0.2, end - e["t_start"]), left=e["t_start"], color=colors(i % 20))
+    axf.set_yticks(range(len(kinds)), kinds, fontsize=7)
+    axf.set_xlabel("seconds since start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
