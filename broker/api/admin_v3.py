@@ -15,7 +15,7 @@ from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
-from broker.api.params import INT32_MAX, limits, load_json_object, negotiate
+from broker.api.params import INT32_MAX, int_param, is_json_type, limits, load_json_object, negotiate
 from odradek.protocol import media
 from odradek.protocol.errors import (
     ClusterNotFoundError,
@@ -72,26 +72,27 @@ def _topic(request: web.Request, name: str) -> dict[str, Any]:
     }
 
 
-def _is_json(content_type: str) -> bool:
-    return content_type == media.PLAIN_JSON or (content_type.startswith("application/")
-                                                and content_type.endswith("+json"))
-
-
 async def _body(request: web.Request) -> dict[str, Any]:
     """The JSON object a v3 request carries. Only JSON content types are taken (415 otherwise), as Confluent's
     v3 resources declare ``@Consumes(application/json)``: a text/plain POST is what any web page can send
     cross-origin without a preflight, and it must not create or change anything."""
     raw = await request.read()
-    if raw and not _is_json(request.content_type):
+    if raw and not is_json_type(request.content_type):
         raise UnsupportedMediaTypeError(
             f"v3 requests take {media.PLAIN_JSON}, not {request.content_type or '(no Content-Type)'}")
     return load_json_object(raw or b"{}")
 
 
+def _wait_s(request: web.Request) -> float:
+    """How long a create, delete or partition change waits for the controller: ``timeout_ms`` (default and
+    maximum 15 s); 0 answers 202 at once unless the change is already visible."""
+    return int_param(request, "timeout_ms", int(ADMIN_TIMEOUT_S * 1000), maximum=int(ADMIN_TIMEOUT_S * 1000)) / 1000
+
+
 def _pending(request: web.Request, what: str, check: str) -> web.Response:
     """202: the change is written to ZooKeeper but the controller has not confirmed it within the wait."""
     response = _json(request, {"kind": "KafkaPendingOperation", "status": "PENDING",
-                               "message": f"{what} was accepted but not confirmed within {ADMIN_TIMEOUT_S:.0f} s; "
+                               "message": f"{what} was accepted but not confirmed within the wait; "
                                           f"check with GET {check}", "check": check}, status=202)
     response.headers["Location"] = check
     return response
@@ -180,7 +181,7 @@ async def create_topic(request: web.Request) -> web.Response:
     created = await asyncio.to_thread(request.app[BROKER].admin.create_topic, name, partitions, rf, values,
                                       assignment)
     count = len(created.partitions)
-    if not await _wait_for(request, lambda: _all_led(request, name, count)):
+    if not await _wait_for(request, lambda: _all_led(request, name, count), _wait_s(request)):
         return _pending(request, f"creating topic {name}", _topic_url(request, name))
     return _json(request, _topic(request, name), status=201)
 
@@ -229,7 +230,7 @@ async def delete_topic(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
     cache = request.app[BROKER].cache
     await asyncio.to_thread(request.app[BROKER].admin.delete_topic, name)
-    if not await _wait_for(request, lambda: name not in cache.topics):
+    if not await _wait_for(request, lambda: name not in cache.topics, _wait_s(request)):
         return _pending(request, f"deleting topic {name}", _topic_url(request, name))
     return web.Response(status=204)
 
@@ -242,7 +243,7 @@ async def update_topic(request: web.Request) -> web.Response:
         raise InvalidRequestError('"partitions_count" is required')
     _check_partition_limits(request, name, count)
     await asyncio.to_thread(request.app[BROKER].admin.add_partitions, name, count)
-    if not await _wait_for(request, lambda: _all_led(request, name, count)):
+    if not await _wait_for(request, lambda: _all_led(request, name, count), _wait_s(request)):
         return _pending(request, f"growing topic {name} to {count} partitions", _topic_url(request, name))
     return _json(request, _topic(request, name))
 

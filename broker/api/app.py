@@ -25,12 +25,13 @@ from broker.api import (
     reassignment,
 )
 from broker.api.context import BROKER, OPENAPI
-from broker.api.errors import error_middleware
+from broker.api.errors import error_middleware, is_v3
 from broker.api.openapi import spec
-from broker.api.params import LIMITS, check_path_params
+from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
 from broker.quotas import quota_middleware
-from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError
+from odradek.protocol import media
+from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError, UnsupportedMediaTypeError
 
 MAX_BODY = web.AppKey("max_body", int)
 READ_BUDGET: web.AppKey[ReadBudget] = web.AppKey("read_budget")
@@ -144,6 +145,11 @@ async def limits_middleware(request: web.Request,
     check_path_params(request)
     if not request.body_exists:
         return await handler(request)
+    if is_v3(request) and not is_json_type(request.content_type):
+        # v3 resources consume application/json only (Confluent's @Consumes): a text/plain or form POST is what
+        # any web page can send cross-origin without a preflight, so it must not change anything.
+        raise UnsupportedMediaTypeError(
+            f"v3 requests take {media.PLAIN_JSON}, not {request.content_type or '(no Content-Type)'}")
     config = request.app[LIMITS]
     size = request.content_length if request.content_length is not None else request.app[MAX_BODY]
     budget = request.app[READ_BUDGET]

@@ -12,12 +12,11 @@ import re
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, JSON
-from broker.api.params import int_param
+from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
 from consumer_coordinator.rest_instances import (
     ConsumerFormatMismatchError,
     ConsumerInstance,
@@ -64,13 +63,7 @@ async def _body(request: web.Request, *, required: bool = True) -> dict[str, Any
         if required:
             raise InvalidRequestError("a JSON object body is required")
         return {}
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InvalidRequestError(f"the request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the request body must be a JSON object")
-    return body
+    return load_json_object(raw)  # the shared check: JSON, an object, nesting limited
 
 
 def _partitions(body: dict[str, Any], key: str = "partitions", *, with_offset: bool = False
@@ -132,7 +125,7 @@ async def _forward(request: web.Request, manager: RestInstanceManager, group: st
     if request.content_type:
         headers["Content-Type"] = request.content_type
     raw_timeout = request.query.get("timeout", "")
-    wait_s = int(raw_timeout) / 1000.0 if raw_timeout.isdigit() else 0.0
+    wait_s = min(parse_ascii_int(raw_timeout, 0) or 0, limits(request).fetch_max_wait_ms) / 1000.0
     for broker_id in others:
         url = broker.cache.leader_url(broker_id)
         if url is None:

@@ -121,6 +121,8 @@ SCHEMAS: dict[str, Any] = {
     "PendingOperation": {"type": "object", "required": ["kind", "status", "message", "check"], "properties": {
         "kind": {"type": "string"}, "status": {"type": "string", "enum": ["PENDING"]},
         "message": {"type": "string"}, "check": {"type": "string"}}},
+    "ElectionAnswer": {"type": "object", "required": ["accepted", "message"], "properties": {
+        "accepted": {"type": "boolean"}, "message": _nullable("string")}},
     "UpdateTopicRequest": {"type": "object", "required": ["partitions_count"],
                            "properties": {"partitions_count": {"type": "integer", "minimum": 1}}},
     "UpdateConfigRequest": {"type": "object", "required": ["value"], "properties": {"value": _nullable("string")}},
@@ -177,6 +179,8 @@ def body(schema: str, types: tuple[str, ...] = (JSON,)) -> dict[str, Any]:
 _T, _P, _C = "/topics/{topic}", "/topics/{topic}/partitions/{partition}", "/v3/clusters/{cluster_id}"
 _ACKS = query("acks", {"type": "string", "enum": ["0", "1", "all", "-1"]}, "default all")
 _TIMEOUT = query("timeout_ms", {"type": "integer", "minimum": 0, "maximum": 30000}, "default 30000")
+_ADMIN_WAIT = query("timeout_ms", {"type": "integer", "minimum": 0, "maximum": 15000},
+                    "how long to wait for the controller (default 15000); 202 when it did not confirm in time")
 _PRODUCE_ERRORS = errors(400, 404, 408, 413, 415, 422, 503, 504)
 _V3 = (JSON,)
 _V3_ERRORS = errors(400, 404, 406, types=_V3)
@@ -205,16 +209,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                        query("max_bytes", {"type": "integer", "minimum": 1, "maximum": 1048576}),
                        query("timeout", {"type": "integer", "minimum": 0, "maximum": 1000}, "long-poll ms")],
         "responses": {**ok("Records", types=(JSON_V2, BINARY_V2, JSON)), **errors(400, 404, 406, 416, 503)}},
+    ("POST", "/admin/preferred_leader_election"): {"responses": {
+        "202": {"description": "Election requested", "content": {JSON: {"schema": ref("ElectionAnswer")}}},
+        "409": {"description": "An election is already in progress",
+                "content": {JSON: {"schema": ref("ElectionAnswer")}}},
+        **errors(400, 404, 408, 503)}},
     ("GET", "/v3/clusters"): {"responses": {**ok("ClusterList", types=_V3), **errors(406, types=_V3)}},
     ("GET", _C): {"responses": {**ok("Cluster", types=_V3), **_V3_ERRORS}},
     ("GET", f"{_C}/topics"): {"responses": {**ok("KafkaTopicList", types=_V3), **_V3_ERRORS}},
-    ("POST", f"{_C}/topics"): {"requestBody": body("CreateTopicRequest"),
+    ("POST", f"{_C}/topics"): {"requestBody": body("CreateTopicRequest"), "parameters": [_ADMIN_WAIT],
                                "responses": {**ok("KafkaTopic", 201, _V3), **pending(),
                                              **errors(400, 404, 406, 408, 415, 503, types=_V3)}},
     ("GET", f"{_C}/topics/{{topic}}"): {"responses": {**ok("KafkaTopic", types=_V3), **_V3_ERRORS}},
-    ("DELETE", f"{_C}/topics/{{topic}}"): {"responses": {"204": {"description": "Deleted"}, **pending(),
-                                                          **errors(400, 404, 503, types=_V3)}},
-    ("PATCH", f"{_C}/topics/{{topic}}"): {"requestBody": body("UpdateTopicRequest"),
+    ("DELETE", f"{_C}/topics/{{topic}}"): {"parameters": [_ADMIN_WAIT], "responses": {
+        "204": {"description": "Deleted"}, **pending(), **errors(400, 404, 503, types=_V3)}},
+    ("PATCH", f"{_C}/topics/{{topic}}"): {"requestBody": body("UpdateTopicRequest"), "parameters": [_ADMIN_WAIT],
                                           "responses": {**ok("KafkaTopic", types=_V3), **pending(),
                                                         **errors(400, 404, 406, 408, 415, 503, types=_V3)}},
     ("GET", f"{_C}/topics/{{topic}}/configs"): {"responses": {**ok("TopicConfigList", types=_V3), **_V3_ERRORS}},

@@ -134,6 +134,12 @@ def load_json_object(raw: bytes, what: str = "the request body") -> dict[str, An
     return body
 
 
+def is_json_type(content_type: str) -> bool:
+    """``application/json`` or a JSON-based ``application/*+json`` type."""
+    return content_type == "application/json" or (content_type.startswith("application/")
+                                                   and content_type.endswith("+json"))
+
+
 def _accepted(accept: str) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     for part in accept.split(","):

@@ -14,87 +14,157 @@ run by two threads at once (order), different keys run side by side (isolation).
 cannot hold a thread forever. Keyless work (reads: they take a snapshot and need no order) goes straight to
 the pool. The threads mostly sit in ``pwrite``/``pread``/``fsync``, which release the GIL.
 
-Callers on the loop ``await run(key, fn, *args)``: one hop per request, whatever it carries.
+Callers on the loop ``await run(key, fn, *args)``: one hop per request, whatever it carries. A hop is cheap
+but not free (a thread wake-up each way), so the executor keeps its own workers rather than a
+``ThreadPoolExecutor`` (no per-job ``concurrent.futures.Future``), completes asyncio futures directly, and hands
+every result a drain produced for one loop back in a single ``call_soon_threadsafe``. ``then`` runs on the loop
+when the job is done even if the awaiting caller was cancelled meanwhile (a leader must wake its followers for an
+append that did happen).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 BURST = 16
 DEFAULT_THREADS = 8
 
-_Job = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
+_Done = Callable[[Any, BaseException | None], None]  # (result, error): called on the worker thread
+_Job = tuple[Callable[..., Any], tuple[Any, ...], _Done]
+_STOP = object()
 
 
 class StorageExecutor:
-    """Per-key serial queues on a shared thread pool; see the module docstring."""
+    """Per-key serial queues on a few worker threads; see the module docstring."""
 
     def __init__(self, name: str = "odradek-storage", threads: int = DEFAULT_THREADS) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+        self._name = name
+        self._threads_max = threads
+        self._threads: list[threading.Thread] = []
+        self._ready: queue.SimpleQueue[Any] = queue.SimpleQueue()  # keys with queued work, or _STOP
         self._lock = threading.Lock()
-        self._queues: dict[Hashable, deque[_Job]] = {}  # a key is present while a drain owns it
+        self._queues: dict[Hashable, deque[_Job]] = {}  # a key is present while it is ready or being drained
         self._closed = False
+        self._unkeyed = 0
+
+    # ------------------------------------------------------------------------------------------ callers
 
     def submit(self, key: Hashable | None, fn: Callable[..., T], *args: Any) -> Future[T]:
-        """Run ``fn(*args)`` after every job submitted earlier with the same ``key`` (any order if None)."""
-        if key is None:
-            return self._pool.submit(fn, *args)
+        """Run ``fn(*args)`` after every job submitted earlier with the same ``key`` (for threads and tests)."""
         fut: Future[T] = Future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(error)
+
+        self._enqueue(key, (fn, args, done))
+        return fut
+
+    async def run(self, key: Hashable | None, fn: Callable[..., T], *args: Any,
+                  then: Callable[[], None] | None = None) -> T:
+        """Run ``fn(*args)`` in ``key``'s order (any order if None) and await its result on the running loop.
+
+        ``then`` runs on the loop once the job is done, before the result is delivered, even if the caller
+        was cancelled meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        afut: asyncio.Future[T] = loop.create_future()
+
+        def complete(result: Any, error: BaseException | None) -> None:
+            if then is not None:
+                then()
+            if afut.cancelled():
+                return
+            if error is None:
+                afut.set_result(result)
+            else:
+                afut.set_exception(error)
+
+        def done(result: Any, error: BaseException | None) -> None:
+            _deliver(loop, complete, result, error)
+
+        self._enqueue(key, (fn, args, done))
+        return await afut
+
+    # ------------------------------------------------------------------------------------------ workers
+
+    def _enqueue(self, key: Hashable | None, job: _Job) -> None:
+        if key is None:  # reads: no order needed, but through the same workers (bounded threads)
+            with self._lock:
+                self._unkeyed += 1
+                key = ("unkeyed", self._unkeyed)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the storage executor is shut down")
-            queue = self._queues.get(key)
-            if queue is not None:
-                queue.append((fn, args, fut))
-                return fut
-            self._queues[key] = deque([(fn, args, fut)])
-        self._pool.submit(self._drain, key)
-        return fut
+            pending = self._queues.get(key)
+            if pending is not None:
+                pending.append(job)
+                return
+            self._queues[key] = deque([job])
+            if not self._threads:  # started at first use; idle workers cost nothing but their stacks
+                for i in range(self._threads_max):
+                    t = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+                    self._threads.append(t)
+                    t.start()
+        self._ready.put(key)
 
-    async def run(self, key: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
-        """``submit`` and await the result on the running loop."""
-        return await asyncio.wrap_future(self.submit(key, fn, *args))
+    def _work(self) -> None:
+        while True:
+            key = self._ready.get()
+            if key is _STOP:
+                return
+            self._drain(key)
 
     def _drain(self, key: Hashable) -> None:
         ran = 0
         while True:
             with self._lock:
-                queue = self._queues[key]
-                if not queue:
+                pending = self._queues[key]
+                if not pending:
                     del self._queues[key]
                     return
                 if ran >= BURST and not self._closed:
                     break
-                fn, args, fut = queue.popleft()
+                fn, args, done = pending.popleft()
             ran += 1
-            if not fut.set_running_or_notify_cancel():
-                continue
             try:
                 result = fn(*args)
-            except BaseException as e:  # handed to the awaiting caller, who decides
-                fut.set_exception(e)
+            except BaseException as e:  # handed to the caller, who decides
+                done(None, e)
             else:
-                fut.set_result(result)
-        try:
-            self._pool.submit(self._drain, key)  # more of this key: let other keys' drains run first
-        except RuntimeError:  # shutting down meanwhile: finish the queue here
-            self._drain_inline(key)
-
-    def _drain_inline(self, key: Hashable) -> None:
-        with self._lock:
-            self._closed = True
-        self._drain(key)
+                done(result, None)
+        self._ready.put(key)  # more of this key: let other keys' drains run first
 
     def shutdown(self) -> None:
         """Finish what is queued, then stop the threads (the logs are closed after this)."""
         with self._lock:
             self._closed = True
-        self._pool.shutdown(wait=True)
+            threads = list(self._threads)
+        for _ in threads:
+            self._ready.put(_STOP)
+        for t in threads:
+            t.join()
+        with self._lock:  # anything a drain re-queued behind a _STOP: finish it here
+            left = list(self._queues)
+        for key in left:
+            self._drain(key)
+
+
+def _deliver(loop: asyncio.AbstractEventLoop, complete: _Done, result: Any, error: BaseException | None) -> None:
+    try:
+        loop.call_soon_threadsafe(complete, result, error)
+    except RuntimeError:  # the loop is closed (shutdown): nobody is waiting any more
+        log.debug("storage job finished after its event loop closed")

@@ -42,7 +42,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -120,7 +119,8 @@ IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
 class Storage(Protocol):
     """Where the log's disk work runs (``broker.log.executor.StorageExecutor``)."""
 
-    def submit(self, key: Any, fn: Callable[..., T], *args: Any) -> Future[T]: ...
+    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None) -> T:
+        ...
 
 
 class IsrSubmitter(Protocol):
@@ -128,15 +128,14 @@ class IsrSubmitter(Protocol):
 
 
 class InlineStorage:
-    """Runs the work at once on the caller's thread (standalone use and tests that want no threads)."""
+    """Runs the work at once on the loop's thread (standalone use and tests that want no threads)."""
 
-    def submit(self, key: Any, fn: Callable[..., T], *args: Any) -> Future[T]:
-        fut: Future[T] = Future()
+    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None) -> T:
         try:
-            fut.set_result(fn(*args))
-        except BaseException as e:
-            fut.set_exception(e)
-        return fut
+            return fn(*args)
+        finally:
+            if then is not None:
+                then()
 
 
 @dataclass
@@ -208,7 +207,7 @@ class Partition:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run disk work on the storage executor after this partition's earlier disk work (one hop)."""
-        return await asyncio.wrap_future(self._storage.submit(self._key, fn, *args))
+        return await self._storage.run(self._key, fn, *args)
 
     # -------------------------------------------------------------------------------------- role changes
 
@@ -305,11 +304,9 @@ class Partition:
                 f"the ISR of {self.topic}-{self.partition} is {list(self.isr)}, smaller than "
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
-        fut = self._storage.submit(self._key, _leader_append, self.log, batches, epoch)
-        loop = asyncio.get_running_loop()
-        # Wake followers and move the HW once the bytes are in, even if this caller is cancelled meanwhile.
-        fut.add_done_callback(lambda _: _call_soon(loop, self._after_local_append))
-        result = await asyncio.wrap_future(fut)
+        # Followers are woken and the HW moved once the bytes are in, even if this caller is cancelled meanwhile.
+        result = await self._storage.run(self._key, _leader_append, self.log, batches, epoch,
+                                         then=self._after_local_append)
         if acks != -1:
             return result
         await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
@@ -361,9 +358,11 @@ class Partition:
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
             if self.role != LEADER:
                 raise self.not_leader()
+        hw = self.high_watermark
+        if offset >= hw:  # nothing to read (a long-poll that timed out): no hop to the storage executor
+            return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
         # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
-        return await asyncio.wrap_future(self._storage.submit(None, _read, self.log, offset, max_bytes,
-                                                              self.high_watermark))
+        return await self._storage.run(None, _read, self.log, offset, max_bytes, hw)
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
                                 timeout_ms: int) -> ReadResult:
@@ -379,7 +378,10 @@ class Partition:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
             self._check_follower_fetch(replica_id, fetch_epoch)
-        return await asyncio.wrap_future(self._storage.submit(None, _read, self.log, offset, max_bytes, None))
+        leo = self.log.log_end_offset
+        if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
+            return ReadResult(b"", offset, self.log.log_start_offset, leo)
+        return await self._storage.run(None, _read, self.log, offset, max_bytes, None)
 
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
         if self.role != LEADER:
@@ -526,7 +528,3 @@ def _assign_epoch(log: Log, epoch: int) -> int:
     log.epoch_cache.assign(epoch, leo)
     return leo
 
-
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed at shutdown: nobody is left to wake
-        loop.call_soon_threadsafe(fn)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.verify import checker, report
-from broker.verify.cluster import LoopDisk, VerifyCluster, faketime_library
+from broker.verify.cluster import LoopDisk, VerifyCluster, clock_jump_unsupported
 from broker.verify.nemesis import ALL_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
 from broker.verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
 from broker.verify.workload import (
@@ -137,8 +137,9 @@ class Run:
     def _start_cluster(self, kinds: list[str]) -> None:
         a = self.args
         clock = "clock-jump" in kinds
-        if clock and faketime_library() is None:
-            self.skipped["clock-jump"] = "libfaketime is not installed (apt-get install libfaketime)"
+        if clock and (why_not := clock_jump_unsupported(sys.executable)) is not None:
+            self.skipped["clock-jump"] = why_not
+            clock = False
         base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
         self.cluster = VerifyCluster(
             self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,

@@ -425,7 +425,16 @@ class Nemesis:
             if cluster.broker_pid(b) is None:
                 self._restart_broker(b)
                 notes.append(f"restarted broker {b}")
-        cluster.wait_registered(list(cluster.slots), timeout=timeout)
+        try:
+            cluster.wait_registered(list(cluster.slots), timeout=4 * self.session_s + 20)
+        except Exception:  # a broker that does not come back by itself is a finding; restart it to check the data
+            for b in cluster.slots:
+                if not cluster.serving(b):
+                    with contextlib.suppress(Exception):
+                        cluster.kill_broker(b)
+                    self._restart_broker(b)
+                    notes.append(f"broker {b} did not serve again after the heal (liveness); killed and restarted")
+            cluster.wait_registered(list(cluster.slots), timeout=timeout)
         return notes
 
     def close(self) -> None:

@@ -364,8 +364,8 @@ def test_poison_batches_are_refused_and_reads_keep_working(c: LocalProcessBacken
     base = f"{lead}/topics/{topic}/partitions/0"
     status, body, _ = request("POST", f"{base}/batches", raw=batch, content_type=BATCHES)
     assert 400 <= status < 500, (name, status, body)
-    status, body, _ = request("POST", f"{base}/batches", raw=encode_batch([(None, b'{"ok": 1}', int(time.time() * 1000), ())]),
-                              content_type=BATCHES)
+    good = encode_batch([(None, b'{"ok": 1}', int(time.time() * 1000), ())])
+    status, body, _ = request("POST", f"{base}/batches", raw=good, content_type=BATCHES)
     assert status == 200 and body["base_offset"] == 0, body
     for accept in (JSON_V2, "application/vnd.kafka.binary.v2+json"):
         status, body, _ = request("GET", f"{base}/records?offset=0", accept=accept)
@@ -431,3 +431,21 @@ def test_zz_broker_memory_stayed_bounded(c: LocalProcessBackend) -> None:
         status = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         peak_kb = int(status["VmHWM"].split()[0])
         assert peak_kb < RSS_LIMIT_KB, f"broker {b} peaked at {peak_kb // 1024} MB"
+
+
+def test_admin_changes_not_confirmed_in_time_answer_202(c: LocalProcessBackend) -> None:
+    """Create, PATCH and DELETE whose wait expires answer 202 with where to check, never a success."""
+    cluster = cid(c)
+    name = f"pending-{uuid.uuid4().hex[:6]}"
+    status, body, headers = request("POST", f"{url(c)}/v3/clusters/{cluster}/topics?timeout_ms=0",
+                                    {"topic_name": name, "partitions_count": 2, "replication_factor": 1})
+    assert status == 202 and body["status"] == "PENDING", body
+    assert headers["Location"].startswith(url(c)) and headers["Location"].endswith(f"/topics/{name}")
+    wait_until(lambda: request("GET", headers["Location"])[0] == 200, 20, "the topic to exist")
+    wait_until(lambda: all(p["leader"] >= 0 for p in metadata(url(c), name)["partitions"]), 20, "leaders")
+    status, body, _ = request("PATCH", f"{url(c)}/v3/clusters/{cluster}/topics/{name}?timeout_ms=0",
+                              {"partitions_count": 4})
+    assert status == 202, body
+    status, body, _ = request("DELETE", f"{url(c)}/v3/clusters/{cluster}/topics/{name}?timeout_ms=0")
+    assert status in (202, 204), body  # 204 only if the controller was faster than the check
+    wait_until(lambda: request("GET", f"{url(c)}/topics/{name}")[0] == 404, 20, "the topic to be deleted")

@@ -23,10 +23,12 @@ from tests.harness.http import create_topic, request
 
 pytestmark = pytest.mark.cluster
 
-# Operations not fuzzed: broker-internal ones (they move leaderships or serve followers), topic creation
-# (random names and counts would fill the cluster; tests/integration/test_rest_compat.py covers it), and the
-# group and consumer-instance routes, which have tests of their own.
-SKIPPED = ("/controller/", "/admin/", "/epoch_end_offset", "/batches", "/groups", "/consumers")
+# Operations not fuzzed: those that stop or reshape the cluster (controlled shutdown, reassignments), and the
+# group and consumer-instance routes, which have tests of their own. Since issue 10 the binary path, the
+# followers' routes, preferred elections and topic creation (with small counts: random ones are refused by the
+# partition limits, see docs/http-api.md) are fuzzed too; tests/integration/test_hostile_inputs.py replays the
+# hand-written hostile cases.
+SKIPPED = ("/controller/", "/admin/reassign", "/admin/log_dirs", "/groups", "/consumers")
 MAX_EXAMPLES = 30
 BUDGET_S = 150.0
 
@@ -76,11 +78,19 @@ def test_schemathesis_finds_no_divergence(broker: LocalProcessBackend) -> None:
                 if param["in"] == "path" and param["name"] == "cluster_id":
                     param["schema"] = {"type": "string", "enum": [cid, "not-a-cluster"]}
                 elif param["in"] == "path" and param["name"] == "topic":
-                    param["schema"] = {"type": "string", "enum": ["fuzzed", "no-such-topic", "bad/../name"]}
+                    param["schema"] = {"type": "string", "enum": ["fuzzed", "no-such-topic", "bad/../name", "..",
+                                                                  "a%2Fb", "T%2Fpartitions%2F0%2Fstate"]}
                 elif param["in"] == "path" and param["name"] == "partition":
                     param["schema"] = {"type": "integer", "minimum": 0, "maximum": 3}
     spec["paths"] = {p: item for p, item in spec["paths"].items() if not any(s in p for s in SKIPPED)}
-    spec["paths"].get("/v3/clusters/{cluster_id}/topics", {}).pop("post", None)
+    create = spec["paths"].get("/v3/clusters/{cluster_id}/topics", {}).get("post")
+    if create is not None:  # small topics only, so the broker stays usable for the rest of the run
+        create["requestBody"]["content"]["application/json"]["schema"] = {
+            "type": "object", "required": ["topic_name"], "properties": {
+                "topic_name": {"type": "string", "maxLength": 12},
+                "partitions_count": {"type": "integer", "minimum": -1, "maximum": 3},
+                "replication_factor": {"type": "integer", "minimum": -1, "maximum": 2},
+                "configs": {"type": "array", "maxItems": 2, "items": {"type": "object"}}}}
 
     schema = schemathesis.from_dict(spec, base_url=url)
     checks = (not_a_server_error, status_code_conformance, response_schema_conformance)

@@ -58,3 +58,22 @@ def test_shutdown_finishes_what_is_queued() -> None:
     futures = [ex.submit("k", seen.append, i) for i in range(BURST * 2)]
     ex.shutdown()
     assert all(f.done() for f in futures) and seen == list(range(BURST * 2))
+
+
+def test_then_runs_on_the_loop_even_when_the_caller_was_cancelled() -> None:
+    async def main() -> None:
+        ex = StorageExecutor(threads=1)
+        release = threading.Event()
+        woken: list[str] = []
+        task = asyncio.create_task(ex.run("p", release.wait, 10, then=lambda: woken.append("then")))
+        await asyncio.sleep(0.05)
+        task.cancel()  # e.g. the client went away while its append was being written
+        release.set()
+        deadline = time.monotonic() + 5
+        while not woken:
+            assert time.monotonic() < deadline, "then did not run"
+            await asyncio.sleep(0.01)
+        assert task.cancelled()
+        ex.shutdown()
+
+    asyncio.run(main())

@@ -1,0 +1,1011 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled twin of the per-record code of the REST path (built by ``pip install``; see speedups.py).
+
+Why it exists: on the REST Proxy path every record crossed pure Python several times (base64, Kafka's murmur2,
+varints, a dict per record in the answer), so the broker, not the network, was the limit. Here each of those
+loops runs in C over the bytes, with no Python object per record where the reference builds several.
+
+The pure Python code stays the reference (odradek/protocol/records/, partitioner.py, speedups.py's ``py_*``
+functions); tests/unit/protocol/test_speedups.py checks byte-identical output. Anything unusual (a field this
+code does not handle, bad base64, a corrupt batch, deep JSON) makes a function here return ``None`` instead of
+raising, and the caller takes the reference path, which says precisely what is wrong: the error behaviour
+is the reference's by construction.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Size
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+import crc32c as _crc32c
+import orjson
+
+from odradek.protocol.records.batch import Record
+from odradek.protocol.records.compression import compress as _compress
+from odradek.protocol.records.compression import decompress as _decompress
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+_crc = _crc32c.crc32c
+_loads = orjson.loads
+_dumps = orjson.dumps
+_JSONDecodeError = orjson.JSONDecodeError
+
+DEF HEADER_SIZE = 61
+DEF LOG_OVERHEAD = 12
+DEF MIN_BATCH_LENGTH = 49
+DEF ATTRIBUTES_POS = 21
+DEF CRC_POS = 17
+DEF MAX_DEPTH = 128
+
+cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+cdef signed char _UNB64[256]
+cdef int _i
+for _i in range(256):
+    _UNB64[_i] = -1
+for _i in range(64):
+    _UNB64[<uint8_t>_B64[_i]] = _i
+
+# ------------------------------------------------------------------------------------------------ murmur2
+
+
+cdef inline int32_t _murmur2(const uint8_t* data, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t m = 0x5BD1E995
+    cdef uint32_t h = 0x9747B28C ^ <uint32_t>n
+    cdef uint32_t k
+    cdef Py_ssize_t i, end = n & ~3
+    for i in range(0, end, 4):
+        k = data[i] | (<uint32_t>data[i + 1] << 8) | (<uint32_t>data[i + 2] << 16) | (<uint32_t>data[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    cdef int rem = n & 3
+    if rem == 3:
+        h ^= <uint32_t>data[end + 2] << 16
+    if rem >= 2:
+        h ^= <uint32_t>data[end + 1] << 8
+    if rem >= 1:
+        h ^= data[end]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t>h
+
+
+def murmur2(data) -> int:
+    """Kafka's ``Utils.murmur2`` (signed int32), as odradek.protocol.partitioner.murmur2."""
+    cdef bytes b = data if type(data) is bytes else bytes(data)
+    return _murmur2(<const uint8_t*>PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+
+# ------------------------------------------------------------------------------------------------ varints
+
+
+cdef inline int _varint_size(int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef int n = 1
+    while z >= 0x80:
+        z >>= 7
+        n += 1
+    return n
+
+
+cdef inline uint8_t* _put_varint(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    while z >= 0x80:
+        p[0] = <uint8_t>((z & 0x7F) | 0x80)
+        p += 1
+        z >>= 7
+    p[0] = <uint8_t>z
+    return p + 1
+
+
+cdef inline int _get_varint(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos, int64_t* out) noexcept nogil:
+    """0 and the value, or -1 when the varint runs past ``end`` or is longer than 10 bytes."""
+    cdef uint64_t z = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    cdef Py_ssize_t i = pos[0]
+    while True:
+        if i >= end or shift > 63:
+            return -1
+        b = p[i]
+        i += 1
+        if shift == 63 and b > 1:
+            return -1  # beyond 64 bits: the reference's Python ints would differ
+        z |= <uint64_t>(b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    pos[0] = i
+    out[0] = <int64_t>(z >> 1) ^ -(<int64_t>(z & 1))
+    return 0
+
+
+cdef inline void _put_be(uint8_t* p, uint64_t v, int width) noexcept nogil:
+    cdef int i
+    for i in range(width):
+        p[width - 1 - i] = <uint8_t>(v >> (8 * i))
+
+
+cdef inline int64_t _get_be(const uint8_t* p, int width) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(width):
+        v = (v << 8) | p[i]
+    if width < 8 and v >> (8 * width - 1):
+        v -= <uint64_t>1 << (8 * width)
+    return <int64_t>v
+
+
+# ------------------------------------------------------------------------------------------------- base64
+
+
+cdef Py_ssize_t _b64_len(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Decoded length of canonical-alphabet, padded base64, or -1 for anything else (the caller falls back to
+    ``b64decode(validate=True)``, which either accepts it too or names the error)."""
+    if n & 3:
+        return -1
+    if n == 0:
+        return 0
+    cdef Py_ssize_t pad = 0, i
+    if s[n - 1] == b'=':
+        pad = 2 if s[n - 2] == b'=' else 1
+    for i in range(n - pad):
+        if _UNB64[s[i]] < 0:
+            return -1
+    return n // 4 * 3 - pad
+
+
+cdef void _b64_decode(const uint8_t* s, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    """Decode what _b64_len accepted (trailing bits of the last quantum dropped, as a2b_base64 does)."""
+    cdef Py_ssize_t i
+    cdef uint32_t v
+    cdef Py_ssize_t full = n if n == 0 or s[n - 1] != b'=' else n - 4
+    for i in range(0, full, 4):
+        v = (<uint32_t>_UNB64[s[i]] << 18) | (<uint32_t>_UNB64[s[i + 1]] << 12) | \
+            (<uint32_t>_UNB64[s[i + 2]] << 6) | <uint32_t>_UNB64[s[i + 3]]
+        out[0] = <uint8_t>(v >> 16)
+        out[1] = <uint8_t>(v >> 8)
+        out[2] = <uint8_t>v
+        out += 3
+    if full != n:
+        v = (<uint32_t>_UNB64[s[full]] << 18) | (<uint32_t>_UNB64[s[full + 1]] << 12)
+        out[0] = <uint8_t>(v >> 16)
+        if s[full + 2] != b'=':
+            v |= <uint32_t>_UNB64[s[full + 2]] << 6
+            out[1] = <uint8_t>(v >> 8)
+
+
+cdef inline Py_ssize_t _b64_encoded_len(Py_ssize_t n) noexcept nogil:
+    return (n + 2) // 3 * 4
+
+
+cdef uint8_t* _b64_encode(const uint8_t* s, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint32_t v
+    while i + 3 <= n:
+        v = (<uint32_t>s[i] << 16) | (<uint32_t>s[i + 1] << 8) | s[i + 2]
+        out[0] = _B64[v >> 18]
+        out[1] = _B64[(v >> 12) & 63]
+        out[2] = _B64[(v >> 6) & 63]
+        out[3] = _B64[v & 63]
+        out += 4
+        i += 3
+    if n - i == 1:
+        v = <uint32_t>s[i] << 16
+        out[0] = _B64[v >> 18]
+        out[1] = _B64[(v >> 12) & 63]
+        out[2] = b'='
+        out[3] = b'='
+        out += 4
+    elif n - i == 2:
+        v = (<uint32_t>s[i] << 16) | (<uint32_t>s[i + 1] << 8)
+        out[0] = _B64[v >> 18]
+        out[1] = _B64[(v >> 12) & 63]
+        out[2] = _B64[(v >> 6) & 63]
+        out[3] = b'='
+        out += 4
+    return out
+
+
+# --------------------------------------------------------------------------------------- batch framing
+
+
+cdef void _write_header(uint8_t* p, int64_t base_offset, Py_ssize_t block_len, int32_t epoch, int attrs,
+                        int32_t last_offset_delta, int64_t first_ts, int64_t max_ts, int64_t producer_id,
+                        int producer_epoch, int32_t base_sequence, int32_t count) noexcept nogil:
+    _put_be(p, <uint64_t>base_offset, 8)
+    _put_be(p + 8, <uint64_t>(HEADER_SIZE - LOG_OVERHEAD + block_len), 4)
+    _put_be(p + 12, <uint64_t><uint32_t>epoch, 4)
+    p[16] = 2
+    _put_be(p + 17, 0, 4)
+    _put_be(p + 21, <uint64_t>attrs, 2)
+    _put_be(p + 23, <uint64_t><uint32_t>last_offset_delta, 4)
+    _put_be(p + 27, <uint64_t>first_ts, 8)
+    _put_be(p + 35, <uint64_t>max_ts, 8)
+    _put_be(p + 43, <uint64_t>producer_id, 8)
+    _put_be(p + 51, <uint64_t>producer_epoch, 2)
+    _put_be(p + 53, <uint64_t><uint32_t>base_sequence, 4)
+    _put_be(p + 57, <uint64_t><uint32_t>count, 4)
+
+
+cdef object _seal(bytes out):
+    """Write the CRC-32C of bytes 21.. into bytes 17..20 (the batch was just built: nobody else holds it)."""
+    cdef uint32_t crc = _crc(memoryview(out)[ATTRIBUTES_POS:])
+    _put_be(<uint8_t*>PyBytes_AS_STRING(out) + CRC_POS, crc, 4)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- encoding
+
+from odradek.protocol.records.batch import encode_batch as _py_encode_batch
+
+
+cdef inline Py_ssize_t _field_size(object field) except -2:
+    """Encoded size of a nullable bytes field (-1 for a type the reference must handle)."""
+    if field is None:
+        return 1
+    if type(field) is not bytes:
+        return -1
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(field)
+    return _varint_size(n) + n
+
+
+cdef inline uint8_t* _put_field(uint8_t* p, object field):
+    if field is None:
+        p[0] = 1  # varint(-1)
+        return p + 1
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(field)
+    p = _put_varint(p, n)
+    memcpy(p, PyBytes_AS_STRING(field), n)
+    return p + n
+
+
+def encode_batch(records, *, int64_t base_offset=0, int compression=0, int timestamp_type=0,
+                 int32_t partition_leader_epoch=-1, int64_t producer_id=-1, int producer_epoch=-1,
+                 int32_t base_sequence=-1, bint is_transactional=False, bint is_control=False, now_ms=None):
+    """odradek.protocol.records.encode_batch, byte for byte (the reference handles what this does not)."""
+    cdef list rows = records if type(records) is list else list(records)
+    cdef Py_ssize_t n = len(rows), i, j, total = 0, ks, vs, hs, body
+    if n == 0 or n > 0x7FFFFFFF:
+        return _py_encode_batch(rows, base_offset=base_offset, compression=compression,
+                                timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+                                producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                is_transactional=is_transactional, is_control=is_control, now_ms=now_ms)
+    cdef int64_t* deltas = <int64_t*>malloc(n * sizeof(int64_t) * 2)
+    cdef int64_t* bodies = deltas + n
+    cdef int64_t first_ts = 0, max_ts = 0, ts
+    cdef list encoded_headers = None
+    cdef object rec, key, value, raw_ts, headers, hk, hv
+    cdef bytes out
+    cdef uint8_t* p
+    try:
+        for i in range(n):
+            rec = rows[i]
+            if type(rec) is not tuple or len(<tuple>rec) != 4:
+                rec = tuple(rec)
+                if len(<tuple>rec) != 4:
+                    raise _Fallback()
+            key, value, raw_ts, headers = rec
+            if raw_ts is None:
+                if now_ms is None:
+                    raise _Fallback()
+                raw_ts = now_ms
+            ts = raw_ts
+            if i == 0:
+                first_ts = max_ts = ts
+            elif ts > max_ts:
+                max_ts = ts
+            deltas[i] = ts - first_ts
+            ks = _field_size(key)
+            vs = _field_size(value)
+            if ks < 0 or vs < 0:
+                raise _Fallback()
+            if headers:
+                if encoded_headers is None:
+                    encoded_headers = [None] * n
+                hl = []
+                hs = _varint_size(len(headers))
+                for hk, hv in headers:
+                    hk = (<str?>hk).encode()
+                    if _field_size(hv) < 0:
+                        raise _Fallback()
+                    hs += _field_size(hk) + _field_size(hv)
+                    hl.append((hk, hv))
+                encoded_headers[i] = hl
+            else:
+                hs = 1
+            body = 1 + _varint_size(deltas[i]) + _varint_size(i) + ks + vs + hs
+            bodies[i] = body
+            total += _varint_size(body) + body
+        out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + total)
+        p = <uint8_t*>PyBytes_AS_STRING(out) + HEADER_SIZE
+        for i in range(n):
+            rec = rows[i]
+            if type(rec) is not tuple:
+                rec = tuple(rec)
+            key, value, raw_ts, headers = rec
+            p = _put_varint(p, bodies[i])
+            p[0] = 0
+            p = _put_varint(p + 1, deltas[i])
+            p = _put_varint(p, i)
+            p = _put_field(p, key)
+            p = _put_field(p, value)
+            if encoded_headers is not None and encoded_headers[i] is not None:
+                hl = encoded_headers[i]
+                p = _put_varint(p, len(hl))
+                for hk, hv in hl:
+                    p = _put_field(p, hk)
+                    p = _put_field(p, hv)
+            else:
+                p[0] = 0
+                p += 1
+    except (_Fallback, TypeError, ValueError, OverflowError, UnicodeError):
+        return _py_encode_batch(rows, base_offset=base_offset, compression=compression,
+                                timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+                                producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                is_transactional=is_transactional, is_control=is_control, now_ms=now_ms)
+    finally:
+        free(deltas)
+    cdef int attributes = compression | (0x08 if timestamp_type == 1 else 0)
+    attributes |= (0x10 if is_transactional else 0) | (0x20 if is_control else 0)
+    if compression != 0:
+        block = _compress(compression, memoryview(out)[HEADER_SIZE:].tobytes())
+        out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + len(block))
+        memcpy(PyBytes_AS_STRING(out) + HEADER_SIZE, PyBytes_AS_STRING(block), len(block))
+        total = len(block)
+    _write_header(<uint8_t*>PyBytes_AS_STRING(out), base_offset, total, partition_leader_epoch, attributes,
+                  <int32_t>(n - 1), first_ts, max_ts, producer_id, producer_epoch, base_sequence, <int32_t>n)
+    return _seal(out)
+
+
+class _Fallback(Exception):
+    """Internal: this input is the reference's to handle."""
+
+
+# ------------------------------------------------------------------------------------- REST v2 produce
+
+_KEY = "key"
+_VALUE = "value"
+
+
+cdef inline Py_ssize_t _rest_field(object field, bint binary, Py_ssize_t* dlen) except -2:
+    """Decoded length of a record's key or value (-1: null); -2 raised as _Fallback for the reference."""
+    if field is None:
+        dlen[0] = -1
+        return 0
+    if binary:
+        if type(field) is not str or not PyUnicode_IS_COMPACT_ASCII(field):
+            raise _Fallback()
+        dlen[0] = _b64_len(<const uint8_t*>PyUnicode_DATA(field), PyUnicode_GET_LENGTH(field))
+        if dlen[0] < 0:
+            raise _Fallback()
+        return 0
+    if type(field) is not bytes:
+        raise _Fallback()
+    dlen[0] = PyBytes_GET_SIZE(field)
+    return 0
+
+
+cdef inline uint8_t* _put_rest_field(uint8_t* p, object field, Py_ssize_t dlen, bint binary):
+    if dlen < 0:
+        p[0] = 1
+        return p + 1
+    p = _put_varint(p, dlen)
+    if binary:
+        _b64_decode(<const uint8_t*>PyUnicode_DATA(field), PyUnicode_GET_LENGTH(field), p)
+    else:
+        memcpy(p, PyBytes_AS_STRING(field), dlen)
+    return p + dlen
+
+
+def produce_batches(list records, list texts, bint binary, Py_ssize_t count, Py_ssize_t fixed, counter,
+                    int64_t now_ms):
+    """A REST v2 produce request's records (orjson's parse of the body) straight into one v2 batch per
+    partition: ``({partition: batch}, [partition of each record])``, or None when any record is not the plain
+    ``{"key", "value"}`` shape this handles (the caller then takes the reference path, which also names errors).
+
+    ``binary``: keys and values are base64 strings; else (JSON format) ``texts[i]`` holds record i's raw
+    (key, value) JSON text as bytes, used where orjson's value is not null. Partitions: ``fixed`` when >= 0, else
+    murmur2 of the key's bytes modulo ``count``, else ``next(counter) % count`` (keyless round-robin).
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(records), i, p, klen, vlen, body, nparts = 0
+    if n == 0 or count <= 0 or (not binary and (texts is None or PyList_GET_SIZE(texts) != n)):
+        return None
+    cdef int64_t* info = <int64_t*>malloc(n * 5 * sizeof(int64_t) + count * 3 * sizeof(int64_t))
+    if info == NULL:
+        raise MemoryError()
+    cdef int64_t* part_of = info
+    cdef int64_t* delta_of = info + n
+    cdef int64_t* klens = info + 2 * n
+    cdef int64_t* vlens = info + 3 * n
+    cdef int64_t* bodies = info + 4 * n
+    cdef int64_t* pcount = info + 5 * n
+    cdef int64_t* psize = pcount + count
+    cdef int64_t* pcursor = psize + count
+    cdef object rec, key, value, pair
+    cdef PyObject* got
+    cdef uint8_t small[192]
+    cdef uint8_t* kbuf
+    cdef list order = []
+    cdef list partitions = [None] * n
+    cdef dict batches = {}
+    cdef bytes out
+    cdef uint8_t* w
+    try:
+        for p in range(count):
+            pcount[p] = 0
+            psize[p] = 0
+        for i in range(n):
+            rec = <object>PyList_GET_ITEM(records, i)
+            if type(rec) is not dict:
+                return None
+            got = PyDict_GetItem(rec, _KEY)
+            key = None if got == NULL else <object>got
+            got = PyDict_GetItem(rec, _VALUE)
+            value = None if got == NULL else <object>got
+            if PyDict_Size(rec) != (PyDict_GetItem(rec, _KEY) != NULL) + (PyDict_GetItem(rec, _VALUE) != NULL) \
+                    or PyDict_Size(rec) == 0:
+                return None
+            if not binary:
+                pair = <object>PyList_GET_ITEM(texts, i)
+                key = None if key is None else pair[0]
+                value = None if value is None else pair[1]
+            _rest_field(key, binary, &klen)
+            _rest_field(value, binary, &vlen)
+            if fixed >= 0:
+                p = fixed
+            elif klen < 0:
+                p = next(counter) % count
+            elif not binary:
+                p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), klen) & 0x7FFFFFFF) % count
+            else:
+                kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)
+                _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
+                p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
+                if kbuf != small:
+                    free(kbuf)
+            if p < 0 or p >= count:
+                return None
+            if pcount[p] == 0:
+                order.append(p)
+            part_of[i] = p
+            delta_of[i] = pcount[p]
+            pcount[p] += 1
+            klens[i] = klen
+            vlens[i] = vlen
+            body = 1 + 1 + _varint_size(delta_of[i]) + (1 if klen < 0 else _varint_size(klen) + klen) \
+                + (1 if vlen < 0 else _varint_size(vlen) + vlen) + 1
+            bodies[i] = body
+            psize[p] += _varint_size(body) + body
+            partitions[i] = p
+        outs = {}
+        for p in order:
+            outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
+            pcursor[p] = HEADER_SIZE
+        for i in range(n):
+            rec = <object>PyList_GET_ITEM(records, i)
+            p = part_of[i]
+            w = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]
+            start = w
+            if binary:
+                key = (<dict>rec).get(_KEY)
+                value = (<dict>rec).get(_VALUE)
+            else:
+                pair = <object>PyList_GET_ITEM(texts, i)
+                key, value = pair[0], pair[1]
+            w = _put_varint(w, bodies[i])
+            w[0] = 0  # attributes
+            w[1] = 0  # timestamp delta: every record takes now_ms
+            w = _put_varint(w + 2, delta_of[i])
+            w = _put_rest_field(w, key, klens[i], binary)
+            w = _put_rest_field(w, value, vlens[i], binary)
+            w[0] = 0  # no headers
+            pcursor[p] += (w + 1) - start
+        for p in order:
+            out = outs[p]
+            _write_header(<uint8_t*>PyBytes_AS_STRING(out), 0, psize[p], -1, 0, <int32_t>(pcount[p] - 1), now_ms,
+                          now_ms, -1, -1, -1, <int32_t>pcount[p])
+            batches[p] = _seal(out)
+    except _Fallback:
+        return None
+    finally:
+        free(info)
+    return batches, partitions
+
+
+def render_offsets(list partitions, dict bases) -> bytes:
+    """The body of a REST v2 produce answer when every partition succeeded: offsets in request order, each
+    ``bases[p] + its index among p's records`` (null when ``bases[p]`` is None: acks=0)."""
+    cdef Py_ssize_t n = len(partitions), i
+    cdef dict seen = {}
+    cdef list parts = [b'{"key_schema_id":null,"value_schema_id":null,"offsets":[']
+    cdef object p, base
+    cdef int64_t index
+    for i in range(n):
+        p = partitions[i]
+        index = seen.get(p, 0)
+        seen[p] = index + 1
+        base = bases[p]
+        if i:
+            parts.append(b",")
+        if base is None:
+            parts.append(b'{"partition":%d,"offset":null,"error_code":null,"error":null}' % p)
+        else:
+            parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))
+    parts.append(b"]}")
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------------------ JSON format: raw texts
+
+
+cdef inline Py_ssize_t _ws(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    while pos < end and (s[pos] == b' ' or s[pos] == b'\t' or s[pos] == b'\n' or s[pos] == b'\r'):
+        pos += 1
+    return pos
+
+
+cdef inline Py_ssize_t _string_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """Position after the string starting at ``pos`` (a '"'), or -1."""
+    pos += 1
+    while pos < end:
+        if s[pos] == b'\\':
+            pos += 2
+        elif s[pos] == b'"':
+            return pos + 1
+        else:
+            pos += 1
+    return -1
+
+
+cdef Py_ssize_t _value_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
+    """Position after the JSON value at ``pos`` (orjson validated it), or -1 (also when it nests deeper
+    than MAX_DEPTH: the reference decides what such a value means)."""
+    cdef uint8_t c
+    cdef int depth = 0
+    if pos >= end:
+        return -1
+    c = s[pos]
+    if c == b'"':
+        return _string_end(s, pos, end)
+    if c != b'{' and c != b'[':
+        while pos < end and s[pos] != b',' and s[pos] != b'}' and s[pos] != b']' and s[pos] != b' ' \
+                and s[pos] != b'\t' and s[pos] != b'\n' and s[pos] != b'\r':
+            pos += 1
+        return pos
+    while pos < end:
+        c = s[pos]
+        if c == b'"':
+            pos = _string_end(s, pos, end)
+            if pos < 0:
+                return -1
+            continue
+        if c == b'{' or c == b'[':
+            depth += 1
+            if depth > MAX_DEPTH:
+                return -1
+        elif c == b'}' or c == b']':
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    return -1
+
+
+cdef object _compact(const uint8_t* s, Py_ssize_t start, Py_ssize_t end):
+    """raw_json.compact of s[start:end] as bytes, or None when its brackets exceed MAX_DEPTH (the reference's
+    depth check decides then)."""
+    cdef Py_ssize_t i, brackets = 0, spaces = 0
+    cdef bint in_str = False
+    cdef uint8_t c
+    for i in range(start, end):
+        c = s[i]
+        if c == b'[' or c == b'{':
+            brackets += 1
+        elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':
+            spaces += 1
+    if brackets > MAX_DEPTH:
+        return None
+    if s[start] == b'"' or spaces == 0:
+        return PyBytes_FromStringAndSize(<const char*>s + start, end - start)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, end - start)
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef Py_ssize_t n = 0
+    i = start
+    while i < end:
+        c = s[i]
+        if in_str:
+            w[n] = c
+            n += 1
+            if c == b'\\' and i + 1 < end:
+                w[n] = s[i + 1]
+                n += 1
+                i += 1
+            elif c == b'"':
+                in_str = False
+        elif c == b'"':
+            in_str = True
+            w[n] = c
+            n += 1
+        elif not (c == b' ' or c == b'\t' or c == b'\n' or c == b'\r'):
+            w[n] = c
+            n += 1
+        i += 1
+    return out[:n]
+
+
+cdef inline int _name_is(const uint8_t* s, Py_ssize_t start, Py_ssize_t stop, const char* name, Py_ssize_t n
+                         ) noexcept nogil:
+    """1 when the member name s[start:stop] (quotes included) is ``name``; -1 when it has an escape."""
+    cdef Py_ssize_t i
+    for i in range(start + 1, stop - 1):
+        if s[i] == b'\\':
+            return -1
+    if stop - start - 2 != n:
+        return 0
+    for i in range(n):
+        if s[start + 1 + i] != <uint8_t>name[i]:
+            return 0
+    return 1
+
+
+def record_texts(bytes body):
+    """broker/api/raw_json.record_texts as bytes: for each element of the body's (last) ``records`` array, the
+    compact raw text of its last ``key`` and ``value`` members; None when the body needs the reference (a
+    member name with an escape, a value nesting deeper than MAX_DEPTH, a shape orjson's checks refuse)."""
+    cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(body)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(body), pos, name_end, vstart, vend, rstart = -1, rend = -1
+    cdef Py_ssize_t ks, ke, vs, ve, nstart
+    cdef int is_name
+    cdef list out = []
+    pos = _ws(s, 0, end)
+    if pos >= end or s[pos] != b'{':
+        return None
+    pos = _ws(s, pos + 1, end)
+    while pos < end and s[pos] != b'}':
+        if s[pos] != b'"':
+            return None
+        name_end = _string_end(s, pos, end)
+        if name_end < 0:
+            return None
+        is_name = _name_is(s, pos, name_end, "records", 7)
+        if is_name < 0:
+            return None
+        pos = _ws(s, name_end, end)
+        vstart = _ws(s, pos + 1, end)  # after the ':'
+        vend = _value_end(s, vstart, end)
+        if vend < 0:
+            return None
+        if is_name:
+            rstart, rend = vstart, vend
+        pos = _ws(s, vend, end)
+        if pos < end and s[pos] == b',':
+            pos = _ws(s, pos + 1, end)
+    if rstart < 0:
+        return out
+    if s[rstart] != b'[':
+        return None
+    pos = _ws(s, rstart + 1, rend)
+    while pos < rend - 1:
+        if s[pos] != b'{':
+            out.append((None, None))
+            pos = _value_end(s, pos, rend)
+            if pos < 0:
+                return None
+        else:
+            ks = ke = vs = ve = -1
+            pos = _ws(s, pos + 1, rend)
+            while pos < rend and s[pos] != b'}':
+                if s[pos] != b'"':
+                    return None
+                nstart = pos
+                name_end = _string_end(s, pos, rend)
+                if name_end < 0:
+                    return None
+                pos = _ws(s, name_end, rend)
+                vstart = _ws(s, pos + 1, rend)
+                vend = _value_end(s, vstart, rend)
+                if vend < 0:
+                    return None
+                if _name_is(s, nstart, name_end, "key", 3) == 1:
+                    ks, ke = vstart, vend
+                elif _name_is(s, nstart, name_end, "value", 5) == 1:
+                    vs, ve = vstart, vend
+                elif _name_is(s, nstart, name_end, "x", 1) < 0:
+                    return None
+                pos = _ws(s, vend, rend)
+                if pos < rend and s[pos] == b',':
+                    pos = _ws(s, pos + 1, rend)
+            pos += 1  # the '}'
+            key = None if ks < 0 else _compact(s, ks, ke)
+            value = None if vs < 0 else _compact(s, vs, ve)
+            if (ks >= 0 and key is None) or (vs >= 0 and value is None):
+                return None
+            out.append((key, value))
+        pos = _ws(s, pos, rend)
+        if pos < rend and s[pos] == b',':
+            pos = _ws(s, pos + 1, rend)
+    return out
+
+
+# -------------------------------------------------------------------------- decoding and REST read answers
+
+cdef struct _Buf:
+    uint8_t* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _reserve(_Buf* b, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap
+    cdef uint8_t* grown
+    if b.n + more <= b.cap:
+        return 0
+    cap = max(b.cap * 2, b.n + more + 4096)
+    grown = <uint8_t*>realloc(b.p, cap)
+    if grown == NULL:
+        raise MemoryError()
+    b.p = grown
+    b.cap = cap
+    return 0
+
+
+cdef inline int _put(_Buf* b, const void* data, Py_ssize_t n) except -1:
+    _reserve(b, n)
+    memcpy(b.p + b.n, data, n)
+    b.n += n
+    return 0
+
+
+cdef inline int _put_bytes(_Buf* b, bytes data) except -1:
+    return _put(b, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef int _put_int(_Buf* b, int64_t v) except -1:
+    cdef char tmp[24]
+    cdef int i = 24
+    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
+    while True:
+        i -= 1
+        tmp[i] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        i -= 1
+        tmp[i] = b'-'
+    return _put(b, tmp + i, 24 - i)
+
+
+cdef int _put_b64(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
+    _reserve(b, _b64_encoded_len(n) + 2)
+    b.p[b.n] = b'"'
+    b.n = _b64_encode(s, n, b.p + b.n + 1) - b.p
+    b.p[b.n] = b'"'
+    b.n += 1
+    return 0
+
+
+cdef int _put_json_field(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
+    """A stored key or value in a JSON-format answer: its text when it is JSON, else a JSON string of it."""
+    cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)
+    try:
+        _loads(data)
+    except _JSONDecodeError:
+        return _put_bytes(b, _dumps(data.decode("utf-8", "replace")))
+    return _put_bytes(b, data)
+
+
+cdef struct _Rec:
+    int64_t offset
+    int64_t timestamp
+    Py_ssize_t key      # start, or -1: null
+    Py_ssize_t key_len
+    Py_ssize_t value
+    Py_ssize_t value_len
+    Py_ssize_t headers  # position of the header count
+    int64_t header_count
+
+
+cdef int _next_record(const uint8_t* d, Py_ssize_t n, Py_ssize_t* pos, int64_t base, int64_t first_ts,
+                      int64_t override, bint has_override, _Rec* r) noexcept nogil:
+    """Parse the record at pos[0] into r; -1 for anything the reference decoder would refuse (or might)."""
+    cdef int64_t length, ts_delta, offset_delta, klen, vlen, hcount, hl
+    cdef Py_ssize_t p = pos[0], end, j
+    if _get_varint(d, n, &p, &length) < 0 or length < 0:
+        return -1
+    end = p + length
+    if end > n:
+        return -1
+    p += 1  # attributes
+    if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:
+        return -1
+    if _get_varint(d, end, &p, &klen) < 0 or klen < -1 or p + klen > end:
+        return -1
+    r.key = p if klen >= 0 else -1
+    r.key_len = klen
+    if klen > 0:
+        p += klen
+    if _get_varint(d, end, &p, &vlen) < 0 or vlen < -1 or p + vlen > end:
+        return -1
+    r.value = p if vlen >= 0 else -1
+    r.value_len = vlen
+    if vlen > 0:
+        p += vlen
+    r.headers = p
+    if _get_varint(d, end, &p, &hcount) < 0 or hcount < 0:
+        return -1
+    r.header_count = hcount
+    for j in range(hcount):
+        if _get_varint(d, end, &p, &hl) < 0 or hl < 0 or p + hl > end:
+            return -1
+        p += hl
+        if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:
+            return -1
+        if hl > 0:
+            p += hl
+    if p != end:
+        return -1
+    r.offset = base + offset_delta
+    r.timestamp = override if has_override else first_ts + ts_delta
+    pos[0] = end
+    return 0
+
+
+cdef list _headers(const uint8_t* d, _Rec* r):
+    cdef Py_ssize_t p = r.headers
+    cdef int64_t count, kl, vl
+    cdef list out = []
+    _get_varint(d, p + 10, &p, &count)
+    for _ in range(count):
+        _get_varint(d, p + 10, &p, &kl)
+        name = PyBytes_FromStringAndSize(<const char*>d + p, kl).decode()
+        p += kl
+        _get_varint(d, p + 10, &p, &vl)
+        if vl < 0:
+            out.append((name, None))
+        else:
+            out.append((name, PyBytes_FromStringAndSize(<const char*>d + p, vl)))
+            p += vl
+    return out
+
+
+cdef int _batch_records(object data, int32_t count, int64_t base, int64_t first_ts, int64_t override,
+                        bint has_override, int64_t start, bint render, bint binary, bytes prefix, _Buf* b,
+                        list out) except -2:
+    """Decode (or render) the records of one batch's record block; -1 sends the whole call to the reference."""
+    cdef const uint8_t* d = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), pos = 0
+    cdef _Rec r
+    cdef int32_t i
+    for i in range(count):
+        if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:
+            return -1
+        try:
+            headers = _headers(d, &r) if r.header_count else ()
+        except UnicodeDecodeError:
+            return -1
+        if not render:
+            out.append(Record(r.offset, r.timestamp,
+                              None if r.key < 0 else PyBytes_FromStringAndSize(<const char*>d + r.key, r.key_len),
+                              None if r.value < 0 else
+                              PyBytes_FromStringAndSize(<const char*>d + r.value, r.value_len),
+                              tuple(headers)))
+            continue
+        if r.offset < start:
+            continue
+        if b.n > 1:
+            _put(b, b",", 1)
+        _put_bytes(b, prefix)
+        _put_int(b, r.offset)
+        _put(b, b',"timestamp":', 13)
+        _put_int(b, r.timestamp)
+        _put(b, b',"key":', 7)
+        if r.key < 0:
+            _put(b, b"null", 4)
+        elif binary:
+            _put_b64(b, d + r.key, r.key_len)
+        else:
+            _put_json_field(b, d + r.key, r.key_len)
+        _put(b, b',"value":', 9)
+        if r.value < 0:
+            _put(b, b"null", 4)
+        elif binary:
+            _put_b64(b, d + r.value, r.value_len)
+        else:
+            _put_json_field(b, d + r.value, r.value_len)
+        _put(b, b',"headers":[', 12)
+        for j, (name, hv) in enumerate(headers):
+            if j:
+                _put(b, b",", 1)
+            _put(b, b'{"name":', 8)
+            _put_bytes(b, _dumps(name))
+            _put(b, b',"value":', 9)
+            if hv is None:
+                _put(b, b"null", 4)
+            else:
+                _put_b64(b, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
+            _put(b, b"}", 1)
+        _put(b, b"]}", 2)
+    return 0 if pos == n else -1
+
+
+cdef object _walk(object buf, int64_t start, bint render, bint binary, bytes prefix, bint verify_crc,
+                  bint include_control):
+    cdef bytes data = buf if type(buf) is bytes else bytes(buf)
+    cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, size
+    cdef int64_t base, first_ts, max_ts, length
+    cdef int attributes, codec
+    cdef int32_t count
+    cdef _Buf b
+    cdef list out = []
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if render:
+            _put(&b, b"[", 1)
+        while pos < end:
+            if end - pos < HEADER_SIZE:
+                return None
+            length = _get_be(s + pos + 8, 4)
+            if length < MIN_BATCH_LENGTH:
+                return None
+            size = length + LOG_OVERHEAD
+            attributes = <int>_get_be(s + pos + 21, 2)
+            if include_control or not attributes & 0x20:
+                if pos + size > end or s[pos + 16] != 2:
+                    return None
+                if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \
+                        <uint32_t>_get_be(s + pos + CRC_POS, 4):
+                    return None
+                count = <int32_t>_get_be(s + pos + 57, 4)
+                if count:
+                    if count < 0:
+                        return None
+                    base = _get_be(s + pos, 8)
+                    first_ts = _get_be(s + pos + 27, 8)
+                    max_ts = _get_be(s + pos + 35, 8)
+                    codec = attributes & 0x07
+                    block = data[pos + HEADER_SIZE:pos + size]
+                    if codec:
+                        block = _decompress(codec, block)
+                        if type(block) is not bytes:
+                            block = bytes(block)
+                    if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,
+                                      binary, prefix, &b, out) < 0:
+                        return None
+            pos += size
+        if pos != end:
+            return None
+        if not render:
+            return out
+        _put(&b, b"]", 1)
+        return PyBytes_FromStringAndSize(<const char*>b.p, b.n)
+    finally:
+        free(b.p)
+
+
+def decode_records(buf, *, bint verify_crc=True, bint include_control=False):
+    """odradek.protocol.records.decode_records; None when the reference must decode (and say what is wrong)."""
+    return _walk(buf, 0, False, True, b"", verify_crc, include_control)
+
+
+def render_records(buf, int64_t start, bytes prefix, bint binary):
+    """The ``records`` array of a REST read answer, as JSON bytes: every record at or after ``start`` of the
+    batches in ``buf``, each ``prefix`` (``{"topic":..,"partition":..,"offset":``) + offset, timestamp, key,
+    value (base64 when ``binary``, else the stored JSON text) and headers, exactly as orjson renders
+    broker/api/embedded.record_json's dicts. None when the reference must do it (a corrupt batch)."""
+    return _walk(buf, start, True, binary, prefix, True, False)
