@@ -57,7 +57,7 @@ for _i in range(64):
 
 cdef inline int32_t _murmur2(const uint8_t* data, Py_ssize_t n) noexcept nogil:
     cdef uint32_t m = 0x5BD1E995
-    cdef uint32_t h = 0x9747B28C ^ <uint32_t>n
+    cdef uint32_t h = (<uint32_t>0x9747B28C) ^ <uint32_t>n
     cdef uint32_t k
     cdef Py_ssize_t i, end = n & ~3
     for i in range(0, end, 4):
