@@ -87,34 +87,37 @@ def main() -> int:
             operations = [r.ok() for r in schema.get_all_operations()]
             per_op = max(20, args.requests // max(1, len(operations)) + 1)
             rounds = 0
+
+            def fuzz(operation: Any, rounds: int) -> None:
+                @hypothesis.settings(max_examples=per_op, deadline=None, database=None,
+                                     suppress_health_check=list(hypothesis.HealthCheck),
+                                     phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
+                @hypothesis.seed(args.seed * 1000 + rounds)
+                @hypothesis.given(case=operation.as_strategy())
+                def run(case: Any) -> None:
+                    nonlocal sent
+                    if sent >= args.requests:
+                        return
+                    sent += 1
+                    try:
+                        response = case.call(timeout=30)
+                    except Exception as e:  # a dropped connection counts as a server failure
+                        statuses[599] += 1
+                        errors.append(f"{operation.verbose_name}: no answer: {e!r}"[:300])
+                        return
+                    statuses[response.status_code] += 1
+                    if response.status_code >= 500:  # schemathesis' not_a_server_error, counted
+                        errors.append(f"{operation.verbose_name} {response.status_code}: "
+                                      f"{case.as_curl_command()[:300]} -> {response.text[:200]}")
+
+                run()
+
             while sent < args.requests:
                 rounds += 1
                 for operation in operations:
                     if sent >= args.requests:
                         break
-
-                    @hypothesis.settings(max_examples=per_op, deadline=None, database=None,
-                                         suppress_health_check=list(hypothesis.HealthCheck),
-                                         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
-                    @hypothesis.seed(args.seed * 1000 + rounds)
-                    @hypothesis.given(case=operation.as_strategy())
-                    def run(case: Any, operation: Any = operation) -> None:
-                        nonlocal sent
-                        if sent >= args.requests:
-                            return
-                        sent += 1
-                        try:
-                            response = case.call(timeout=30)
-                        except Exception as e:  # a dropped connection counts as a server failure
-                            statuses[599] += 1
-                            errors.append(f"{operation.verbose_name}: no answer: {e!r}"[:300])
-                            return
-                        statuses[response.status_code] += 1
-                        if response.status_code >= 500:  # schemathesis' not_a_server_error, counted
-                            errors.append(f"{operation.verbose_name} {response.status_code}: "
-                                          f"{case.as_curl_command()[:300]} -> {response.text[:200]}")
-
-                    run()
+                    fuzz(operation, rounds)
                 print(f"round {rounds}: {sent} requests, {sum(n for s, n in statuses.items() if s >= 500)} 5xx",
                       flush=True)
         finally:

@@ -518,3 +518,25 @@ class ConsumerGroupOffsetZNode:
             return int(text), "", 0
         obj = orjson.loads(data)
         return int(obj["offset"]), str(obj.get("metadata") or ""), int(obj.get("commit_timestamp") or 0)
+
+
+# ============================================================================================ producer ids
+class LatestProducerIdBlockZNode:
+    """Persistent: the last block of producer ids any broker claimed (KIP-98). Kafka's shape, with the longs
+    as strings; block ends are inclusive and the next block starts at the previous end + 1. Written only
+    conditionally on its zkVersion, so two brokers never claim the same block."""
+
+    path = "/latest_producer_id_block"
+
+    @staticmethod
+    def encode(broker_id: int, block_start: int, block_end: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id, "block_start": str(block_start),
+                       "block_end": str(block_end)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int, int] | None:
+        """(broker, block_start, block_end), or None for the empty node a fresh cluster starts with."""
+        if not data:
+            return None
+        obj = _loads(data)
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])

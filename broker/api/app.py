@@ -22,6 +22,7 @@ from broker.api import (
     metadata,
     ops,
     produce,
+    producer_ids,
     reassignment,
 )
 from broker.api.context import BROKER, OPENAPI
@@ -90,6 +91,7 @@ def routes() -> list[web.RouteDef]:
         *consumers_v2.routes(),
         *entity_configs.routes(),
         *reassignment.routes(),
+        *producer_ids.routes(),
     ]
 
 

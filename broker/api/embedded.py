@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from broker.api import raw_json
-from odradek.protocol import media
+from odradek.protocol import media, speedups
 from odradek.protocol.errors import (
     ConstraintViolationError,
     InvalidPayloadError,
@@ -35,6 +35,7 @@ from odradek.protocol.errors import (
     UnsupportedMediaTypeError,
 )
 from odradek.protocol.records import Record
+from odradek.protocol.speedups import RawTexts
 
 JSON = "json"
 BINARY = "binary"
@@ -131,6 +132,28 @@ def parse_produce_body(body: bytes, fmt: str, max_records: int = 10_000,
     takes a short branch, and error messages are only built when there is an error. In the JSON format each
     key and value is stored as the JSON text the client sent (broker/api/raw_json.py), never re-encoded.
     """
+    records = checked_records(body, max_records)
+    if fmt not in (JSON, BINARY):
+        return [], None  # a schema-registry format: refused by require_supported once the topic is checked
+    return _rows(body, records, fmt)
+
+
+def plain_records(body: bytes, fmt: str, max_records: int) -> tuple[list[Any], RawTexts | None] | None:
+    """The compiled codec's input (odradek/protocol/speedups.py): the request's records as checked by
+    ``checked_records`` and, in the JSON format, each record's raw key and value text as bytes (the same text
+    raw_json.py slices: stored as sent, never re-encoded). None when the compiled codec is not in use, or for a
+    body its scanner leaves to raw_json.py: the caller then takes ``parse_produce_body``."""
+    if not speedups.COMPILED or fmt not in (JSON, BINARY):
+        return None
+    records = checked_records(body, max_records)
+    if fmt == BINARY:
+        return records, None
+    texts = speedups.record_texts(body)
+    return None if texts is None or len(texts) != len(records) else (records, texts)
+
+
+def checked_records(body: bytes, max_records: int) -> list[Any]:
+    """The body's ``records`` array, after the request-level checks (size bound, JSON, shape, count)."""
     values = body.count(b",") + body.count(b"{") + body.count(b"[")
     if values > VALUES_PER_RECORD * max_records:
         raise PolicyViolationError(
@@ -155,8 +178,10 @@ def parse_produce_body(body: bytes, fmt: str, max_records: int = 10_000,
     if len(records) > max_records:
         raise PolicyViolationError(f"{len(records)} records in one request; the limit is {max_records} "
                                    "(max.records.per.request)")
-    if fmt not in (JSON, BINARY):
-        return [], None  # a schema-registry format: refused by require_supported once the topic is checked
+    return records  # type: ignore[no-any-return]
+
+
+def _rows(body: bytes, records: list[Any], fmt: str) -> tuple[list[Row], list[int | None] | None]:
     as_json = fmt == JSON
     texts = raw_json.record_texts(body.decode("utf-8")) if as_json else []
     if as_json and len(texts) != len(records):

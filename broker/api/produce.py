@@ -14,12 +14,20 @@ from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
-from broker.api.embedded import Row, parse_produce_body, produce_format, record_error, require_supported
+from broker.api.embedded import (
+    BINARY,
+    Row,
+    parse_produce_body,
+    plain_records,
+    produce_format,
+    record_error,
+    require_supported,
+)
 from broker.api.params import INT32_MAX, INT64_MAX, int_param, limits, parse_ascii_int, partition_param
 from broker.produce.routing import deadline_after, remaining_ms
-from broker.produce.service import parse_acks
-from odradek.protocol import media
-from odradek.protocol.errors import InvalidTimestampError, UnsupportedMediaTypeError
+from broker.produce.service import PartitionResult, parse_acks
+from odradek.protocol import media, speedups
+from odradek.protocol.errors import InvalidRequestError, InvalidTimestampError, UnsupportedMediaTypeError
 from odradek.protocol.records.validate import validate_client_batches
 
 
@@ -31,13 +39,26 @@ async def produce_json(request: web.Request) -> web.Response:
     fmt = produce_format(request.content_type)
     acks = parse_acks(request.query.get("acks"))
     timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
-    rows, named = parse_produce_body(await request.read(), fmt, limits(request).max_records_per_request)
+    body = await request.read()
+    max_records = limits(request).max_records_per_request
+    # The compiled codec's single pass (plain records, known topic); else the reference path, which names errors.
+    key = idempotency_key(request)
+    plain = None if key is not None else plain_records(body, fmt, max_records)  # keyed: the seeded partitioner
+    encoded = None if plain is None else broker.produce.encode_plain(topic, *plain, fmt == BINARY, fixed)
+    rows, named = ([], None) if encoded is not None else parse_produce_body(body, fmt, max_records)
     deadline = deadline_after(timeout_ms)
     await broker.produce.router.await_topic(topic, deadline)
     require_supported(fmt, topic, topic_exists=True)  # schema formats: 422, but only once the topic is known
-    _check_timestamps(rows, _timestamp_diff_ms(broker.cache.configs.get(topic, {})))
-    partitions = broker.produce.choose_partitions(topic, rows, named, fixed)
-    results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline)
+    if encoded is None:
+        _check_timestamps(rows, _timestamp_diff_ms(broker.cache.configs.get(topic, {})))
+        partitions = broker.produce.choose_partitions(topic, rows, named, fixed, seed=key)
+        results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline,
+                                               idempotency_key=key)
+    else:
+        partitions = encoded[1]
+        results = await broker.produce.produce_encoded(topic, encoded[0], acks, timeout_ms, deadline)
+    if all(r.error is None for r in results.values()):
+        return _rendered(partitions, results, acks)
     seen: dict[int, int] = {}
     offsets = []
     for p in partitions:
@@ -52,6 +73,17 @@ async def produce_json(request: web.Request) -> web.Response:
     leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     response = json_response({"key_schema_id": None, "value_schema_id": None, "offsets": offsets},
                              content_type=media.KAFKA_V2)
+    if leaders:
+        response.headers[media.LEADER] = ",".join(map(str, leaders))
+    return response
+
+
+def _rendered(partitions: list[int], results: dict[int, PartitionResult], acks: int) -> web.Response:
+    """The answer when no partition failed, rendered in one pass by the compiled codec (or its reference)."""
+    bases = {p: None if acks == 0 or r.base_offset is None or r.base_offset < 0 else r.base_offset
+             for p, r in results.items()}
+    response = web.Response(body=speedups.render_offsets(partitions, bases), content_type=media.KAFKA_V2)
+    leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     if leaders:
         response.headers[media.LEADER] = ",".join(map(str, leaders))
     return response
@@ -74,12 +106,26 @@ async def produce_batches(request: web.Request) -> web.Response:
         validate_client_batches, data, max_batch_bytes=part.log.config.max_message_bytes,
         max_records=config.max_records_per_batch, max_decompressed_bytes=config.max_decompressed_batch_bytes,
         max_timestamp_diff_ms=_timestamp_diff_ms(broker.cache.configs.get(topic, {})), now_ms=int(time.time() * 1000))
-    result = await part.append(data, acks, remaining_ms(deadline))
-    return json_response({
+    result = await part.append(data, acks, remaining_ms(deadline), idempotency_key(request))
+    answer = {
         "topic": topic, "partition": partition, "base_offset": result.first_offset,
         "last_offset": result.last_offset, "record_count": result.record_count,
         "log_append_time": result.log_append_time, "leader": broker.broker_id, "leader_epoch": part.leader_epoch,
-    })
+    }
+    batch_offsets = getattr(result, "batch_offsets", None)  # an idempotent retry answered partly from state
+    if batch_offsets is not None:
+        answer["batch_base_offsets"] = list(batch_offsets)
+    return json_response(answer)
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    """The request's Idempotency-Key header (at most 200 characters), or None (docs/transactions.md)."""
+    key = request.headers.get(media.IDEMPOTENCY_KEY, "").strip()
+    if not key:
+        return None
+    if len(key) > 200:
+        raise InvalidRequestError(f"the {media.IDEMPOTENCY_KEY} header is longer than 200 characters")
+    return key
 
 
 def _timestamp_diff_ms(config: dict[str, str]) -> int:

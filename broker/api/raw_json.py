@@ -41,8 +41,14 @@ _DEPTH_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 RawPair = tuple[str | None, str | None]  # (key text, value text); None when the member is absent
 
 
+_WS_CHARS = " \t\n\r"
+
+
 def _skip(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()  # type: ignore[union-attr]
+    """The first position at or after ``pos`` that is not whitespace (compact JSON: no regex call at all)."""
+    if text[pos] in _WS_CHARS:
+        return _WS.match(text, pos).end()  # type: ignore[union-attr]
+    return pos
 
 
 def _value_end(text: str, pos: int) -> int:
@@ -54,29 +60,44 @@ def _value_end(text: str, pos: int) -> int:
         raise ConstraintViolationError(f"a JSON value nests deeper than {MAX_DEPTH} levels") from None
 
 
-def _string(text: str, pos: int) -> tuple[str, int]:
-    if text[pos] != '"':
-        raise MalformedJsonError(f"expected a member name at character {pos}")
-    name, end = _scan_once(text, pos)
-    return str(name), int(end)
-
-
 def _members(text: str, pos: int) -> tuple[list[tuple[str, int, int]], int]:
-    """The (name, value start, value end) of the object at ``pos``, and the position after it."""
-    pos = _skip(text, pos + 1)
+    """The (name, value start, value end) of the object at ``pos``, and the position after it.
+
+    The per-record loop of the JSON produce path: whitespace is skipped inline (compact bodies never call the
+    regex), names and values are delimited by the C scanner.
+    """
+    scan = _scan_once
+    ws = _WS_CHARS
+    pos += 1
+    if text[pos] in ws:
+        pos = _skip(text, pos)
     out: list[tuple[str, int, int]] = []
     if text[pos] == "}":
         return out, pos + 1
-    while True:
-        name, pos = _string(text, pos)
-        pos = _skip(text, pos)
-        pos = _skip(text, pos + 1)  # the ':' (orjson validated the syntax)
-        end = _value_end(text, pos)
-        out.append((name, pos, end))
-        pos = _skip(text, end)
-        if text[pos] == "}":
-            return out, pos + 1
-        pos = _skip(text, pos + 1)  # ','
+    try:
+        while True:
+            if text[pos] != '"':
+                raise MalformedJsonError(f"expected a member name at character {pos}")
+            name, pos = scan(text, pos)
+            if text[pos] in ws:
+                pos = _skip(text, pos)
+            pos += 1  # the ':' (orjson validated the syntax)
+            if text[pos] in ws:
+                pos = _skip(text, pos)
+            start = pos
+            pos = scan(text, pos)[1]
+            out.append((name, start, pos))
+            if text[pos] in ws:
+                pos = _skip(text, pos)
+            if text[pos] == "}":
+                return out, pos + 1
+            pos += 1  # ','
+            if text[pos] in ws:
+                pos = _skip(text, pos)
+    except StopIteration:
+        raise MalformedJsonError(f"the request body is not valid JSON at character {pos}") from None
+    except RecursionError:
+        raise ConstraintViolationError(f"a JSON value nests deeper than {MAX_DEPTH} levels") from None
 
 
 def compact(raw: str) -> str:

@@ -29,12 +29,16 @@ def _partition_url(leader_url: str, topic: str, partition: int) -> str:
 
 
 async def produce_batches(session: aiohttp.ClientSession, leader_url: str, topic: str, partition: int,
-                          data: bytes, acks: str, timeout_ms: int) -> dict[str, Any]:
+                          data: bytes, acks: str, timeout_ms: int,
+                          idempotency_key: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": media.BATCHES}
+    if idempotency_key is not None:
+        headers[media.IDEMPOTENCY_KEY] = idempotency_key
     try:
         async with session.post(
             f"{_partition_url(leader_url, topic, partition)}/batches",
             params={"acks": acks, "timeout_ms": str(timeout_ms)},
-            data=data, headers={"Content-Type": media.BATCHES},
+            data=data, headers=headers,
         ) as resp:
             await _raise_for_error(resp)
             return orjson.loads(await resp.read())

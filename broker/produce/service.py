@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -33,13 +34,14 @@ from broker.produce.routing import (
     remaining_ms,
 )
 from broker.replication.replica_manager import ReplicaManager
+from odradek.protocol import speedups
 from odradek.protocol.errors import (
     InvalidRequestError,
     OdradekError,
     UnknownPartitionError,
 )
-from odradek.protocol.partitioner import murmur2, to_positive
-from odradek.protocol.records import encode_batch
+from odradek.protocol.partitioner import to_positive
+from odradek.protocol.speedups import RawTexts, encode_batch
 
 Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
@@ -73,17 +75,22 @@ class ProduceService:
         self._round_robin: dict[str, itertools.count[int]] = {}
 
     def choose_partitions(self, topic: str, rows: Sequence[Row], named: Sequence[int | None] | None,
-                          fixed: int | None) -> list[int]:
-        """Each record's partition: the path's, else the one it names, else Kafka's default partitioner."""
+                          fixed: int | None, seed: str | None = None) -> list[int]:
+        """Each record's partition: the path's, else the one it names, else Kafka's default partitioner.
+
+        With ``seed`` (an idempotency key) keyless records start from a partition the seed picks, so a retry
+        of the same request lands on the same partitions (where the key is remembered).
+        """
         count = self._replicas.cache.partition_count(topic)
         if count == 0:
             self._replicas.partition_info(topic, 0)  # raises UNKNOWN_TOPIC with the right message
         if fixed is not None:
             self._check_partition(topic, fixed, count)
             return [fixed] * len(rows)
-        counter = self._round_robin.setdefault(topic, itertools.count(random.randrange(1 << 16)))
+        counter = (itertools.count(to_positive(speedups.murmur2(seed.encode()))) if seed is not None
+                   else self._round_robin.setdefault(topic, itertools.count(random.randrange(1 << 16))))
         chosen = [
-            to_positive(murmur2(key)) % count if key is not None else next(counter) % count
+            to_positive(speedups.murmur2(key)) % count if key is not None else next(counter) % count
             for key, _value, _ts, _headers in rows
         ]
         if named is not None:
@@ -100,7 +107,8 @@ class ProduceService:
                                         f"(it has {count} partitions)")
 
     async def produce(self, topic: str, rows: Sequence[Row], partitions: Sequence[int], acks: int,
-                      timeout_ms: int, deadline: float | None = None) -> dict[int, PartitionResult]:
+                      timeout_ms: int, deadline: float | None = None,
+                      idempotency_key: str | None = None) -> dict[int, PartitionResult]:
         """One batch per partition, appended concurrently; per-partition errors are returned, not raised.
 
         ``deadline`` (loop time, default ``timeout_ms`` from now) bounds every wait, leader elections included.
@@ -115,13 +123,31 @@ class ProduceService:
                 grouped.setdefault(p, []).append(row)
             groups = dict(grouped)
         batches = {p: encode_batch(group, now_ms=now_ms) for p, group in groups.items()}
+        return await self.produce_encoded(topic, batches, acks, timeout_ms, deadline, idempotency_key)
+
+    def encode_plain(self, topic: str, records: list[Any], texts: RawTexts | None, binary: bool,
+                     fixed: int | None) -> tuple[dict[int, bytes], list[int]] | None:
+        """The compiled codec's one pass from a REST body's records to one batch per partition (partitioned as
+        ``choose_partitions`` does), or None when the topic is not known here yet, the path's partition does not
+        exist, or a record is not plain: the caller then takes ``choose_partitions`` and ``produce``."""
+        count = self._replicas.cache.partition_count(topic)
+        if count == 0 or (fixed is not None and fixed >= count):
+            return None
+        counter = self._round_robin.setdefault(topic, itertools.count(random.randrange(1 << 16)))
+        return speedups.produce_batches(records, texts, binary, count, -1 if fixed is None else fixed, counter,
+                                        int(time.time() * 1000))
+
+    async def produce_encoded(self, topic: str, batches: dict[int, bytes], acks: int, timeout_ms: int,
+                              deadline: float, idempotency_key: str | None = None) -> dict[int, PartitionResult]:
+        """Append each partition's batch concurrently; per-partition errors are returned, not raised."""
         results = await asyncio.gather(
-            *(self.append(topic, p, data, acks, timeout_ms, deadline) for p, data in batches.items())
+            *(self.append(topic, p, data, acks, timeout_ms, deadline, idempotency_key)
+              for p, data in batches.items())
         )
         return {r.partition: r for r in results}
 
     async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int,
-                     deadline: float | None = None) -> PartitionResult:
+                     deadline: float | None = None, idempotency_key: str | None = None) -> PartitionResult:
         """Append here or at the leader, waiting out leader elections until the deadline; errors are returned."""
         deadline = deadline_after(timeout_ms) if deadline is None else deadline
         try:
@@ -130,9 +156,10 @@ class ProduceService:
                 try:
                     if isinstance(route, Remote):
                         reply = await forward.produce_batches(self._session, route.url, topic, partition, data,
-                                                              ACKS_PARAM[acks], remaining_ms(deadline))
+                                                              ACKS_PARAM[acks], remaining_ms(deadline),
+                                                              idempotency_key)
                         return PartitionResult(partition, reply.get("base_offset"), reply.get("leader"))
-                    result = await route.append(bytearray(data), acks, remaining_ms(deadline))
+                    result = await route.append(bytearray(data), acks, remaining_ms(deadline), idempotency_key)
                     return PartitionResult(partition, result.first_offset, self.router.broker_id)
                 except ROUTING_ERRORS:
                     if not await self.router.wait_for_change(deadline):

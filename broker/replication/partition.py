@@ -49,6 +49,12 @@ from typing import Any, Protocol, TypeVar
 from broker.log.log import AppendResult, Log, ReadResult
 from broker.metadata.cache import PartitionInfo
 from broker.replication.isr_manager import IsrChange, IsrResult
+from broker.replication.producer_state import (
+    IdempotencyKeys,
+    ProducerStateManager,
+    follower_append,
+    leader_append,
+)
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -180,6 +186,9 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers and acks=all waiters
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
+        # Idempotence (producer_state.py): touched only on this partition's storage queue.
+        self.producer_state: ProducerStateManager | None = None
+        self.idempotency_keys = IdempotencyKeys()
 
     # ------------------------------------------------------------------------------------------- offsets
 
@@ -256,7 +265,7 @@ class Partition:
         }
         self._wake_all()
         # After every replicated append queued before it: the epoch starts at the log end as it is then.
-        start = await self._run(_assign_epoch, self.log, epoch)
+        start = await self._run(_assign_epoch, self.log, epoch, self.idempotency_keys)
         if self.leader_epoch == epoch and self.role == LEADER:
             self.epoch_start_offset = start
         self._maybe_increment_hw()
@@ -292,8 +301,13 @@ class Partition:
 
     # ----------------------------------------------------------------------------------------- produce
 
-    async def append(self, batches: bytes | bytearray, acks: int, timeout_ms: int) -> AppendResult:
-        """Append as leader and wait as ``acks`` asks (0 and 1: after the local append; -1: committed)."""
+    async def append(self, batches: bytes | bytearray, acks: int, timeout_ms: int,
+                     idempotency_key: str | None = None) -> AppendResult:
+        """Append as leader and wait as ``acks`` asks (0 and 1: after the local append; -1: committed).
+
+        Idempotent batches are checked against the producer state first; a duplicate is answered with its
+        original offsets (and, for acks=all, once those are committed).
+        """
         if self.role != LEADER:
             raise self.not_leader()
         if UNSAFE_ACK_BEFORE_ISR:
@@ -305,8 +319,8 @@ class Partition:
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
         # Followers are woken and the HW moved once the bytes are in, even if this caller is cancelled meanwhile.
-        result = await self._storage.run(self._key, _leader_append, self.log, batches, epoch,
-                                         then=self._after_local_append)
+        result = await self._storage.run(self._key, leader_append, self.log, batches, epoch, self.producer_state,
+                                         self.idempotency_keys, idempotency_key, then=self._after_local_append)
         if acks != -1:
             return result
         await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
@@ -469,11 +483,10 @@ class Partition:
         if not new_isr or set(new_isr) == set(pending.isr):
             return
         epoch = self.leader_epoch
-        # Not LeaderAndIsr.new_isr: that bumps the leader epoch, which a leader's own ISR change must not do
-        # (Kafka's ZK-mode Partition writes LeaderAndIsr(localBrokerId, leaderEpoch, newIsr, ...)): a bump
-        # would fail every acks=all waiter of this epoch and look like a leadership change to followers.
-        state = LeaderAndIsr(self.broker_id, epoch, sorted(new_isr, key=self._replica_order),
-                             self.controller_epoch)
+        # Kafka's ZK-mode leader keeps its leader epoch on an ISR change (LeaderAndIsr.new_isr); only the znode
+        # version moves, and the conditional write fences a leader that lost the partition.
+        current = LeaderAndIsr(self.broker_id, epoch, list(pending.isr), self.controller_epoch)
+        state = current.new_isr(sorted(new_isr, key=self._replica_order))
         change = IsrChange(
             self.topic, self.partition, state, self.zk_version,
             callback=lambda result: self._on_isr_result(pending, result),
@@ -504,26 +517,48 @@ class Partition:
 
     async def append_replicated(self, data: bytes, leader_hw: int) -> None:
         if data:
-            await self._run(self.log.append_replicated, data)
+            await self._run(follower_append, self.log, data, self.producer_state)
         self.log.maybe_increment_high_watermark(leader_hw)
 
     async def truncate_to(self, offset: int) -> int:
         """A follower cuts its divergent tail (after every append queued before it)."""
-        return await self._run(self.log.truncate_to, offset)
+        return await self._run(_truncate_to, self.log, offset, self.producer_state)
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
-        await self._run(self.log.truncate_fully_and_start_at, offset)
+        await self._run(_truncate_fully, self.log, offset, self.producer_state)
+
+    async def snapshot_producer_state(self, expire: bool = False) -> None:
+        """Expire idle producers (if asked) and write the producer-state snapshot, on this partition's queue
+        (so the snapshot is consistent with the log end)."""
+        if self.producer_state is not None:
+            await self._run(_snapshot_state, self.producer_state, expire)
 
 
-def _leader_append(log: Log, batches: bytes | bytearray, epoch: int) -> AppendResult:
-    return log.append(batches, leader_epoch=epoch)
+def _snapshot_state(state: ProducerStateManager, expire: bool) -> None:
+    if expire:
+        state.expire()
+    state.write_snapshot()
+
+
+def _truncate_to(log: Log, offset: int, state: ProducerStateManager | None) -> int:
+    end = log.truncate_to(offset)
+    if state is not None:
+        state.truncate(log)
+    return end
+
+
+def _truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -> None:
+    log.truncate_fully_and_start_at(offset)
+    if state is not None:
+        state.reset(offset)
 
 
 def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
     return log.read(offset, max_bytes, max_offset=max_offset)
 
 
-def _assign_epoch(log: Log, epoch: int) -> int:
+def _assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
+    keys.clear()  # a new term: offsets a key was given before may have been truncated since
     leo = log.log_end_offset
     log.epoch_cache.assign(epoch, leo)
     return leo

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from broker.log.manager import LogManager
 from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
 from broker.replication.isr_manager import IsrManager
 from broker.replication.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
+from broker.replication.producer_state import DEFAULT_EXPIRATION_MS, ProducerStateManager
 from broker.replication.replica_fetcher import FollowerFetcher
 from broker.replication.throttle import ReplicationThrottle
 from odradek.protocol.errors import (
@@ -34,6 +36,7 @@ from odradek.protocol.errors import (
 )
 from odradek.protocol.model import BrokerInfo
 from zk.client import ZkClient, ZkVersionConflict
+from zk.producer_ids import ProducerIdManager
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 class ReplicaManager(MetadataListener):
     def __init__(self, broker_id: int, data_dir: Path, zk: ZkClient, cache: MetadataCache, *,
                  replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000,
-                 retention_check_interval_ms: int = 300_000) -> None:
+                 retention_check_interval_ms: int = 300_000, producer_id_expiration_ms: int | None = None) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self._zk = zk
@@ -54,6 +57,11 @@ class ReplicaManager(MetadataListener):
         self.isr_manager = IsrManager(zk.update_isr, conflicts=(ZkVersionConflict,))
         self.throttle = ReplicationThrottle(broker_id, cache)  # KIP-73, both ends of replication
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Idempotent producers: ids from ZooKeeper blocks (InitProducerId on any broker), and how long a
+        # producer's state outlives its last write (producer.id.expiration.ms; the env var is for drills).
+        self.producer_ids = ProducerIdManager(zk, broker_id)
+        self.producer_id_expiration_ms = producer_id_expiration_ms or int(
+            os.environ.get("ODRADEK_PRODUCER_ID_EXPIRATION_MS", DEFAULT_EXPIRATION_MS))
         self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
@@ -80,6 +88,7 @@ class ReplicaManager(MetadataListener):
                 await task
         self._fetchers.clear()
         await self.isr_manager.close()
+        await self._snapshot_producer_states(expire=False)
         await self.logs.executor.run(HW_CHECKPOINT, self._write_hw, self._hw_snapshot())
         if self.session is not None:
             await self.session.close()
@@ -189,6 +198,9 @@ class ReplicaManager(MetadataListener):
         log_.high_watermark = min(self._hw_checkpoint.get((topic, partition), 0), log_.log_end_offset)
         part = Partition(topic, partition, self.broker_id, log_, self.isr_manager, self.leader_url,
                          storage=self.logs.executor)
+        state = ProducerStateManager(log_.dir, self.producer_id_expiration_ms)
+        await self.logs.executor.run((topic, partition), state.load, log_)  # snapshot + replay of the tail
+        part.producer_state = state
         self.partitions[(topic, partition)] = part
         return part
 
@@ -225,3 +237,13 @@ class ReplicaManager(MetadataListener):
         while True:
             await asyncio.sleep(self._hw_checkpoint_interval_ms / 1000)
             await self.logs.executor.run(HW_CHECKPOINT, self._write_hw, self._hw_snapshot())
+            await self._snapshot_producer_states(expire=True)
+
+    async def _snapshot_producer_states(self, expire: bool) -> None:
+        """Expire idle producers and snapshot each partition's producer state that changed (Kafka snapshots
+        at segment rolls; a periodic snapshot bounds the replay on open the same way)."""
+        for part in list(self.partitions.values()):
+            try:
+                await part.snapshot_producer_state(expire)
+            except Exception as e:  # a full disk must not stop the loop; the log replays on open instead
+                log.warning("%s-%d: producer-state snapshot failed: %s", part.topic, part.partition, e)

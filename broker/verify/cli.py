@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.cleanup is not None:
-        errors = cleanup_leftovers(args.cleanup / "netlab.json")
+        errors = cleanup(args.cleanup.absolute())
         print("\n".join(errors) or "cleaned up")
         return 1 if errors else 0
     import logging
@@ -172,6 +172,7 @@ class Run:
             from broker.localcluster import LocalCluster
 
             self.cluster = LocalCluster.load(self.args.cluster_dir)
+            self.args.session_timeout_ms = self.cluster.session_timeout_ms  # the faults' timing follows it
             self.cluster.lab = None
             self.cluster.faketime = None
             self.cluster.serving = self.cluster._serving
@@ -358,6 +359,36 @@ class Run:
             problems += self.lab.destroy()
         for p in problems:
             print(f"odradek verify: cleanup: {p}", file=sys.stderr)
+
+
+def cleanup(out: Path) -> list[str]:
+    """What a killed run in ``out`` left: its processes (by pid), its mount and loop device, its namespaces."""
+    import subprocess
+
+    errors: list[str] = []
+    if (out / "cluster" / "cluster.json").exists():
+        from broker.localcluster import LocalCluster
+
+        try:
+            LocalCluster.load(out / "cluster").down()
+        except Exception as e:
+            errors.append(f"cluster down: {e}")
+    for d in (out / "cluster").glob("broker-*/data"):
+        if os.path.ismount(d):
+            res = subprocess.run(["umount", "-l", str(d)], capture_output=True, text=True)
+            if res.returncode:
+                errors.append(f"umount {d}: {res.stderr.strip()}")
+    image = out / "cluster" / "disk.img"
+    if image.exists():
+        found = subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True).stdout
+        for line in found.splitlines():
+            device = line.split(":", 1)[0]
+            res = subprocess.run(["losetup", "-d", device], capture_output=True, text=True)
+            if res.returncode:
+                errors.append(f"losetup -d {device}: {res.stderr.strip()}")
+    if (out / "netlab.json").exists():
+        errors += cleanup_leftovers(out / "netlab.json")
+    return errors
 
 
 def _free_ports() -> tuple[int, int]:

@@ -185,17 +185,22 @@ class LoopDisk:
         return self.mountpoint / "verify-filler.bin"
 
     def fill(self) -> int:
-        """Write until ENOSPC; return the bytes written."""
+        """Write until ENOSPC, in 1 MiB then 4 KiB pieces so not even a block is left; return the bytes written."""
         written = 0
-        chunk = b"\0" * (1 << 20)
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            with open(self.filler, "wb") as f:
+            for size in (1 << 20, 4096):
+                chunk = b"\0" * size
                 while True:
-                    f.write(chunk)
-                    f.flush()
-                    written += len(chunk)
-        except OSError:
-            pass
+                    try:
+                        n = os.write(fd, chunk)
+                    except OSError:
+                        break
+                    written += n
+                    if n < size:
+                        break
+        finally:
+            os.close(fd)
         return written
 
     def free(self) -> None:

@@ -23,6 +23,8 @@ part-broker-zk         cut a broker from every ZooKeeper node, but not from brok
 part-majority-minority one broker and one ZooKeeper node against the rest (clients reach all)
 part-2013              Jepsen 2013: a leader cut from its followers until its ISR shrinks to itself,
                        then from ZooKeeper too, then healed
+part-leader-isolated   a leader cut from its followers and ZooKeeper at once (clients still reach it) for
+                       2S: a follower takes over while the old leader may still be asked to write
 =====================  ==============================================================================
 """
 
@@ -44,7 +46,8 @@ from zk.znodes import TopicPartitionStateZNode
 
 PROCESS_KINDS = ["kill-broker", "term-broker", "pause-short", "pause-long", "kill-zk", "kill-zk-leader",
                  "session-expire"]
-NETWORK_KINDS = ["part-leader-followers", "part-broker-zk", "part-majority-minority", "part-2013"]
+NETWORK_KINDS = ["part-leader-followers", "part-broker-zk", "part-majority-minority", "part-2013",
+                 "part-leader-isolated"]
 ALL_KINDS = [*PROCESS_KINDS, "disk-full", "clock-jump", *NETWORK_KINDS]
 SCENARIOS: dict[str, list[str]] = {
     "all": ALL_KINDS,
@@ -361,6 +364,16 @@ class Nemesis:
         seconds = 2 * self.session_s
         self._net_hold(event, [(a, b) for a in minority for b in majority], seconds)
         return f"{'+'.join(minority)} | {'+'.join(majority)} for {seconds:.1f} s"
+
+    def _f_part_leader_isolated(self, rng: random.Random, event: FaultEvent) -> str | None:
+        if self.cluster.lab is None:
+            return None
+        b = self._pick_broker(rng, event, role="leader")
+        if b is None:
+            return None
+        peers = [f"b{o}" for o in self.cluster.slots if o != b] + [f"zk{z}" for z in self.cluster.ensemble.nodes]
+        self._net_hold(event, [(f"b{b}", h) for h in peers], 2 * self.session_s)
+        return f"broker {b} ({event.role}) cut from brokers and ZooKeeper (not clients) for {2 * self.session_s:.1f} s"
 
     def _f_part_2013(self, rng: random.Random, event: FaultEvent) -> str | None:
         lab = self.cluster.lab

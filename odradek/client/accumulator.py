@@ -68,6 +68,7 @@ class ProducerBatch:
         "partition",
         "records",
         "retry_at",
+        "sequence",
         "size",
         "topic",
         "tp",
@@ -85,6 +86,7 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.closed = False
         self.encoded: bytes | None = None
+        self.sequence = -1  # the batch's base sequence (idempotent producer), fixed at its first send
         self.done = threading.Event()
 
     def __len__(self) -> int:
@@ -93,10 +95,14 @@ class ProducerBatch:
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size} B)"
 
-    def encode(self, compression: int) -> bytes:
-        """The wire bytes, built once: a retry resends exactly the same batch."""
+    def encode(self, compression: int, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1) -> bytes:
+        """The wire bytes, built once: a retry resends exactly the same batch (same producer id, epoch and
+        sequence, which is how the leader recognises it as a duplicate)."""
         if self.encoded is None:
-            self.encoded = encode_batch(self.records, compression=compression)
+            self.sequence = base_sequence
+            self.encoded = encode_batch(self.records, compression=compression, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, base_sequence=base_sequence)
         return self.encoded
 
     def complete(self, base_offset: int, log_append_time: int | None = None) -> None:

@@ -106,10 +106,18 @@ class Producer:
         io_threads: int = 8,
         partitioner: DefaultPartitioner | None = None,
         client_id: str | None = None,
+        enable_idempotence: bool | None = None,
     ) -> None:
         acks_s = _ACKS.get(str(acks).lower())
         if acks_s is None:
             raise InvalidConfigError(f"acks must be 'all', -1, 1 or 0, not {acks!r}")
+        if enable_idempotence and acks_s != "all":
+            raise InvalidConfigError("enable_idempotence requires acks='all'")
+        # Kafka 3's default: idempotent unless the user chose weaker acks (then silently off, as Kafka does).
+        self.idempotent = acks_s == "all" if enable_idempotence is None else enable_idempotence
+        self._pid_lock = threading.Lock()
+        self._producer: tuple[int, int] | None = None  # (producer id, epoch) from InitProducerId
+        self._sequences: dict[TopicPartition, int] = {}  # next base sequence per partition, for that id
         codec = COMPRESSION_CODECS.get((compression or "none").lower())
         if codec is None:
             raise InvalidConfigError(f"unknown compression {compression!r}")
@@ -310,7 +318,10 @@ class Producer:
         """One POST of a partition's batches; resolve, requeue or fail them. Runs on an I/O thread."""
         try:
             codec = self._codec
-            body = batches[0].encode(codec) if len(batches) == 1 else b"".join([b.encode(codec) for b in batches])
+            if self.idempotent:
+                body = self._encode_idempotent(tp, batches)
+            else:
+                body = batches[0].encode(codec) if len(batches) == 1 else b"".join([b.encode(codec) for b in batches])
             answer = self._transport.request(
                 url,
                 "POST",
@@ -334,13 +345,48 @@ class Producer:
         log_append_time = answer.get("log_append_time")
         if log_append_time is not None and log_append_time < 0:
             log_append_time = None
-        for batch in batches:
-            batch.complete(offset, log_append_time)
-            if offset >= 0:
-                offset += len(batch)
+        starts = answer.get("batch_base_offsets")  # an idempotent retry answered partly from the leader's state
+        if isinstance(starts, list) and len(starts) == len(batches) and offset >= 0:
+            for batch, start in zip(batches, starts, strict=True):
+                batch.complete(int(start), log_append_time)
+        else:
+            for batch in batches:
+                batch.complete(offset, log_append_time)
+                if offset >= 0:
+                    offset += len(batch)
         with self._cond:
             self._acc.finish(tp, batches)
             self._cond.notify()
+
+    def _encode_idempotent(self, tp: TopicPartition, batches: list[ProducerBatch]) -> bytes:
+        """Number the batches sent for the first time with this partition's next sequences (a retried batch
+        keeps its bytes); the partition has one request in flight, so numbering follows the queue order."""
+        codec = self._codec
+        with self._pid_lock:
+            if self._producer is None and any(b.encoded is None for b in batches):
+                self._producer = self._init_producer_id()
+                self._sequences.clear()
+            parts = []
+            for b in batches:
+                if b.encoded is None:
+                    assert self._producer is not None
+                    seq = self._sequences.get(tp, 0)
+                    self._sequences[tp] = (seq + len(b)) & 0x7FFFFFFF
+                    parts.append(b.encode(codec, self._producer[0], self._producer[1], seq))
+                else:
+                    parts.append(b.encoded)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _init_producer_id(self) -> tuple[int, int]:
+        """InitProducerId on any broker (the first that answers)."""
+        last: OdradekError | None = None
+        for url in self._metadata.broker_urls():
+            try:
+                answer = self._transport.request(url, "POST", "/producer_ids").json()
+                return int(answer["producer_id"]), int(answer["producer_epoch"])
+            except OdradekError as exc:
+                last = exc
+        raise last or RequestTimedOutError("no broker answered InitProducerId")
 
     def _on_error(self, tp: TopicPartition, batches: list[ProducerBatch], exc: OdradekError) -> None:
         if isinstance(exc, REFRESH_ERRORS):
@@ -361,6 +407,12 @@ class Producer:
         self._fail(tp, batches, exc)
 
     def _fail(self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException) -> None:
+        if self.idempotent and any(b.encoded is not None for b in batches):
+            # Their sequences are spent: later batches would leave a gap. Start over with a fresh producer id
+            # (Kafka bumps the epoch), so the partition's next batch starts again at sequence 0.
+            with self._pid_lock:
+                self._producer = None
+                self._sequences.clear()
         for batch in batches:
             batch.fail(exc)
         with self._cond:

@@ -6,7 +6,7 @@
         "depends": [],
         "name": "odradek.protocol._speedups",
         "sources": [
-            "/work/main/odradek/protocol/_speedups.pyx"
+            "odradek/protocol/_speedups.pyx"
         ]
     },
     "module_name": "odradek.protocol._speedups"
@@ -1577,7 +1577,7 @@ static const char * const __pyx_cfilenm = __FILE__;
 
 static const char* const __pyx_f[] = {
   "odradek/protocol/_speedups.pyx",
-  ".venv/lib/python3.11/site-packages/Cython/Includes/cpython/type.pxd",
+  "cpython/type.pxd",
 };
 /* #### Code section: utility_code_proto_before_types ### */
 /* Atomics.proto (used by UnpackUnboundCMethod) */
@@ -1757,7 +1757,7 @@ static const char* const __pyx_f[] = {
 struct __pyx_t_7odradek_8protocol_9_speedups__Buf;
 struct __pyx_t_7odradek_8protocol_9_speedups__Rec;
 
-/* "odradek/protocol/_speedups.pyx":744
+/* "odradek/protocol/_speedups.pyx":747
  * # -------------------------------------------------------------------------- decoding and REST read answers
  * 
  * cdef struct _Buf:             # <<<<<<<<<<<<<<
@@ -1770,7 +1770,7 @@ struct __pyx_t_7odradek_8protocol_9_speedups__Buf {
   Py_ssize_t cap;
 };
 
-/* "odradek/protocol/_speedups.pyx":810
+/* "odradek/protocol/_speedups.pyx":813
  * 
  * 
  * cdef struct _Rec:             # <<<<<<<<<<<<<<
@@ -8648,17 +8648,16 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
   Py_ssize_t __pyx_t_11;
   PyObject *__pyx_t_12 = NULL;
   PyObject *__pyx_t_13 = NULL;
-  uint8_t __pyx_t_14[192];
-  int __pyx_t_15;
-  Py_ssize_t __pyx_t_16;
-  uint8_t *__pyx_t_17;
-  PyObject *__pyx_t_18 = NULL;
+  int __pyx_t_14;
+  Py_ssize_t __pyx_t_15;
+  uint8_t *__pyx_t_16;
+  PyObject *__pyx_t_17 = NULL;
+  int __pyx_t_18;
   int __pyx_t_19;
-  int __pyx_t_20;
-  char const *__pyx_t_21;
+  char const *__pyx_t_20;
+  PyObject *__pyx_t_21 = NULL;
   PyObject *__pyx_t_22 = NULL;
   PyObject *__pyx_t_23 = NULL;
-  PyObject *__pyx_t_24 = NULL;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -9355,7 +9354,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
  *             elif not binary:
  *                 p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), klen) & 0x7FFFFFFF) % count             # <<<<<<<<<<<<<<
  *             else:
- *                 kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)
+ *                 if klen <= 192:
 */
             __pyx_v_p = ((__pyx_f_7odradek_8protocol_9_speedups__murmur2(((uint8_t const *)PyBytes_AS_STRING(__pyx_v_key)), __pyx_v_klen) & 0x7FFFFFFF) % __pyx_v_count);
 
@@ -9372,66 +9371,90 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           /* "odradek/protocol/_speedups.pyx":473
  *                 p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), klen) & 0x7FFFFFFF) % count
  *             else:
- *                 kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)             # <<<<<<<<<<<<<<
- *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
- *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
+ *                 if klen <= 192:             # <<<<<<<<<<<<<<
+ *                     kbuf = &small[0]
+ *                 else:
 */
           /*else*/ {
             __pyx_t_1 = (__pyx_v_klen <= 0xC0);
 
             if (__pyx_t_1) {
 
-              __pyx_t_14 = __pyx_v_small;
-            } else {
 
-              __pyx_t_14 = ((uint8_t *)malloc(__pyx_v_klen));
+              /* "odradek/protocol/_speedups.pyx":474
+ *             else:
+ *                 if klen <= 192:
+ *                     kbuf = &small[0]             # <<<<<<<<<<<<<<
+ *                 else:
+ *                     kbuf = <uint8_t*>malloc(klen)
+*/
+              __pyx_v_kbuf = (&(__pyx_v_small[0]));
+
+              /* "odradek/protocol/_speedups.pyx":473
+ *                 p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), klen) & 0x7FFFFFFF) % count
+ *             else:
+ *                 if klen <= 192:             # <<<<<<<<<<<<<<
+ *                     kbuf = &small[0]
+ *                 else:
+*/
+              goto __pyx_L29;
             }
 
-            __pyx_v_kbuf = __pyx_t_14;
+            /* "odradek/protocol/_speedups.pyx":476
+ *                     kbuf = &small[0]
+ *                 else:
+ *                     kbuf = <uint8_t*>malloc(klen)             # <<<<<<<<<<<<<<
+ *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
+ *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
+*/
+            /*else*/ {
+              __pyx_v_kbuf = ((uint8_t *)malloc(__pyx_v_klen));
+            }
+            __pyx_L29:;
 
-            /* "odradek/protocol/_speedups.pyx":474
- *             else:
- *                 kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)
+            /* "odradek/protocol/_speedups.pyx":477
+ *                 else:
+ *                     kbuf = <uint8_t*>malloc(klen)
  *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)             # <<<<<<<<<<<<<<
  *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
- *                 if kbuf != small:
+ *                 if kbuf != &small[0]:
 */
             __pyx_f_7odradek_8protocol_9_speedups__b64_decode(((uint8_t const *)PyUnicode_DATA(__pyx_v_key)), PyUnicode_GET_LENGTH(__pyx_v_key), __pyx_v_kbuf);
 
-            /* "odradek/protocol/_speedups.pyx":475
- *                 kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)
+            /* "odradek/protocol/_speedups.pyx":478
+ *                     kbuf = <uint8_t*>malloc(klen)
  *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
  *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count             # <<<<<<<<<<<<<<
- *                 if kbuf != small:
+ *                 if kbuf != &small[0]:
  *                     free(kbuf)
 */
             __pyx_v_p = ((__pyx_f_7odradek_8protocol_9_speedups__murmur2(__pyx_v_kbuf, __pyx_v_klen) & 0x7FFFFFFF) % __pyx_v_count);
 
-            /* "odradek/protocol/_speedups.pyx":476
+            /* "odradek/protocol/_speedups.pyx":479
  *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
  *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
- *                 if kbuf != small:             # <<<<<<<<<<<<<<
+ *                 if kbuf != &small[0]:             # <<<<<<<<<<<<<<
  *                     free(kbuf)
  *             if p < 0 or p >= count:
 */
-            __pyx_t_1 = (__pyx_v_kbuf != __pyx_v_small);
+            __pyx_t_1 = (__pyx_v_kbuf != (&(__pyx_v_small[0])));
 
             if (__pyx_t_1) {
 
 
-              /* "odradek/protocol/_speedups.pyx":477
+              /* "odradek/protocol/_speedups.pyx":480
  *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
- *                 if kbuf != small:
+ *                 if kbuf != &small[0]:
  *                     free(kbuf)             # <<<<<<<<<<<<<<
  *             if p < 0 or p >= count:
  *                 return None
 */
               free(__pyx_v_kbuf);
 
-              /* "odradek/protocol/_speedups.pyx":476
+              /* "odradek/protocol/_speedups.pyx":479
  *                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
  *                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
- *                 if kbuf != small:             # <<<<<<<<<<<<<<
+ *                 if kbuf != &small[0]:             # <<<<<<<<<<<<<<
  *                     free(kbuf)
  *             if p < 0 or p >= count:
 */
@@ -9439,8 +9462,8 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           }
           __pyx_L28:;
 
-          /* "odradek/protocol/_speedups.pyx":478
- *                 if kbuf != small:
+          /* "odradek/protocol/_speedups.pyx":481
+ *                 if kbuf != &small[0]:
  *                     free(kbuf)
  *             if p < 0 or p >= count:             # <<<<<<<<<<<<<<
  *                 return None
@@ -9454,18 +9477,18 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 
             __pyx_t_1 = __pyx_t_2;
 
-            goto __pyx_L31_bool_binop_done;
+            goto __pyx_L32_bool_binop_done;
           }
           __pyx_t_2 = (__pyx_v_p >= __pyx_v_count);
 
 
           __pyx_t_1 = __pyx_t_2;
 
-          __pyx_L31_bool_binop_done:;
+          __pyx_L32_bool_binop_done:;
           if (__pyx_t_1) {
 
 
-            /* "odradek/protocol/_speedups.pyx":479
+            /* "odradek/protocol/_speedups.pyx":482
  *                     free(kbuf)
  *             if p < 0 or p >= count:
  *                 return None             # <<<<<<<<<<<<<<
@@ -9482,8 +9505,8 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
             }
             goto __pyx_L17_try_return;
 
-            /* "odradek/protocol/_speedups.pyx":478
- *                 if kbuf != small:
+            /* "odradek/protocol/_speedups.pyx":481
+ *                 if kbuf != &small[0]:
  *                     free(kbuf)
  *             if p < 0 or p >= count:             # <<<<<<<<<<<<<<
  *                 return None
@@ -9491,7 +9514,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":480
+          /* "odradek/protocol/_speedups.pyx":483
  *             if p < 0 or p >= count:
  *                 return None
  *             if pcount[p] == 0:             # <<<<<<<<<<<<<<
@@ -9503,20 +9526,20 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           if (__pyx_t_1) {
 
 
-            /* "odradek/protocol/_speedups.pyx":481
+            /* "odradek/protocol/_speedups.pyx":484
  *                 return None
  *             if pcount[p] == 0:
  *                 order.append(p)             # <<<<<<<<<<<<<<
  *             part_of[i] = p
  *             delta_of[i] = pcount[p]
 */
-            __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 481, __pyx_L13_error)
+            __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 484, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_13);
-            __pyx_t_15 = __Pyx_PyList_Append(__pyx_v_order, __pyx_t_13); if (unlikely(__pyx_t_15 == ((int)-1))) __PYX_ERR(0, 481, __pyx_L13_error)
+            __pyx_t_14 = __Pyx_PyList_Append(__pyx_v_order, __pyx_t_13); if (unlikely(__pyx_t_14 == ((int)-1))) __PYX_ERR(0, 484, __pyx_L13_error)
             __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
 
 
-            /* "odradek/protocol/_speedups.pyx":480
+            /* "odradek/protocol/_speedups.pyx":483
  *             if p < 0 or p >= count:
  *                 return None
  *             if pcount[p] == 0:             # <<<<<<<<<<<<<<
@@ -9525,7 +9548,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":482
+          /* "odradek/protocol/_speedups.pyx":485
  *             if pcount[p] == 0:
  *                 order.append(p)
  *             part_of[i] = p             # <<<<<<<<<<<<<<
@@ -9534,7 +9557,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_part_of[__pyx_v_i]) = __pyx_v_p;
 
-          /* "odradek/protocol/_speedups.pyx":483
+          /* "odradek/protocol/_speedups.pyx":486
  *                 order.append(p)
  *             part_of[i] = p
  *             delta_of[i] = pcount[p]             # <<<<<<<<<<<<<<
@@ -9543,7 +9566,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_delta_of[__pyx_v_i]) = (__pyx_v_pcount[__pyx_v_p]);
 
-          /* "odradek/protocol/_speedups.pyx":484
+          /* "odradek/protocol/_speedups.pyx":487
  *             part_of[i] = p
  *             delta_of[i] = pcount[p]
  *             pcount[p] += 1             # <<<<<<<<<<<<<<
@@ -9554,7 +9577,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           __pyx_t_11 = __pyx_v_p;
           (__pyx_v_pcount[__pyx_t_11]) = ((__pyx_v_pcount[__pyx_t_11]) + 1);
 
-          /* "odradek/protocol/_speedups.pyx":485
+          /* "odradek/protocol/_speedups.pyx":488
  *             delta_of[i] = pcount[p]
  *             pcount[p] += 1
  *             klens[i] = klen             # <<<<<<<<<<<<<<
@@ -9563,7 +9586,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_klens[__pyx_v_i]) = __pyx_v_klen;
 
-          /* "odradek/protocol/_speedups.pyx":486
+          /* "odradek/protocol/_speedups.pyx":489
  *             pcount[p] += 1
  *             klens[i] = klen
  *             vlens[i] = vlen             # <<<<<<<<<<<<<<
@@ -9572,7 +9595,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_vlens[__pyx_v_i]) = __pyx_v_vlen;
 
-          /* "odradek/protocol/_speedups.pyx":487
+          /* "odradek/protocol/_speedups.pyx":490
  *             klens[i] = klen
  *             vlens[i] = vlen
  *             body = 1 + 1 + _varint_size(delta_of[i]) + (1 if klen < 0 else _varint_size(klen) + klen) \             # <<<<<<<<<<<<<<
@@ -9590,7 +9613,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           }
 
 
-          /* "odradek/protocol/_speedups.pyx":488
+          /* "odradek/protocol/_speedups.pyx":491
  *             vlens[i] = vlen
  *             body = 1 + 1 + _varint_size(delta_of[i]) + (1 if klen < 0 else _varint_size(klen) + klen) \
  *                 + (1 if vlen < 0 else _varint_size(vlen) + vlen) + 1             # <<<<<<<<<<<<<<
@@ -9601,17 +9624,17 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 
           if (__pyx_t_1) {
 
-            __pyx_t_16 = 1;
+            __pyx_t_15 = 1;
           } else {
 
-            __pyx_t_16 = (__pyx_f_7odradek_8protocol_9_speedups__varint_size(__pyx_v_vlen) + __pyx_v_vlen);
+            __pyx_t_15 = (__pyx_f_7odradek_8protocol_9_speedups__varint_size(__pyx_v_vlen) + __pyx_v_vlen);
           }
 
-          __pyx_v_body = ((((0x2 + __pyx_f_7odradek_8protocol_9_speedups__varint_size((__pyx_v_delta_of[__pyx_v_i]))) + __pyx_t_11) + __pyx_t_16) + 1);
+          __pyx_v_body = ((((0x2 + __pyx_f_7odradek_8protocol_9_speedups__varint_size((__pyx_v_delta_of[__pyx_v_i]))) + __pyx_t_11) + __pyx_t_15) + 1);
 
 
 
-          /* "odradek/protocol/_speedups.pyx":489
+          /* "odradek/protocol/_speedups.pyx":492
  *             body = 1 + 1 + _varint_size(delta_of[i]) + (1 if klen < 0 else _varint_size(klen) + klen) \
  *                 + (1 if vlen < 0 else _varint_size(vlen) + vlen) + 1
  *             bodies[i] = body             # <<<<<<<<<<<<<<
@@ -9620,7 +9643,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_bodies[__pyx_v_i]) = __pyx_v_body;
 
-          /* "odradek/protocol/_speedups.pyx":490
+          /* "odradek/protocol/_speedups.pyx":493
  *                 + (1 if vlen < 0 else _varint_size(vlen) + vlen) + 1
  *             bodies[i] = body
  *             psize[p] += _varint_size(body) + body             # <<<<<<<<<<<<<<
@@ -9628,36 +9651,36 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
  *         outs = {}
 */
 
-          __pyx_t_16 = __pyx_v_p;
-          (__pyx_v_psize[__pyx_t_16]) = ((__pyx_v_psize[__pyx_t_16]) + (__pyx_f_7odradek_8protocol_9_speedups__varint_size(__pyx_v_body) + __pyx_v_body));
+          __pyx_t_15 = __pyx_v_p;
+          (__pyx_v_psize[__pyx_t_15]) = ((__pyx_v_psize[__pyx_t_15]) + (__pyx_f_7odradek_8protocol_9_speedups__varint_size(__pyx_v_body) + __pyx_v_body));
 
-          /* "odradek/protocol/_speedups.pyx":491
+          /* "odradek/protocol/_speedups.pyx":494
  *             bodies[i] = body
  *             psize[p] += _varint_size(body) + body
  *             partitions[i] = p             # <<<<<<<<<<<<<<
  *         outs = {}
  *         for p in order:
 */
-          __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 491, __pyx_L13_error)
+          __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 494, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_13);
-          if (unlikely((__Pyx_SetItemInt(__pyx_v_partitions, __pyx_v_i, __pyx_t_13, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference) < 0))) __PYX_ERR(0, 491, __pyx_L13_error)
+          if (unlikely((__Pyx_SetItemInt(__pyx_v_partitions, __pyx_v_i, __pyx_t_13, Py_ssize_t, 1, PyLong_FromSsize_t, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference) < 0))) __PYX_ERR(0, 494, __pyx_L13_error)
           __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
         }
 
 
-        /* "odradek/protocol/_speedups.pyx":492
+        /* "odradek/protocol/_speedups.pyx":495
  *             psize[p] += _varint_size(body) + body
  *             partitions[i] = p
  *         outs = {}             # <<<<<<<<<<<<<<
  *         for p in order:
  *             outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
 */
-        __pyx_t_13 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 492, __pyx_L13_error)
+        __pyx_t_13 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 495, __pyx_L13_error)
         __Pyx_GOTREF(__pyx_t_13);
         __pyx_v_outs = ((PyObject*)__pyx_t_13);
         __pyx_t_13 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":493
+        /* "odradek/protocol/_speedups.pyx":496
  *             partitions[i] = p
  *         outs = {}
  *         for p in order:             # <<<<<<<<<<<<<<
@@ -9670,34 +9693,34 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_13);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 493, __pyx_L13_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 496, __pyx_L13_error)
             #endif
             if (__pyx_t_7 >= __pyx_temp) break;
           }
           __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(__pyx_t_13, __pyx_t_7, __Pyx_ReferenceSharing_OwnStrongReference);
           ++__pyx_t_7;
-          if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 493, __pyx_L13_error)
+          if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 496, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
-          __pyx_t_8 = __Pyx_PyIndex_AsSsize_t(__pyx_t_3); if (unlikely((__pyx_t_8 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 493, __pyx_L13_error)
+          __pyx_t_8 = __Pyx_PyIndex_AsSsize_t(__pyx_t_3); if (unlikely((__pyx_t_8 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 496, __pyx_L13_error)
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
           __pyx_v_p = __pyx_t_8;
 
-          /* "odradek/protocol/_speedups.pyx":494
+          /* "odradek/protocol/_speedups.pyx":497
  *         outs = {}
  *         for p in order:
  *             outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])             # <<<<<<<<<<<<<<
  *             pcursor[p] = HEADER_SIZE
  *         for i in range(n):
 */
-          __pyx_t_3 = PyBytes_FromStringAndSize(NULL, (61 + (__pyx_v_psize[__pyx_v_p]))); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 494, __pyx_L13_error)
+          __pyx_t_3 = PyBytes_FromStringAndSize(NULL, (61 + (__pyx_v_psize[__pyx_v_p]))); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 497, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
-          __pyx_t_12 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 494, __pyx_L13_error)
+          __pyx_t_12 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 497, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_12);
-          if (unlikely((PyDict_SetItem(__pyx_v_outs, __pyx_t_12, __pyx_t_3) < 0))) __PYX_ERR(0, 494, __pyx_L13_error)
+          if (unlikely((PyDict_SetItem(__pyx_v_outs, __pyx_t_12, __pyx_t_3) < 0))) __PYX_ERR(0, 497, __pyx_L13_error)
           __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":495
+          /* "odradek/protocol/_speedups.pyx":498
  *         for p in order:
  *             outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
  *             pcursor[p] = HEADER_SIZE             # <<<<<<<<<<<<<<
@@ -9706,7 +9729,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_pcursor[__pyx_v_p]) = 61;
 
-          /* "odradek/protocol/_speedups.pyx":493
+          /* "odradek/protocol/_speedups.pyx":496
  *             partitions[i] = p
  *         outs = {}
  *         for p in order:             # <<<<<<<<<<<<<<
@@ -9716,7 +9739,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
         }
         __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":496
+        /* "odradek/protocol/_speedups.pyx":499
  *             outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
  *             pcursor[p] = HEADER_SIZE
  *         for i in range(n):             # <<<<<<<<<<<<<<
@@ -9730,7 +9753,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
         for (__pyx_t_9 = 0; __pyx_t_9 < __pyx_t_8; __pyx_t_9+=1) {
           __pyx_v_i = __pyx_t_9;
 
-          /* "odradek/protocol/_speedups.pyx":497
+          /* "odradek/protocol/_speedups.pyx":500
  *             pcursor[p] = HEADER_SIZE
  *         for i in range(n):
  *             rec = <object>PyList_GET_ITEM(records, i)             # <<<<<<<<<<<<<<
@@ -9745,7 +9768,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           __Pyx_XDECREF_SET(__pyx_v_rec, __pyx_t_13);
           __pyx_t_13 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":498
+          /* "odradek/protocol/_speedups.pyx":501
  *         for i in range(n):
  *             rec = <object>PyList_GET_ITEM(records, i)
  *             p = part_of[i]             # <<<<<<<<<<<<<<
@@ -9754,22 +9777,22 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           __pyx_v_p = (__pyx_v_part_of[__pyx_v_i]);
 
-          /* "odradek/protocol/_speedups.pyx":499
+          /* "odradek/protocol/_speedups.pyx":502
  *             rec = <object>PyList_GET_ITEM(records, i)
  *             p = part_of[i]
  *             w = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]             # <<<<<<<<<<<<<<
  *             start = w
  *             if binary:
 */
-          __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 499, __pyx_L13_error)
+          __pyx_t_13 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 502, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_13);
-          __pyx_t_3 = __Pyx_PyDict_GetItem(__pyx_v_outs, __pyx_t_13); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 499, __pyx_L13_error)
+          __pyx_t_3 = __Pyx_PyDict_GetItem(__pyx_v_outs, __pyx_t_13); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 502, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
           __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
           __pyx_v_w = (((uint8_t *)PyBytes_AS_STRING(__pyx_t_3)) + (__pyx_v_pcursor[__pyx_v_p]));
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":500
+          /* "odradek/protocol/_speedups.pyx":503
  *             p = part_of[i]
  *             w = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]
  *             start = w             # <<<<<<<<<<<<<<
@@ -9778,7 +9801,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           __pyx_v_start = __pyx_v_w;
 
-          /* "odradek/protocol/_speedups.pyx":501
+          /* "odradek/protocol/_speedups.pyx":504
  *             w = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]
  *             start = w
  *             if binary:             # <<<<<<<<<<<<<<
@@ -9787,7 +9810,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           if (__pyx_v_binary) {
 
-            /* "odradek/protocol/_speedups.pyx":502
+            /* "odradek/protocol/_speedups.pyx":505
  *             start = w
  *             if binary:
  *                 key = (<dict>rec).get(_KEY)             # <<<<<<<<<<<<<<
@@ -9796,17 +9819,17 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
             if (unlikely(__pyx_v_rec == Py_None)) {
               PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "get");
-              __PYX_ERR(0, 502, __pyx_L13_error)
+              __PYX_ERR(0, 505, __pyx_L13_error)
             }
-            __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_KEY); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 502, __pyx_L13_error)
+            __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_KEY); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 505, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_3);
-            __pyx_t_13 = __Pyx_PyDict_GetItemDefault(((PyObject*)__pyx_v_rec), __pyx_t_3, Py_None); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 502, __pyx_L13_error)
+            __pyx_t_13 = __Pyx_PyDict_GetItemDefault(((PyObject*)__pyx_v_rec), __pyx_t_3, Py_None); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 505, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_13);
             __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
             __Pyx_XDECREF_SET(__pyx_v_key, __pyx_t_13);
             __pyx_t_13 = 0;
 
-            /* "odradek/protocol/_speedups.pyx":503
+            /* "odradek/protocol/_speedups.pyx":506
  *             if binary:
  *                 key = (<dict>rec).get(_KEY)
  *                 value = (<dict>rec).get(_VALUE)             # <<<<<<<<<<<<<<
@@ -9815,27 +9838,27 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
             if (unlikely(__pyx_v_rec == Py_None)) {
               PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "get");
-              __PYX_ERR(0, 503, __pyx_L13_error)
+              __PYX_ERR(0, 506, __pyx_L13_error)
             }
-            __Pyx_GetModuleGlobalName(__pyx_t_13, __pyx_mstate_global->__pyx_n_u_VALUE); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 503, __pyx_L13_error)
+            __Pyx_GetModuleGlobalName(__pyx_t_13, __pyx_mstate_global->__pyx_n_u_VALUE); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 506, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_13);
-            __pyx_t_3 = __Pyx_PyDict_GetItemDefault(((PyObject*)__pyx_v_rec), __pyx_t_13, Py_None); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 503, __pyx_L13_error)
+            __pyx_t_3 = __Pyx_PyDict_GetItemDefault(((PyObject*)__pyx_v_rec), __pyx_t_13, Py_None); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 506, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_3);
             __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
             __Pyx_XDECREF_SET(__pyx_v_value, __pyx_t_3);
             __pyx_t_3 = 0;
 
-            /* "odradek/protocol/_speedups.pyx":501
+            /* "odradek/protocol/_speedups.pyx":504
  *             w = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]
  *             start = w
  *             if binary:             # <<<<<<<<<<<<<<
  *                 key = (<dict>rec).get(_KEY)
  *                 value = (<dict>rec).get(_VALUE)
 */
-            goto __pyx_L39;
+            goto __pyx_L40;
           }
 
-          /* "odradek/protocol/_speedups.pyx":505
+          /* "odradek/protocol/_speedups.pyx":508
  *                 value = (<dict>rec).get(_VALUE)
  *             else:
  *                 pair = <object>PyList_GET_ITEM(texts, i)             # <<<<<<<<<<<<<<
@@ -9851,25 +9874,25 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
             __Pyx_XDECREF_SET(__pyx_v_pair, __pyx_t_3);
             __pyx_t_3 = 0;
 
-            /* "odradek/protocol/_speedups.pyx":506
+            /* "odradek/protocol/_speedups.pyx":509
  *             else:
  *                 pair = <object>PyList_GET_ITEM(texts, i)
  *                 key, value = pair[0], pair[1]             # <<<<<<<<<<<<<<
  *             w = _put_varint(w, bodies[i])
  *             w[0] = 0  # attributes
 */
-            __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_pair, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 506, __pyx_L13_error)
+            __pyx_t_3 = __Pyx_GetItemInt(__pyx_v_pair, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 509, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_3);
-            __pyx_t_13 = __Pyx_GetItemInt(__pyx_v_pair, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 506, __pyx_L13_error)
+            __pyx_t_13 = __Pyx_GetItemInt(__pyx_v_pair, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 509, __pyx_L13_error)
             __Pyx_GOTREF(__pyx_t_13);
             __Pyx_XDECREF_SET(__pyx_v_key, __pyx_t_3);
             __pyx_t_3 = 0;
             __Pyx_XDECREF_SET(__pyx_v_value, __pyx_t_13);
             __pyx_t_13 = 0;
           }
-          __pyx_L39:;
+          __pyx_L40:;
 
-          /* "odradek/protocol/_speedups.pyx":507
+          /* "odradek/protocol/_speedups.pyx":510
  *                 pair = <object>PyList_GET_ITEM(texts, i)
  *                 key, value = pair[0], pair[1]
  *             w = _put_varint(w, bodies[i])             # <<<<<<<<<<<<<<
@@ -9878,7 +9901,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           __pyx_v_w = __pyx_f_7odradek_8protocol_9_speedups__put_varint(__pyx_v_w, (__pyx_v_bodies[__pyx_v_i]));
 
-          /* "odradek/protocol/_speedups.pyx":508
+          /* "odradek/protocol/_speedups.pyx":511
  *                 key, value = pair[0], pair[1]
  *             w = _put_varint(w, bodies[i])
  *             w[0] = 0  # attributes             # <<<<<<<<<<<<<<
@@ -9887,7 +9910,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_w[0]) = 0;
 
-          /* "odradek/protocol/_speedups.pyx":509
+          /* "odradek/protocol/_speedups.pyx":512
  *             w = _put_varint(w, bodies[i])
  *             w[0] = 0  # attributes
  *             w[1] = 0  # timestamp delta: every record takes now_ms             # <<<<<<<<<<<<<<
@@ -9896,7 +9919,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_w[1]) = 0;
 
-          /* "odradek/protocol/_speedups.pyx":510
+          /* "odradek/protocol/_speedups.pyx":513
  *             w[0] = 0  # attributes
  *             w[1] = 0  # timestamp delta: every record takes now_ms
  *             w = _put_varint(w + 2, delta_of[i])             # <<<<<<<<<<<<<<
@@ -9905,27 +9928,27 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           __pyx_v_w = __pyx_f_7odradek_8protocol_9_speedups__put_varint((__pyx_v_w + 2), (__pyx_v_delta_of[__pyx_v_i]));
 
-          /* "odradek/protocol/_speedups.pyx":511
+          /* "odradek/protocol/_speedups.pyx":514
  *             w[1] = 0  # timestamp delta: every record takes now_ms
  *             w = _put_varint(w + 2, delta_of[i])
  *             w = _put_rest_field(w, key, klens[i], binary)             # <<<<<<<<<<<<<<
  *             w = _put_rest_field(w, value, vlens[i], binary)
  *             w[0] = 0  # no headers
 */
-          __pyx_t_17 = __pyx_f_7odradek_8protocol_9_speedups__put_rest_field(__pyx_v_w, __pyx_v_key, (__pyx_v_klens[__pyx_v_i]), __pyx_v_binary); if (unlikely(__pyx_t_17 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(0, 511, __pyx_L13_error)
-          __pyx_v_w = __pyx_t_17;
+          __pyx_t_16 = __pyx_f_7odradek_8protocol_9_speedups__put_rest_field(__pyx_v_w, __pyx_v_key, (__pyx_v_klens[__pyx_v_i]), __pyx_v_binary); if (unlikely(__pyx_t_16 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(0, 514, __pyx_L13_error)
+          __pyx_v_w = __pyx_t_16;
 
-          /* "odradek/protocol/_speedups.pyx":512
+          /* "odradek/protocol/_speedups.pyx":515
  *             w = _put_varint(w + 2, delta_of[i])
  *             w = _put_rest_field(w, key, klens[i], binary)
  *             w = _put_rest_field(w, value, vlens[i], binary)             # <<<<<<<<<<<<<<
  *             w[0] = 0  # no headers
  *             pcursor[p] += (w + 1) - start
 */
-          __pyx_t_17 = __pyx_f_7odradek_8protocol_9_speedups__put_rest_field(__pyx_v_w, __pyx_v_value, (__pyx_v_vlens[__pyx_v_i]), __pyx_v_binary); if (unlikely(__pyx_t_17 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(0, 512, __pyx_L13_error)
-          __pyx_v_w = __pyx_t_17;
+          __pyx_t_16 = __pyx_f_7odradek_8protocol_9_speedups__put_rest_field(__pyx_v_w, __pyx_v_value, (__pyx_v_vlens[__pyx_v_i]), __pyx_v_binary); if (unlikely(__pyx_t_16 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(0, 515, __pyx_L13_error)
+          __pyx_v_w = __pyx_t_16;
 
-          /* "odradek/protocol/_speedups.pyx":513
+          /* "odradek/protocol/_speedups.pyx":516
  *             w = _put_rest_field(w, key, klens[i], binary)
  *             w = _put_rest_field(w, value, vlens[i], binary)
  *             w[0] = 0  # no headers             # <<<<<<<<<<<<<<
@@ -9934,7 +9957,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           (__pyx_v_w[0]) = 0;
 
-          /* "odradek/protocol/_speedups.pyx":514
+          /* "odradek/protocol/_speedups.pyx":517
  *             w = _put_rest_field(w, value, vlens[i], binary)
  *             w[0] = 0  # no headers
  *             pcursor[p] += (w + 1) - start             # <<<<<<<<<<<<<<
@@ -9942,12 +9965,12 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
  *             out = outs[p]
 */
 
-          __pyx_t_16 = __pyx_v_p;
-          (__pyx_v_pcursor[__pyx_t_16]) = ((__pyx_v_pcursor[__pyx_t_16]) + ((__pyx_v_w + 1) - __pyx_v_start));
+          __pyx_t_15 = __pyx_v_p;
+          (__pyx_v_pcursor[__pyx_t_15]) = ((__pyx_v_pcursor[__pyx_t_15]) + ((__pyx_v_w + 1) - __pyx_v_start));
         }
 
 
-        /* "odradek/protocol/_speedups.pyx":515
+        /* "odradek/protocol/_speedups.pyx":518
  *             w[0] = 0  # no headers
  *             pcursor[p] += (w + 1) - start
  *         for p in order:             # <<<<<<<<<<<<<<
@@ -9960,35 +9983,35 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_13);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 515, __pyx_L13_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 518, __pyx_L13_error)
             #endif
             if (__pyx_t_7 >= __pyx_temp) break;
           }
           __pyx_t_3 = __Pyx_PyList_GET_ITEM_REF(__pyx_t_13, __pyx_t_7, __Pyx_ReferenceSharing_OwnStrongReference);
           ++__pyx_t_7;
-          if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 515, __pyx_L13_error)
+          if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 518, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
-          __pyx_t_8 = __Pyx_PyIndex_AsSsize_t(__pyx_t_3); if (unlikely((__pyx_t_8 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 515, __pyx_L13_error)
+          __pyx_t_8 = __Pyx_PyIndex_AsSsize_t(__pyx_t_3); if (unlikely((__pyx_t_8 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 518, __pyx_L13_error)
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
           __pyx_v_p = __pyx_t_8;
 
-          /* "odradek/protocol/_speedups.pyx":516
+          /* "odradek/protocol/_speedups.pyx":519
  *             pcursor[p] += (w + 1) - start
  *         for p in order:
  *             out = outs[p]             # <<<<<<<<<<<<<<
  *             _write_header(<uint8_t*>PyBytes_AS_STRING(out), 0, psize[p], -1, 0, <int32_t>(pcount[p] - 1), now_ms,
  *                           now_ms, -1, -1, -1, <int32_t>pcount[p])
 */
-          __pyx_t_3 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 516, __pyx_L13_error)
+          __pyx_t_3 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 519, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
-          __pyx_t_12 = __Pyx_PyDict_GetItem(__pyx_v_outs, __pyx_t_3); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 516, __pyx_L13_error)
+          __pyx_t_12 = __Pyx_PyDict_GetItem(__pyx_v_outs, __pyx_t_3); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 519, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_12);
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-          if (!(likely(PyBytes_CheckExact(__pyx_t_12))||((__pyx_t_12) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_12))) __PYX_ERR(0, 516, __pyx_L13_error)
+          if (!(likely(PyBytes_CheckExact(__pyx_t_12))||((__pyx_t_12) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_12))) __PYX_ERR(0, 519, __pyx_L13_error)
           __Pyx_XDECREF_SET(__pyx_v_out, ((PyObject*)__pyx_t_12));
           __pyx_t_12 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":517
+          /* "odradek/protocol/_speedups.pyx":520
  *         for p in order:
  *             out = outs[p]
  *             _write_header(<uint8_t*>PyBytes_AS_STRING(out), 0, psize[p], -1, 0, <int32_t>(pcount[p] - 1), now_ms,             # <<<<<<<<<<<<<<
@@ -9997,22 +10020,22 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
 */
           __pyx_f_7odradek_8protocol_9_speedups__write_header(((uint8_t *)PyBytes_AS_STRING(__pyx_v_out)), 0, (__pyx_v_psize[__pyx_v_p]), -1, 0, ((int32_t)((__pyx_v_pcount[__pyx_v_p]) - 1)), __pyx_v_now_ms, __pyx_v_now_ms, -1L, -1, -1, ((int32_t)(__pyx_v_pcount[__pyx_v_p])));
 
-          /* "odradek/protocol/_speedups.pyx":519
+          /* "odradek/protocol/_speedups.pyx":522
  *             _write_header(<uint8_t*>PyBytes_AS_STRING(out), 0, psize[p], -1, 0, <int32_t>(pcount[p] - 1), now_ms,
  *                           now_ms, -1, -1, -1, <int32_t>pcount[p])
  *             batches[p] = _seal(out)             # <<<<<<<<<<<<<<
  *     except _Fallback:
  *         return None
 */
-          __pyx_t_12 = __pyx_f_7odradek_8protocol_9_speedups__seal(__pyx_v_out); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 519, __pyx_L13_error)
+          __pyx_t_12 = __pyx_f_7odradek_8protocol_9_speedups__seal(__pyx_v_out); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 522, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_12);
-          __pyx_t_3 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 519, __pyx_L13_error)
+          __pyx_t_3 = PyLong_FromSsize_t(__pyx_v_p); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 522, __pyx_L13_error)
           __Pyx_GOTREF(__pyx_t_3);
-          if (unlikely((PyDict_SetItem(__pyx_v_batches, __pyx_t_3, __pyx_t_12) < 0))) __PYX_ERR(0, 519, __pyx_L13_error)
+          if (unlikely((PyDict_SetItem(__pyx_v_batches, __pyx_t_3, __pyx_t_12) < 0))) __PYX_ERR(0, 522, __pyx_L13_error)
           __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
           __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":515
+          /* "odradek/protocol/_speedups.pyx":518
  *             w[0] = 0  # no headers
  *             pcursor[p] += (w + 1) - start
  *         for p in order:             # <<<<<<<<<<<<<<
@@ -10039,7 +10062,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
       __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-      /* "odradek/protocol/_speedups.pyx":520
+      /* "odradek/protocol/_speedups.pyx":523
  *                           now_ms, -1, -1, -1, <int32_t>pcount[p])
  *             batches[p] = _seal(out)
  *     except _Fallback:             # <<<<<<<<<<<<<<
@@ -10047,16 +10070,16 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
  *     finally:
 */
       __Pyx_ErrFetch(&__pyx_t_13, &__pyx_t_12, &__pyx_t_3);
-      __Pyx_GetModuleGlobalName(__pyx_t_18, __pyx_mstate_global->__pyx_n_u_Fallback); if (unlikely(!__pyx_t_18)) __PYX_ERR(0, 520, __pyx_L15_except_error)
-      __Pyx_GOTREF(__pyx_t_18);
-      __pyx_t_19 = __Pyx_PyErr_GivenExceptionMatches(__pyx_t_13, __pyx_t_18);
-      __Pyx_DECREF(__pyx_t_18); __pyx_t_18 = 0;
+      __Pyx_GetModuleGlobalName(__pyx_t_17, __pyx_mstate_global->__pyx_n_u_Fallback); if (unlikely(!__pyx_t_17)) __PYX_ERR(0, 523, __pyx_L15_except_error)
+      __Pyx_GOTREF(__pyx_t_17);
+      __pyx_t_18 = __Pyx_PyErr_GivenExceptionMatches(__pyx_t_13, __pyx_t_17);
+      __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
       __Pyx_ErrRestore(__pyx_t_13, __pyx_t_12, __pyx_t_3);
       __pyx_t_13 = 0; __pyx_t_12 = 0; __pyx_t_3 = 0;
-      if (__pyx_t_19) {
+      if (__pyx_t_18) {
         __Pyx_ErrRestore(0,0,0);
 
-        /* "odradek/protocol/_speedups.pyx":521
+        /* "odradek/protocol/_speedups.pyx":524
  *             batches[p] = _seal(out)
  *     except _Fallback:
  *         return None             # <<<<<<<<<<<<<<
@@ -10104,7 +10127,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
     }
   }
 
-  /* "odradek/protocol/_speedups.pyx":523
+  /* "odradek/protocol/_speedups.pyx":526
  *         return None
  *     finally:
  *         free(info)             # <<<<<<<<<<<<<<
@@ -10120,61 +10143,61 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
     /*exception exit:*/{
       __Pyx_PyThreadState_declare
       __Pyx_PyThreadState_assign
-      __pyx_t_6 = 0; __pyx_t_5 = 0; __pyx_t_4 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0; __pyx_t_24 = 0;
+      __pyx_t_6 = 0; __pyx_t_5 = 0; __pyx_t_4 = 0; __pyx_t_21 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0;
       __Pyx_XDECREF(__pyx_t_12); __pyx_t_12 = 0;
       __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
-      __Pyx_XDECREF(__pyx_t_18); __pyx_t_18 = 0;
+      __Pyx_XDECREF(__pyx_t_17); __pyx_t_17 = 0;
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-       __Pyx_ExceptionSwap(&__pyx_t_22, &__pyx_t_23, &__pyx_t_24);
+       __Pyx_ExceptionSwap(&__pyx_t_21, &__pyx_t_22, &__pyx_t_23);
       if ( unlikely(__Pyx_GetException(&__pyx_t_6, &__pyx_t_5, &__pyx_t_4) < 0)) __Pyx_ErrFetch(&__pyx_t_6, &__pyx_t_5, &__pyx_t_4);
       __Pyx_XGOTREF(__pyx_t_6);
       __Pyx_XGOTREF(__pyx_t_5);
       __Pyx_XGOTREF(__pyx_t_4);
+      __Pyx_XGOTREF(__pyx_t_21);
       __Pyx_XGOTREF(__pyx_t_22);
       __Pyx_XGOTREF(__pyx_t_23);
-      __Pyx_XGOTREF(__pyx_t_24);
-      __pyx_t_19 = __pyx_lineno; __pyx_t_20 = __pyx_clineno; __pyx_t_21 = __pyx_filename;
+      __pyx_t_18 = __pyx_lineno; __pyx_t_19 = __pyx_clineno; __pyx_t_20 = __pyx_filename;
       {
         free(__pyx_v_info);
       }
+      __Pyx_XGIVEREF(__pyx_t_21);
       __Pyx_XGIVEREF(__pyx_t_22);
       __Pyx_XGIVEREF(__pyx_t_23);
-      __Pyx_XGIVEREF(__pyx_t_24);
-      __Pyx_ExceptionReset(__pyx_t_22, __pyx_t_23, __pyx_t_24);
+      __Pyx_ExceptionReset(__pyx_t_21, __pyx_t_22, __pyx_t_23);
       __Pyx_XGIVEREF(__pyx_t_6);
       __Pyx_XGIVEREF(__pyx_t_5);
       __Pyx_XGIVEREF(__pyx_t_4);
       __Pyx_ErrRestore(__pyx_t_6, __pyx_t_5, __pyx_t_4);
-      __pyx_t_6 = 0; __pyx_t_5 = 0; __pyx_t_4 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0; __pyx_t_24 = 0;
-      __pyx_lineno = __pyx_t_19; __pyx_clineno = __pyx_t_20; __pyx_filename = __pyx_t_21;
+      __pyx_t_6 = 0; __pyx_t_5 = 0; __pyx_t_4 = 0; __pyx_t_21 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0;
+      __pyx_lineno = __pyx_t_18; __pyx_clineno = __pyx_t_19; __pyx_filename = __pyx_t_20;
       goto __pyx_L1_error;
     }
     __pyx_L10_return: {
-      __pyx_t_24 = __pyx_r;
+      __pyx_t_23 = __pyx_r;
       __pyx_r = 0;
       free(__pyx_v_info);
-      __pyx_r = __pyx_t_24;
-      __pyx_t_24 = 0;
+      __pyx_r = __pyx_t_23;
+      __pyx_t_23 = 0;
       goto __pyx_L0;
     }
     __pyx_L12:;
   }
 
-  /* "odradek/protocol/_speedups.pyx":524
+  /* "odradek/protocol/_speedups.pyx":527
  *     finally:
  *         free(info)
  *     return batches, partitions             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_3 = PyTuple_New(2); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 524, __pyx_L1_error)
+  __pyx_t_3 = PyTuple_New(2); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 527, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_INCREF(__pyx_v_batches);
   __Pyx_GIVEREF(__pyx_v_batches);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 0, __pyx_v_batches) != (0)) __PYX_ERR(0, 524, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 0, __pyx_v_batches) != (0)) __PYX_ERR(0, 527, __pyx_L1_error);
   __Pyx_INCREF(__pyx_v_partitions);
   __Pyx_GIVEREF(__pyx_v_partitions);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 1, __pyx_v_partitions) != (0)) __PYX_ERR(0, 524, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 1, __pyx_v_partitions) != (0)) __PYX_ERR(0, 527, __pyx_L1_error);
   {
     PyObject *__pyx_temp;
     {
@@ -10199,7 +10222,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
   __Pyx_XDECREF(__pyx_t_3);
   __Pyx_XDECREF(__pyx_t_12);
   __Pyx_XDECREF(__pyx_t_13);
-  __Pyx_XDECREF(__pyx_t_18);
+  __Pyx_XDECREF(__pyx_t_17);
   __Pyx_AddTraceback("odradek.protocol._speedups.produce_batches", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = NULL;
   __pyx_L0:;
@@ -10238,7 +10261,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_4produce_batches(CYTHON_
   return __pyx_r;
 }
 
-/* "odradek/protocol/_speedups.pyx":527
+/* "odradek/protocol/_speedups.pyx":530
  * 
  * 
  * def render_offsets(list partitions, dict bases) -> bytes:             # <<<<<<<<<<<<<<
@@ -10287,39 +10310,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_partitions,&__pyx_mstate_global->__pyx_n_u_bases,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 527, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 530, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 527, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 530, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 527, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 530, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "render_offsets", 0) < (0)) __PYX_ERR(0, 527, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "render_offsets", 0) < (0)) __PYX_ERR(0, 530, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("render_offsets", 1, 2, 2, i); __PYX_ERR(0, 527, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("render_offsets", 1, 2, 2, i); __PYX_ERR(0, 530, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 527, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 530, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 527, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 530, __pyx_L3_error)
     }
     __pyx_v_partitions = ((PyObject*)values[0]);
     __pyx_v_bases = ((PyObject*)values[1]);
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("render_offsets", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 527, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("render_offsets", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 530, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -10330,8 +10353,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_partitions), (&PyList_Type), 1, "partitions", 1))) __PYX_ERR(0, 527, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_bases), (&PyDict_Type), 1, "bases", 1))) __PYX_ERR(0, 527, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_partitions), (&PyList_Type), 1, "partitions", 1))) __PYX_ERR(0, 530, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_bases), (&PyDict_Type), 1, "bases", 1))) __PYX_ERR(0, 530, __pyx_L1_error)
   __pyx_r = __pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(__pyx_self, __pyx_v_partitions, __pyx_v_bases);
 
   /* function exit code */
@@ -10374,7 +10397,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("render_offsets", 0);
 
-  /* "odradek/protocol/_speedups.pyx":530
+  /* "odradek/protocol/_speedups.pyx":533
  *     """The body of a REST v2 produce answer when every partition succeeded: offsets in request order, each
  *     ``bases[p] + its index among p's records`` (null when ``bases[p]`` is None: acks=0)."""
  *     cdef Py_ssize_t n = len(partitions), i             # <<<<<<<<<<<<<<
@@ -10383,39 +10406,39 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
 */
   if (unlikely(__pyx_v_partitions == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 530, __pyx_L1_error)
+    __PYX_ERR(0, 533, __pyx_L1_error)
   }
-  __pyx_t_1 = __Pyx_PyList_GET_SIZE(__pyx_v_partitions); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 530, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyList_GET_SIZE(__pyx_v_partitions); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 533, __pyx_L1_error)
   __pyx_v_n = __pyx_t_1;
 
-  /* "odradek/protocol/_speedups.pyx":531
+  /* "odradek/protocol/_speedups.pyx":534
  *     ``bases[p] + its index among p's records`` (null when ``bases[p]`` is None: acks=0)."""
  *     cdef Py_ssize_t n = len(partitions), i
  *     cdef dict seen = {}             # <<<<<<<<<<<<<<
  *     cdef list parts = [b'{"key_schema_id":null,"value_schema_id":null,"offsets":[']
  *     cdef object p, base
 */
-  __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 531, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 534, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __pyx_v_seen = ((PyObject*)__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":532
+  /* "odradek/protocol/_speedups.pyx":535
  *     cdef Py_ssize_t n = len(partitions), i
  *     cdef dict seen = {}
  *     cdef list parts = [b'{"key_schema_id":null,"value_schema_id":null,"offsets":[']             # <<<<<<<<<<<<<<
  *     cdef object p, base
  *     cdef int64_t index
 */
-  __pyx_t_2 = PyList_New(1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 532, __pyx_L1_error)
+  __pyx_t_2 = PyList_New(1); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 535, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_INCREF(__pyx_mstate_global->__pyx_kp_b_key_schema_id_null_value_schema);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_kp_b_key_schema_id_null_value_schema);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_2, 0, __pyx_mstate_global->__pyx_kp_b_key_schema_id_null_value_schema) != (0)) __PYX_ERR(0, 532, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_2, 0, __pyx_mstate_global->__pyx_kp_b_key_schema_id_null_value_schema) != (0)) __PYX_ERR(0, 535, __pyx_L1_error);
   __pyx_v_parts = ((PyObject*)__pyx_t_2);
   __pyx_t_2 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":535
+  /* "odradek/protocol/_speedups.pyx":538
  *     cdef object p, base
  *     cdef int64_t index
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -10429,7 +10452,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
   for (__pyx_t_4 = 0; __pyx_t_4 < __pyx_t_3; __pyx_t_4+=1) {
     __pyx_v_i = __pyx_t_4;
 
-    /* "odradek/protocol/_speedups.pyx":536
+    /* "odradek/protocol/_speedups.pyx":539
  *     cdef int64_t index
  *     for i in range(n):
  *         p = partitions[i]             # <<<<<<<<<<<<<<
@@ -10438,39 +10461,39 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
 */
     if (unlikely(__pyx_v_partitions == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-      __PYX_ERR(0, 536, __pyx_L1_error)
+      __PYX_ERR(0, 539, __pyx_L1_error)
     }
     __pyx_t_2 = __Pyx_PyList_GET_ITEM(__pyx_v_partitions, __pyx_v_i);
     __Pyx_INCREF(__pyx_t_2);
     __Pyx_XDECREF_SET(__pyx_v_p, __pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":537
+    /* "odradek/protocol/_speedups.pyx":540
  *     for i in range(n):
  *         p = partitions[i]
  *         index = seen.get(p, 0)             # <<<<<<<<<<<<<<
  *         seen[p] = index + 1
  *         base = bases[p]
 */
-    __pyx_t_2 = __Pyx_PyDict_GetItemDefault(__pyx_v_seen, __pyx_v_p, __pyx_mstate_global->__pyx_int_0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 537, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyDict_GetItemDefault(__pyx_v_seen, __pyx_v_p, __pyx_mstate_global->__pyx_int_0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 540, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
-    __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 537, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 540, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
     __pyx_v_index = __pyx_t_5;
 
-    /* "odradek/protocol/_speedups.pyx":538
+    /* "odradek/protocol/_speedups.pyx":541
  *         p = partitions[i]
  *         index = seen.get(p, 0)
  *         seen[p] = index + 1             # <<<<<<<<<<<<<<
  *         base = bases[p]
  *         if i:
 */
-    __pyx_t_2 = __Pyx_PyLong_From_int64_t((__pyx_v_index + 1)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 538, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyLong_From_int64_t((__pyx_v_index + 1)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 541, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
-    if (unlikely((PyDict_SetItem(__pyx_v_seen, __pyx_v_p, __pyx_t_2) < 0))) __PYX_ERR(0, 538, __pyx_L1_error)
+    if (unlikely((PyDict_SetItem(__pyx_v_seen, __pyx_v_p, __pyx_t_2) < 0))) __PYX_ERR(0, 541, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":539
+    /* "odradek/protocol/_speedups.pyx":542
  *         index = seen.get(p, 0)
  *         seen[p] = index + 1
  *         base = bases[p]             # <<<<<<<<<<<<<<
@@ -10479,14 +10502,14 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
 */
     if (unlikely(__pyx_v_bases == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-      __PYX_ERR(0, 539, __pyx_L1_error)
+      __PYX_ERR(0, 542, __pyx_L1_error)
     }
-    __pyx_t_2 = __Pyx_PyDict_GetItem(__pyx_v_bases, __pyx_v_p); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 539, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyDict_GetItem(__pyx_v_bases, __pyx_v_p); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 542, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __Pyx_XDECREF_SET(__pyx_v_base, __pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":540
+    /* "odradek/protocol/_speedups.pyx":543
  *         seen[p] = index + 1
  *         base = bases[p]
  *         if i:             # <<<<<<<<<<<<<<
@@ -10498,17 +10521,17 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
     if (__pyx_t_6) {
 
 
-      /* "odradek/protocol/_speedups.pyx":541
+      /* "odradek/protocol/_speedups.pyx":544
  *         base = bases[p]
  *         if i:
  *             parts.append(b",")             # <<<<<<<<<<<<<<
  *         if base is None:
  *             parts.append(b'{"partition":%d,"offset":null,"error_code":null,"error":null}' % p)
 */
-      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_mstate_global->__pyx_kp_b__2); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 541, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_mstate_global->__pyx_kp_b__2); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 544, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":540
+      /* "odradek/protocol/_speedups.pyx":543
  *         seen[p] = index + 1
  *         base = bases[p]
  *         if i:             # <<<<<<<<<<<<<<
@@ -10517,7 +10540,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":542
+    /* "odradek/protocol/_speedups.pyx":545
  *         if i:
  *             parts.append(b",")
  *         if base is None:             # <<<<<<<<<<<<<<
@@ -10528,20 +10551,20 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
     if (__pyx_t_6) {
 
 
-      /* "odradek/protocol/_speedups.pyx":543
+      /* "odradek/protocol/_speedups.pyx":546
  *             parts.append(b",")
  *         if base is None:
  *             parts.append(b'{"partition":%d,"offset":null,"error_code":null,"error":null}' % p)             # <<<<<<<<<<<<<<
  *         else:
  *             parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))
 */
-      __pyx_t_2 = PyNumber_Remainder(__pyx_mstate_global->__pyx_kp_b_partition_d_offset_null_error_c, __pyx_v_p); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 543, __pyx_L1_error)
+      __pyx_t_2 = PyNumber_Remainder(__pyx_mstate_global->__pyx_kp_b_partition_d_offset_null_error_c, __pyx_v_p); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 546, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
-      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_t_2); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 543, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_t_2); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 546, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
 
-      /* "odradek/protocol/_speedups.pyx":542
+      /* "odradek/protocol/_speedups.pyx":545
  *         if i:
  *             parts.append(b",")
  *         if base is None:             # <<<<<<<<<<<<<<
@@ -10551,7 +10574,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
       goto __pyx_L6;
     }
 
-    /* "odradek/protocol/_speedups.pyx":545
+    /* "odradek/protocol/_speedups.pyx":548
  *             parts.append(b'{"partition":%d,"offset":null,"error_code":null,"error":null}' % p)
  *         else:
  *             parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))             # <<<<<<<<<<<<<<
@@ -10559,23 +10582,23 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
  *     return b"".join(parts)
 */
     /*else*/ {
-      __pyx_t_2 = __Pyx_PyLong_From_int64_t(__pyx_v_index); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 545, __pyx_L1_error)
+      __pyx_t_2 = __Pyx_PyLong_From_int64_t(__pyx_v_index); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 548, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
-      __pyx_t_8 = __Pyx_PyNumber_Add_object_int(__pyx_v_base, __pyx_t_2); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 545, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyNumber_Add_object_int(__pyx_v_base, __pyx_t_2); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 548, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-      __pyx_t_2 = PyTuple_New(2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 545, __pyx_L1_error)
+      __pyx_t_2 = PyTuple_New(2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 548, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       __Pyx_INCREF(__pyx_v_p);
       __Pyx_GIVEREF(__pyx_v_p);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 0, __pyx_v_p) != (0)) __PYX_ERR(0, 545, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 0, __pyx_v_p) != (0)) __PYX_ERR(0, 548, __pyx_L1_error);
       __Pyx_GIVEREF(__pyx_t_8);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 1, __pyx_t_8) != (0)) __PYX_ERR(0, 545, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 1, __pyx_t_8) != (0)) __PYX_ERR(0, 548, __pyx_L1_error);
       __pyx_t_8 = 0;
-      __pyx_t_8 = PyNumber_Remainder(__pyx_mstate_global->__pyx_kp_b_partition_d_offset_d_error_code, __pyx_t_2); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 545, __pyx_L1_error)
+      __pyx_t_8 = PyNumber_Remainder(__pyx_mstate_global->__pyx_kp_b_partition_d_offset_d_error_code, __pyx_t_2); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 548, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_t_8); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 545, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_t_8); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 548, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
 
     }
@@ -10583,24 +10606,24 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
   }
 
 
-  /* "odradek/protocol/_speedups.pyx":546
+  /* "odradek/protocol/_speedups.pyx":549
  *         else:
  *             parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))
  *     parts.append(b"]}")             # <<<<<<<<<<<<<<
  *     return b"".join(parts)
  * 
 */
-  __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_mstate_global->__pyx_kp_b__3); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 546, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyList_Append(__pyx_v_parts, __pyx_mstate_global->__pyx_kp_b__3); if (unlikely(__pyx_t_7 == ((int)-1))) __PYX_ERR(0, 549, __pyx_L1_error)
 
 
-  /* "odradek/protocol/_speedups.pyx":547
+  /* "odradek/protocol/_speedups.pyx":550
  *             parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))
  *     parts.append(b"]}")
  *     return b"".join(parts)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_8 = __Pyx_PyBytes_Join(__pyx_mstate_global->__pyx_kp_b__4, __pyx_v_parts); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 547, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyBytes_Join(__pyx_mstate_global->__pyx_kp_b__4, __pyx_v_parts); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 550, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
   {
     PyObject *__pyx_temp;
@@ -10613,7 +10636,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
   __pyx_t_8 = 0;
   goto __pyx_L0;
 
-  /* "odradek/protocol/_speedups.pyx":527
+  /* "odradek/protocol/_speedups.pyx":530
  * 
  * 
  * def render_offsets(list partitions, dict bases) -> bytes:             # <<<<<<<<<<<<<<
@@ -10640,7 +10663,7 @@ static PyObject *__pyx_pf_7odradek_8protocol_9_speedups_6render_offsets(CYTHON_U
   return __pyx_r;
 }
 
-/* "odradek/protocol/_speedups.pyx":553
+/* "odradek/protocol/_speedups.pyx":556
  * 
  * 
  * cdef inline Py_ssize_t _ws(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -10654,7 +10677,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__ws(uint8_
   int __pyx_t_2;
 
 
-  /* "odradek/protocol/_speedups.pyx":554
+  /* "odradek/protocol/_speedups.pyx":557
  * 
  * cdef inline Py_ssize_t _ws(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
  *     while pos < end and (s[pos] == b' ' or s[pos] == b'\t' or s[pos] == b'\n' or s[pos] == b'\r'):             # <<<<<<<<<<<<<<
@@ -10711,7 +10734,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__ws(uint8_
 
     if (!__pyx_t_1) break;
 
-    /* "odradek/protocol/_speedups.pyx":555
+    /* "odradek/protocol/_speedups.pyx":558
  * cdef inline Py_ssize_t _ws(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
  *     while pos < end and (s[pos] == b' ' or s[pos] == b'\t' or s[pos] == b'\n' or s[pos] == b'\r'):
  *         pos += 1             # <<<<<<<<<<<<<<
@@ -10721,7 +10744,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__ws(uint8_
     __pyx_v_pos = (__pyx_v_pos + 1);
   }
 
-  /* "odradek/protocol/_speedups.pyx":556
+  /* "odradek/protocol/_speedups.pyx":559
  *     while pos < end and (s[pos] == b' ' or s[pos] == b'\t' or s[pos] == b'\n' or s[pos] == b'\r'):
  *         pos += 1
  *     return pos             # <<<<<<<<<<<<<<
@@ -10734,7 +10757,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__ws(uint8_
   }
   goto __pyx_L0;
 
-  /* "odradek/protocol/_speedups.pyx":553
+  /* "odradek/protocol/_speedups.pyx":556
  * 
  * 
  * cdef inline Py_ssize_t _ws(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -10748,7 +10771,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__ws(uint8_
   return __pyx_r;
 }
 
-/* "odradek/protocol/_speedups.pyx":559
+/* "odradek/protocol/_speedups.pyx":562
  * 
  * 
  * cdef inline Py_ssize_t _string_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -10761,7 +10784,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
   int __pyx_t_1;
 
 
-  /* "odradek/protocol/_speedups.pyx":561
+  /* "odradek/protocol/_speedups.pyx":564
  * cdef inline Py_ssize_t _string_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:
  *     """Position after the string starting at ``pos`` (a '"'), or -1."""
  *     pos += 1             # <<<<<<<<<<<<<<
@@ -10770,7 +10793,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
 */
   __pyx_v_pos = (__pyx_v_pos + 1);
 
-  /* "odradek/protocol/_speedups.pyx":562
+  /* "odradek/protocol/_speedups.pyx":565
  *     """Position after the string starting at ``pos`` (a '"'), or -1."""
  *     pos += 1
  *     while pos < end:             # <<<<<<<<<<<<<<
@@ -10783,7 +10806,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
 
     if (!__pyx_t_1) break;
 
-    /* "odradek/protocol/_speedups.pyx":563
+    /* "odradek/protocol/_speedups.pyx":566
  *     pos += 1
  *     while pos < end:
  *         if s[pos] == b'\\':             # <<<<<<<<<<<<<<
@@ -10795,7 +10818,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":564
+      /* "odradek/protocol/_speedups.pyx":567
  *     while pos < end:
  *         if s[pos] == b'\\':
  *             pos += 2             # <<<<<<<<<<<<<<
@@ -10804,7 +10827,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
 */
       __pyx_v_pos = (__pyx_v_pos + 2);
 
-      /* "odradek/protocol/_speedups.pyx":563
+      /* "odradek/protocol/_speedups.pyx":566
  *     pos += 1
  *     while pos < end:
  *         if s[pos] == b'\\':             # <<<<<<<<<<<<<<
@@ -10814,7 +10837,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
       goto __pyx_L5;
     }
 
-    /* "odradek/protocol/_speedups.pyx":565
+    /* "odradek/protocol/_speedups.pyx":568
  *         if s[pos] == b'\\':
  *             pos += 2
  *         elif s[pos] == b'"':             # <<<<<<<<<<<<<<
@@ -10826,7 +10849,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":566
+      /* "odradek/protocol/_speedups.pyx":569
  *             pos += 2
  *         elif s[pos] == b'"':
  *             return pos + 1             # <<<<<<<<<<<<<<
@@ -10839,7 +10862,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":565
+      /* "odradek/protocol/_speedups.pyx":568
  *         if s[pos] == b'\\':
  *             pos += 2
  *         elif s[pos] == b'"':             # <<<<<<<<<<<<<<
@@ -10848,7 +10871,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":568
+    /* "odradek/protocol/_speedups.pyx":571
  *             return pos + 1
  *         else:
  *             pos += 1             # <<<<<<<<<<<<<<
@@ -10861,7 +10884,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
     __pyx_L5:;
   }
 
-  /* "odradek/protocol/_speedups.pyx":569
+  /* "odradek/protocol/_speedups.pyx":572
  *         else:
  *             pos += 1
  *     return -1             # <<<<<<<<<<<<<<
@@ -10874,7 +10897,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
   }
   goto __pyx_L0;
 
-  /* "odradek/protocol/_speedups.pyx":559
+  /* "odradek/protocol/_speedups.pyx":562
  * 
  * 
  * cdef inline Py_ssize_t _string_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -10888,7 +10911,7 @@ static CYTHON_INLINE Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__string_en
   return __pyx_r;
 }
 
-/* "odradek/protocol/_speedups.pyx":572
+/* "odradek/protocol/_speedups.pyx":575
  * 
  * 
  * cdef Py_ssize_t _value_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -10904,7 +10927,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
   int __pyx_t_2;
 
 
-  /* "odradek/protocol/_speedups.pyx":576
+  /* "odradek/protocol/_speedups.pyx":579
  *     than MAX_DEPTH: the reference decides what such a value means)."""
  *     cdef uint8_t c
  *     cdef int depth = 0             # <<<<<<<<<<<<<<
@@ -10913,7 +10936,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
   __pyx_v_depth = 0;
 
-  /* "odradek/protocol/_speedups.pyx":577
+  /* "odradek/protocol/_speedups.pyx":580
  *     cdef uint8_t c
  *     cdef int depth = 0
  *     if pos >= end:             # <<<<<<<<<<<<<<
@@ -10925,7 +10948,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
   if (__pyx_t_1) {
 
 
-    /* "odradek/protocol/_speedups.pyx":578
+    /* "odradek/protocol/_speedups.pyx":581
  *     cdef int depth = 0
  *     if pos >= end:
  *         return -1             # <<<<<<<<<<<<<<
@@ -10938,7 +10961,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":577
+    /* "odradek/protocol/_speedups.pyx":580
  *     cdef uint8_t c
  *     cdef int depth = 0
  *     if pos >= end:             # <<<<<<<<<<<<<<
@@ -10947,7 +10970,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
   }
 
-  /* "odradek/protocol/_speedups.pyx":579
+  /* "odradek/protocol/_speedups.pyx":582
  *     if pos >= end:
  *         return -1
  *     c = s[pos]             # <<<<<<<<<<<<<<
@@ -10956,7 +10979,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
   __pyx_v_c = (__pyx_v_s[__pyx_v_pos]);
 
-  /* "odradek/protocol/_speedups.pyx":580
+  /* "odradek/protocol/_speedups.pyx":583
  *         return -1
  *     c = s[pos]
  *     if c == b'"':             # <<<<<<<<<<<<<<
@@ -10968,7 +10991,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
   if (__pyx_t_1) {
 
 
-    /* "odradek/protocol/_speedups.pyx":581
+    /* "odradek/protocol/_speedups.pyx":584
  *     c = s[pos]
  *     if c == b'"':
  *         return _string_end(s, pos, end)             # <<<<<<<<<<<<<<
@@ -10981,7 +11004,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":580
+    /* "odradek/protocol/_speedups.pyx":583
  *         return -1
  *     c = s[pos]
  *     if c == b'"':             # <<<<<<<<<<<<<<
@@ -10990,7 +11013,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
   }
 
-  /* "odradek/protocol/_speedups.pyx":582
+  /* "odradek/protocol/_speedups.pyx":585
  *     if c == b'"':
  *         return _string_end(s, pos, end)
  *     if c != b'{' and c != b'[':             # <<<<<<<<<<<<<<
@@ -11009,7 +11032,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":583
+      /* "odradek/protocol/_speedups.pyx":586
  *         return _string_end(s, pos, end)
  *     if c != b'{' and c != b'[':
  *         while pos < end and s[pos] != b',' and s[pos] != b'}' and s[pos] != b']' and s[pos] != b' ' \             # <<<<<<<<<<<<<<
@@ -11058,7 +11081,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
         goto __pyx_L8_bool_binop_done;
       }
 
-      /* "odradek/protocol/_speedups.pyx":584
+      /* "odradek/protocol/_speedups.pyx":587
  *     if c != b'{' and c != b'[':
  *         while pos < end and s[pos] != b',' and s[pos] != b'}' and s[pos] != b']' and s[pos] != b' ' \
  *                 and s[pos] != b'\t' and s[pos] != b'\n' and s[pos] != b'\r':             # <<<<<<<<<<<<<<
@@ -11104,7 +11127,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 
       if (!__pyx_t_1) break;
 
-      /* "odradek/protocol/_speedups.pyx":585
+      /* "odradek/protocol/_speedups.pyx":588
  *         while pos < end and s[pos] != b',' and s[pos] != b'}' and s[pos] != b']' and s[pos] != b' ' \
  *                 and s[pos] != b'\t' and s[pos] != b'\n' and s[pos] != b'\r':
  *             pos += 1             # <<<<<<<<<<<<<<
@@ -11114,7 +11137,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
       __pyx_v_pos = (__pyx_v_pos + 1);
     }
 
-    /* "odradek/protocol/_speedups.pyx":586
+    /* "odradek/protocol/_speedups.pyx":589
  *                 and s[pos] != b'\t' and s[pos] != b'\n' and s[pos] != b'\r':
  *             pos += 1
  *         return pos             # <<<<<<<<<<<<<<
@@ -11127,7 +11150,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":582
+    /* "odradek/protocol/_speedups.pyx":585
  *     if c == b'"':
  *         return _string_end(s, pos, end)
  *     if c != b'{' and c != b'[':             # <<<<<<<<<<<<<<
@@ -11136,7 +11159,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
   }
 
-  /* "odradek/protocol/_speedups.pyx":587
+  /* "odradek/protocol/_speedups.pyx":590
  *             pos += 1
  *         return pos
  *     while pos < end:             # <<<<<<<<<<<<<<
@@ -11149,7 +11172,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 
     if (!__pyx_t_1) break;
 
-    /* "odradek/protocol/_speedups.pyx":588
+    /* "odradek/protocol/_speedups.pyx":591
  *         return pos
  *     while pos < end:
  *         c = s[pos]             # <<<<<<<<<<<<<<
@@ -11158,7 +11181,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
     __pyx_v_c = (__pyx_v_s[__pyx_v_pos]);
 
-    /* "odradek/protocol/_speedups.pyx":589
+    /* "odradek/protocol/_speedups.pyx":592
  *     while pos < end:
  *         c = s[pos]
  *         if c == b'"':             # <<<<<<<<<<<<<<
@@ -11170,7 +11193,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":590
+      /* "odradek/protocol/_speedups.pyx":593
  *         c = s[pos]
  *         if c == b'"':
  *             pos = _string_end(s, pos, end)             # <<<<<<<<<<<<<<
@@ -11179,7 +11202,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__string_end(__pyx_v_s, __pyx_v_pos, __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":591
+      /* "odradek/protocol/_speedups.pyx":594
  *         if c == b'"':
  *             pos = _string_end(s, pos, end)
  *             if pos < 0:             # <<<<<<<<<<<<<<
@@ -11191,7 +11214,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
       if (__pyx_t_1) {
 
 
-        /* "odradek/protocol/_speedups.pyx":592
+        /* "odradek/protocol/_speedups.pyx":595
  *             pos = _string_end(s, pos, end)
  *             if pos < 0:
  *                 return -1             # <<<<<<<<<<<<<<
@@ -11204,7 +11227,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":591
+        /* "odradek/protocol/_speedups.pyx":594
  *         if c == b'"':
  *             pos = _string_end(s, pos, end)
  *             if pos < 0:             # <<<<<<<<<<<<<<
@@ -11213,7 +11236,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":593
+      /* "odradek/protocol/_speedups.pyx":596
  *             if pos < 0:
  *                 return -1
  *             continue             # <<<<<<<<<<<<<<
@@ -11222,7 +11245,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       goto __pyx_L16_continue;
 
-      /* "odradek/protocol/_speedups.pyx":589
+      /* "odradek/protocol/_speedups.pyx":592
  *     while pos < end:
  *         c = s[pos]
  *         if c == b'"':             # <<<<<<<<<<<<<<
@@ -11231,7 +11254,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":594
+    /* "odradek/protocol/_speedups.pyx":597
  *                 return -1
  *             continue
  *         if c == b'{' or c == b'[':             # <<<<<<<<<<<<<<
@@ -11242,7 +11265,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
       case '{':
         case '[':
 
-        /* "odradek/protocol/_speedups.pyx":595
+        /* "odradek/protocol/_speedups.pyx":598
  *             continue
  *         if c == b'{' or c == b'[':
  *             depth += 1             # <<<<<<<<<<<<<<
@@ -11251,7 +11274,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
         __pyx_v_depth = (__pyx_v_depth + 1);
 
-        /* "odradek/protocol/_speedups.pyx":596
+        /* "odradek/protocol/_speedups.pyx":599
  *         if c == b'{' or c == b'[':
  *             depth += 1
  *             if depth > MAX_DEPTH:             # <<<<<<<<<<<<<<
@@ -11263,7 +11286,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
         if (__pyx_t_1) {
 
 
-          /* "odradek/protocol/_speedups.pyx":597
+          /* "odradek/protocol/_speedups.pyx":600
  *             depth += 1
  *             if depth > MAX_DEPTH:
  *                 return -1             # <<<<<<<<<<<<<<
@@ -11276,7 +11299,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
           }
           goto __pyx_L0;
 
-          /* "odradek/protocol/_speedups.pyx":596
+          /* "odradek/protocol/_speedups.pyx":599
  *         if c == b'{' or c == b'[':
  *             depth += 1
  *             if depth > MAX_DEPTH:             # <<<<<<<<<<<<<<
@@ -11285,7 +11308,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
         }
 
-        /* "odradek/protocol/_speedups.pyx":594
+        /* "odradek/protocol/_speedups.pyx":597
  *                 return -1
  *             continue
  *         if c == b'{' or c == b'[':             # <<<<<<<<<<<<<<
@@ -11295,7 +11318,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
         break;
       case '}':
 
-      /* "odradek/protocol/_speedups.pyx":598
+      /* "odradek/protocol/_speedups.pyx":601
  *             if depth > MAX_DEPTH:
  *                 return -1
  *         elif c == b'}' or c == b']':             # <<<<<<<<<<<<<<
@@ -11304,7 +11327,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       case ']':
 
-      /* "odradek/protocol/_speedups.pyx":599
+      /* "odradek/protocol/_speedups.pyx":602
  *                 return -1
  *         elif c == b'}' or c == b']':
  *             depth -= 1             # <<<<<<<<<<<<<<
@@ -11313,7 +11336,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       __pyx_v_depth = (__pyx_v_depth - 1);
 
-      /* "odradek/protocol/_speedups.pyx":600
+      /* "odradek/protocol/_speedups.pyx":603
  *         elif c == b'}' or c == b']':
  *             depth -= 1
  *             if depth == 0:             # <<<<<<<<<<<<<<
@@ -11325,7 +11348,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
       if (__pyx_t_1) {
 
 
-        /* "odradek/protocol/_speedups.pyx":601
+        /* "odradek/protocol/_speedups.pyx":604
  *             depth -= 1
  *             if depth == 0:
  *                 return pos + 1             # <<<<<<<<<<<<<<
@@ -11338,7 +11361,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":600
+        /* "odradek/protocol/_speedups.pyx":603
  *         elif c == b'}' or c == b']':
  *             depth -= 1
  *             if depth == 0:             # <<<<<<<<<<<<<<
@@ -11347,7 +11370,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":598
+      /* "odradek/protocol/_speedups.pyx":601
  *             if depth > MAX_DEPTH:
  *                 return -1
  *         elif c == b'}' or c == b']':             # <<<<<<<<<<<<<<
@@ -11358,7 +11381,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
       default: break;
     }
 
-    /* "odradek/protocol/_speedups.pyx":602
+    /* "odradek/protocol/_speedups.pyx":605
  *             if depth == 0:
  *                 return pos + 1
  *         pos += 1             # <<<<<<<<<<<<<<
@@ -11369,7 +11392,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
     __pyx_L16_continue:;
   }
 
-  /* "odradek/protocol/_speedups.pyx":603
+  /* "odradek/protocol/_speedups.pyx":606
  *                 return pos + 1
  *         pos += 1
  *     return -1             # <<<<<<<<<<<<<<
@@ -11382,7 +11405,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
   }
   goto __pyx_L0;
 
-  /* "odradek/protocol/_speedups.pyx":572
+  /* "odradek/protocol/_speedups.pyx":575
  * 
  * 
  * cdef Py_ssize_t _value_end(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -11398,7 +11421,7 @@ static Py_ssize_t __pyx_f_7odradek_8protocol_9_speedups__value_end(uint8_t const
   return __pyx_r;
 }
 
-/* "odradek/protocol/_speedups.pyx":606
+/* "odradek/protocol/_speedups.pyx":609
  * 
  * 
  * cdef object _compact(const uint8_t* s, Py_ssize_t start, Py_ssize_t end):             # <<<<<<<<<<<<<<
@@ -11428,7 +11451,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_compact", 0);
 
-  /* "odradek/protocol/_speedups.pyx":609
+  /* "odradek/protocol/_speedups.pyx":612
  *     """raw_json.compact of s[start:end] as bytes, or None when its brackets exceed MAX_DEPTH (the reference's
  *     depth check decides then)."""
  *     cdef Py_ssize_t i, brackets = 0, spaces = 0             # <<<<<<<<<<<<<<
@@ -11438,7 +11461,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
   __pyx_v_brackets = 0;
   __pyx_v_spaces = 0;
 
-  /* "odradek/protocol/_speedups.pyx":610
+  /* "odradek/protocol/_speedups.pyx":613
  *     depth check decides then)."""
  *     cdef Py_ssize_t i, brackets = 0, spaces = 0
  *     cdef bint in_str = False             # <<<<<<<<<<<<<<
@@ -11447,7 +11470,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
   __pyx_v_in_str = 0;
 
-  /* "odradek/protocol/_speedups.pyx":612
+  /* "odradek/protocol/_speedups.pyx":615
  *     cdef bint in_str = False
  *     cdef uint8_t c
  *     for i in range(start, end):             # <<<<<<<<<<<<<<
@@ -11461,7 +11484,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
   for (__pyx_t_3 = __pyx_v_start; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_i = __pyx_t_3;
 
-    /* "odradek/protocol/_speedups.pyx":613
+    /* "odradek/protocol/_speedups.pyx":616
  *     cdef uint8_t c
  *     for i in range(start, end):
  *         c = s[i]             # <<<<<<<<<<<<<<
@@ -11470,7 +11493,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     __pyx_v_c = (__pyx_v_s[__pyx_v_i]);
 
-    /* "odradek/protocol/_speedups.pyx":614
+    /* "odradek/protocol/_speedups.pyx":617
  *     for i in range(start, end):
  *         c = s[i]
  *         if c == b'[' or c == b'{':             # <<<<<<<<<<<<<<
@@ -11481,7 +11504,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       case '[':
       case '{':
 
-        /* "odradek/protocol/_speedups.pyx":615
+        /* "odradek/protocol/_speedups.pyx":618
  *         c = s[i]
  *         if c == b'[' or c == b'{':
  *             brackets += 1             # <<<<<<<<<<<<<<
@@ -11490,7 +11513,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_brackets = (__pyx_v_brackets + 1);
 
-        /* "odradek/protocol/_speedups.pyx":614
+        /* "odradek/protocol/_speedups.pyx":617
  *     for i in range(start, end):
  *         c = s[i]
  *         if c == b'[' or c == b'{':             # <<<<<<<<<<<<<<
@@ -11500,7 +11523,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         break;
         case ' ':
 
-        /* "odradek/protocol/_speedups.pyx":616
+        /* "odradek/protocol/_speedups.pyx":619
  *         if c == b'[' or c == b'{':
  *             brackets += 1
  *         elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':             # <<<<<<<<<<<<<<
@@ -11511,7 +11534,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         case '\n':
         case '\r':
 
-        /* "odradek/protocol/_speedups.pyx":617
+        /* "odradek/protocol/_speedups.pyx":620
  *             brackets += 1
  *         elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':
  *             spaces += 1             # <<<<<<<<<<<<<<
@@ -11520,7 +11543,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_spaces = (__pyx_v_spaces + 1);
 
-        /* "odradek/protocol/_speedups.pyx":616
+        /* "odradek/protocol/_speedups.pyx":619
  *         if c == b'[' or c == b'{':
  *             brackets += 1
  *         elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':             # <<<<<<<<<<<<<<
@@ -11533,7 +11556,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":618
+    /* "odradek/protocol/_speedups.pyx":621
  *         elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':
  *             spaces += 1
  *     if brackets > MAX_DEPTH:             # <<<<<<<<<<<<<<
@@ -11545,7 +11568,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     if (__pyx_t_4) {
 
 
-      /* "odradek/protocol/_speedups.pyx":619
+      /* "odradek/protocol/_speedups.pyx":622
  *             spaces += 1
  *     if brackets > MAX_DEPTH:
  *         return None             # <<<<<<<<<<<<<<
@@ -11562,7 +11585,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":618
+      /* "odradek/protocol/_speedups.pyx":621
  *         elif c == b' ' or c == b'\t' or c == b'\n' or c == b'\r':
  *             spaces += 1
  *     if brackets > MAX_DEPTH:             # <<<<<<<<<<<<<<
@@ -11571,7 +11594,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":620
+    /* "odradek/protocol/_speedups.pyx":623
  *     if brackets > MAX_DEPTH:
  *         return None
  *     if s[start] == b'"' or spaces == 0:             # <<<<<<<<<<<<<<
@@ -11597,14 +11620,14 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     if (__pyx_t_4) {
 
 
-      /* "odradek/protocol/_speedups.pyx":621
+      /* "odradek/protocol/_speedups.pyx":624
  *         return None
  *     if s[start] == b'"' or spaces == 0:
  *         return PyBytes_FromStringAndSize(<const char*>s + start, end - start)             # <<<<<<<<<<<<<<
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, end - start)
  *     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
 */
-      __pyx_t_6 = PyBytes_FromStringAndSize((((char const *)__pyx_v_s) + __pyx_v_start), (__pyx_v_end - __pyx_v_start)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 621, __pyx_L1_error)
+      __pyx_t_6 = PyBytes_FromStringAndSize((((char const *)__pyx_v_s) + __pyx_v_start), (__pyx_v_end - __pyx_v_start)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 624, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       {
         PyObject *__pyx_temp;
@@ -11617,7 +11640,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       __pyx_t_6 = 0;
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":620
+      /* "odradek/protocol/_speedups.pyx":623
  *     if brackets > MAX_DEPTH:
  *         return None
  *     if s[start] == b'"' or spaces == 0:             # <<<<<<<<<<<<<<
@@ -11626,19 +11649,19 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":622
+    /* "odradek/protocol/_speedups.pyx":625
  *     if s[start] == b'"' or spaces == 0:
  *         return PyBytes_FromStringAndSize(<const char*>s + start, end - start)
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, end - start)             # <<<<<<<<<<<<<<
  *     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
  *     cdef Py_ssize_t n = 0
 */
-    __pyx_t_6 = PyBytes_FromStringAndSize(NULL, (__pyx_v_end - __pyx_v_start)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 622, __pyx_L1_error)
+    __pyx_t_6 = PyBytes_FromStringAndSize(NULL, (__pyx_v_end - __pyx_v_start)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 625, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __pyx_v_out = ((PyObject*)__pyx_t_6);
     __pyx_t_6 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":623
+    /* "odradek/protocol/_speedups.pyx":626
  *         return PyBytes_FromStringAndSize(<const char*>s + start, end - start)
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, end - start)
  *     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)             # <<<<<<<<<<<<<<
@@ -11647,7 +11670,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     __pyx_v_w = ((uint8_t *)PyBytes_AS_STRING(__pyx_v_out));
 
-    /* "odradek/protocol/_speedups.pyx":624
+    /* "odradek/protocol/_speedups.pyx":627
  *     cdef bytes out = PyBytes_FromStringAndSize(NULL, end - start)
  *     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
  *     cdef Py_ssize_t n = 0             # <<<<<<<<<<<<<<
@@ -11656,7 +11679,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     __pyx_v_n = 0;
 
-    /* "odradek/protocol/_speedups.pyx":625
+    /* "odradek/protocol/_speedups.pyx":628
  *     cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
  *     cdef Py_ssize_t n = 0
  *     i = start             # <<<<<<<<<<<<<<
@@ -11665,7 +11688,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     __pyx_v_i = __pyx_v_start;
 
-    /* "odradek/protocol/_speedups.pyx":626
+    /* "odradek/protocol/_speedups.pyx":629
  *     cdef Py_ssize_t n = 0
  *     i = start
  *     while i < end:             # <<<<<<<<<<<<<<
@@ -11678,7 +11701,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 
       if (!__pyx_t_4) break;
 
-      /* "odradek/protocol/_speedups.pyx":627
+      /* "odradek/protocol/_speedups.pyx":630
  *     i = start
  *     while i < end:
  *         c = s[i]             # <<<<<<<<<<<<<<
@@ -11687,7 +11710,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
       __pyx_v_c = (__pyx_v_s[__pyx_v_i]);
 
-      /* "odradek/protocol/_speedups.pyx":628
+      /* "odradek/protocol/_speedups.pyx":631
  *     while i < end:
  *         c = s[i]
  *         if in_str:             # <<<<<<<<<<<<<<
@@ -11696,7 +11719,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
       if (__pyx_v_in_str) {
 
-        /* "odradek/protocol/_speedups.pyx":629
+        /* "odradek/protocol/_speedups.pyx":632
  *         c = s[i]
  *         if in_str:
  *             w[n] = c             # <<<<<<<<<<<<<<
@@ -11705,7 +11728,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         (__pyx_v_w[__pyx_v_n]) = __pyx_v_c;
 
-        /* "odradek/protocol/_speedups.pyx":630
+        /* "odradek/protocol/_speedups.pyx":633
  *         if in_str:
  *             w[n] = c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -11714,7 +11737,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_n = (__pyx_v_n + 1);
 
-        /* "odradek/protocol/_speedups.pyx":631
+        /* "odradek/protocol/_speedups.pyx":634
  *             w[n] = c
  *             n += 1
  *             if c == b'\\' and i + 1 < end:             # <<<<<<<<<<<<<<
@@ -11740,7 +11763,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         if (__pyx_t_4) {
 
 
-          /* "odradek/protocol/_speedups.pyx":632
+          /* "odradek/protocol/_speedups.pyx":635
  *             n += 1
  *             if c == b'\\' and i + 1 < end:
  *                 w[n] = s[i + 1]             # <<<<<<<<<<<<<<
@@ -11749,7 +11772,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
           (__pyx_v_w[__pyx_v_n]) = (__pyx_v_s[(__pyx_v_i + 1)]);
 
-          /* "odradek/protocol/_speedups.pyx":633
+          /* "odradek/protocol/_speedups.pyx":636
  *             if c == b'\\' and i + 1 < end:
  *                 w[n] = s[i + 1]
  *                 n += 1             # <<<<<<<<<<<<<<
@@ -11758,7 +11781,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
           __pyx_v_n = (__pyx_v_n + 1);
 
-          /* "odradek/protocol/_speedups.pyx":634
+          /* "odradek/protocol/_speedups.pyx":637
  *                 w[n] = s[i + 1]
  *                 n += 1
  *                 i += 1             # <<<<<<<<<<<<<<
@@ -11767,7 +11790,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
           __pyx_v_i = (__pyx_v_i + 1);
 
-          /* "odradek/protocol/_speedups.pyx":631
+          /* "odradek/protocol/_speedups.pyx":634
  *             w[n] = c
  *             n += 1
  *             if c == b'\\' and i + 1 < end:             # <<<<<<<<<<<<<<
@@ -11777,7 +11800,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
           goto __pyx_L12;
         }
 
-        /* "odradek/protocol/_speedups.pyx":635
+        /* "odradek/protocol/_speedups.pyx":638
  *                 n += 1
  *                 i += 1
  *             elif c == b'"':             # <<<<<<<<<<<<<<
@@ -11789,7 +11812,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         if (__pyx_t_4) {
 
 
-          /* "odradek/protocol/_speedups.pyx":636
+          /* "odradek/protocol/_speedups.pyx":639
  *                 i += 1
  *             elif c == b'"':
  *                 in_str = False             # <<<<<<<<<<<<<<
@@ -11798,7 +11821,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
           __pyx_v_in_str = 0;
 
-          /* "odradek/protocol/_speedups.pyx":635
+          /* "odradek/protocol/_speedups.pyx":638
  *                 n += 1
  *                 i += 1
  *             elif c == b'"':             # <<<<<<<<<<<<<<
@@ -11808,7 +11831,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         }
         __pyx_L12:;
 
-        /* "odradek/protocol/_speedups.pyx":628
+        /* "odradek/protocol/_speedups.pyx":631
  *     while i < end:
  *         c = s[i]
  *         if in_str:             # <<<<<<<<<<<<<<
@@ -11818,7 +11841,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         goto __pyx_L11;
       }
 
-      /* "odradek/protocol/_speedups.pyx":637
+      /* "odradek/protocol/_speedups.pyx":640
  *             elif c == b'"':
  *                 in_str = False
  *         elif c == b'"':             # <<<<<<<<<<<<<<
@@ -11830,7 +11853,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":638
+        /* "odradek/protocol/_speedups.pyx":641
  *                 in_str = False
  *         elif c == b'"':
  *             in_str = True             # <<<<<<<<<<<<<<
@@ -11839,7 +11862,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_in_str = 1;
 
-        /* "odradek/protocol/_speedups.pyx":639
+        /* "odradek/protocol/_speedups.pyx":642
  *         elif c == b'"':
  *             in_str = True
  *             w[n] = c             # <<<<<<<<<<<<<<
@@ -11848,7 +11871,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         (__pyx_v_w[__pyx_v_n]) = __pyx_v_c;
 
-        /* "odradek/protocol/_speedups.pyx":640
+        /* "odradek/protocol/_speedups.pyx":643
  *             in_str = True
  *             w[n] = c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -11857,7 +11880,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_n = (__pyx_v_n + 1);
 
-        /* "odradek/protocol/_speedups.pyx":637
+        /* "odradek/protocol/_speedups.pyx":640
  *             elif c == b'"':
  *                 in_str = False
  *         elif c == b'"':             # <<<<<<<<<<<<<<
@@ -11867,7 +11890,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         goto __pyx_L11;
       }
 
-      /* "odradek/protocol/_speedups.pyx":641
+      /* "odradek/protocol/_speedups.pyx":644
  *             w[n] = c
  *             n += 1
  *         elif not (c == b' ' or c == b'\t' or c == b'\n' or c == b'\r'):             # <<<<<<<<<<<<<<
@@ -11891,7 +11914,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       if (__pyx_t_5) {
 
 
-        /* "odradek/protocol/_speedups.pyx":642
+        /* "odradek/protocol/_speedups.pyx":645
  *             n += 1
  *         elif not (c == b' ' or c == b'\t' or c == b'\n' or c == b'\r'):
  *             w[n] = c             # <<<<<<<<<<<<<<
@@ -11900,7 +11923,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         (__pyx_v_w[__pyx_v_n]) = __pyx_v_c;
 
-        /* "odradek/protocol/_speedups.pyx":643
+        /* "odradek/protocol/_speedups.pyx":646
  *         elif not (c == b' ' or c == b'\t' or c == b'\n' or c == b'\r'):
  *             w[n] = c
  *             n += 1             # <<<<<<<<<<<<<<
@@ -11909,7 +11932,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
         __pyx_v_n = (__pyx_v_n + 1);
 
-        /* "odradek/protocol/_speedups.pyx":641
+        /* "odradek/protocol/_speedups.pyx":644
  *             w[n] = c
  *             n += 1
  *         elif not (c == b' ' or c == b'\t' or c == b'\n' or c == b'\r'):             # <<<<<<<<<<<<<<
@@ -11919,7 +11942,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       }
       __pyx_L11:;
 
-      /* "odradek/protocol/_speedups.pyx":644
+      /* "odradek/protocol/_speedups.pyx":647
  *             w[n] = c
  *             n += 1
  *         i += 1             # <<<<<<<<<<<<<<
@@ -11929,7 +11952,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       __pyx_v_i = (__pyx_v_i + 1);
     }
 
-    /* "odradek/protocol/_speedups.pyx":645
+    /* "odradek/protocol/_speedups.pyx":648
  *             n += 1
  *         i += 1
  *     return out[:n]             # <<<<<<<<<<<<<<
@@ -11938,9 +11961,9 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     if (unlikely(__pyx_v_out == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-      __PYX_ERR(0, 645, __pyx_L1_error)
+      __PYX_ERR(0, 648, __pyx_L1_error)
     }
-    __pyx_t_6 = PySequence_GetSlice(__pyx_v_out, 0, __pyx_v_n); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 645, __pyx_L1_error)
+    __pyx_t_6 = PySequence_GetSlice(__pyx_v_out, 0, __pyx_v_n); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 648, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     {
       PyObject *__pyx_temp;
@@ -11953,7 +11976,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     __pyx_t_6 = 0;
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":606
+    /* "odradek/protocol/_speedups.pyx":609
  * 
  * 
  * cdef object _compact(const uint8_t* s, Py_ssize_t start, Py_ssize_t end):             # <<<<<<<<<<<<<<
@@ -11980,7 +12003,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":648
+  /* "odradek/protocol/_speedups.pyx":651
  * 
  * 
  * cdef inline int _name_is(const uint8_t* s, Py_ssize_t start, Py_ssize_t stop, const char* name, Py_ssize_t n             # <<<<<<<<<<<<<<
@@ -11996,7 +12019,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     Py_ssize_t __pyx_t_3;
     int __pyx_t_4;
 
-    /* "odradek/protocol/_speedups.pyx":652
+    /* "odradek/protocol/_speedups.pyx":655
  *     """1 when the member name s[start:stop] (quotes included) is ``name``; -1 when it has an escape."""
  *     cdef Py_ssize_t i
  *     for i in range(start + 1, stop - 1):             # <<<<<<<<<<<<<<
@@ -12010,7 +12033,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     for (__pyx_t_3 = (__pyx_v_start + 1); __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
       __pyx_v_i = __pyx_t_3;
 
-      /* "odradek/protocol/_speedups.pyx":653
+      /* "odradek/protocol/_speedups.pyx":656
  *     cdef Py_ssize_t i
  *     for i in range(start + 1, stop - 1):
  *         if s[i] == b'\\':             # <<<<<<<<<<<<<<
@@ -12022,7 +12045,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":654
+        /* "odradek/protocol/_speedups.pyx":657
  *     for i in range(start + 1, stop - 1):
  *         if s[i] == b'\\':
  *             return -1             # <<<<<<<<<<<<<<
@@ -12035,7 +12058,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":653
+        /* "odradek/protocol/_speedups.pyx":656
  *     cdef Py_ssize_t i
  *     for i in range(start + 1, stop - 1):
  *         if s[i] == b'\\':             # <<<<<<<<<<<<<<
@@ -12046,7 +12069,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":655
+    /* "odradek/protocol/_speedups.pyx":658
  *         if s[i] == b'\\':
  *             return -1
  *     if stop - start - 2 != n:             # <<<<<<<<<<<<<<
@@ -12058,7 +12081,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     if (__pyx_t_4) {
 
 
-      /* "odradek/protocol/_speedups.pyx":656
+      /* "odradek/protocol/_speedups.pyx":659
  *             return -1
  *     if stop - start - 2 != n:
  *         return 0             # <<<<<<<<<<<<<<
@@ -12071,7 +12094,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":655
+      /* "odradek/protocol/_speedups.pyx":658
  *         if s[i] == b'\\':
  *             return -1
  *     if stop - start - 2 != n:             # <<<<<<<<<<<<<<
@@ -12080,7 +12103,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":657
+    /* "odradek/protocol/_speedups.pyx":660
  *     if stop - start - 2 != n:
  *         return 0
  *     for i in range(n):             # <<<<<<<<<<<<<<
@@ -12094,7 +12117,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
       __pyx_v_i = __pyx_t_3;
 
-      /* "odradek/protocol/_speedups.pyx":658
+      /* "odradek/protocol/_speedups.pyx":661
  *         return 0
  *     for i in range(n):
  *         if s[start + 1 + i] != <uint8_t>name[i]:             # <<<<<<<<<<<<<<
@@ -12106,7 +12129,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":659
+        /* "odradek/protocol/_speedups.pyx":662
  *     for i in range(n):
  *         if s[start + 1 + i] != <uint8_t>name[i]:
  *             return 0             # <<<<<<<<<<<<<<
@@ -12119,7 +12142,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":658
+        /* "odradek/protocol/_speedups.pyx":661
  *         return 0
  *     for i in range(n):
  *         if s[start + 1 + i] != <uint8_t>name[i]:             # <<<<<<<<<<<<<<
@@ -12130,7 +12153,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":660
+    /* "odradek/protocol/_speedups.pyx":663
  *         if s[start + 1 + i] != <uint8_t>name[i]:
  *             return 0
  *     return 1             # <<<<<<<<<<<<<<
@@ -12143,7 +12166,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":648
+    /* "odradek/protocol/_speedups.pyx":651
  * 
  * 
  * cdef inline int _name_is(const uint8_t* s, Py_ssize_t start, Py_ssize_t stop, const char* name, Py_ssize_t n             # <<<<<<<<<<<<<<
@@ -12157,7 +12180,7 @@ static PyObject *__pyx_f_7odradek_8protocol_9_speedups__compact(uint8_t const *_
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":663
+  /* "odradek/protocol/_speedups.pyx":666
  * 
  * 
  * def record_texts(bytes body):             # <<<<<<<<<<<<<<
@@ -12205,32 +12228,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     {
       PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_body,0};
       const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-      if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 663, __pyx_L3_error)
+      if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 666, __pyx_L3_error)
       if (__pyx_kwds_len > 0) {
         switch (__pyx_nargs) {
           case  1:
           values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 663, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 666, __pyx_L3_error)
           CYTHON_FALLTHROUGH;
           case  0: break;
           default: goto __pyx_L5_argtuple_error;
         }
         const Py_ssize_t kwd_pos_args = __pyx_nargs;
-        if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "record_texts", 0) < (0)) __PYX_ERR(0, 663, __pyx_L3_error)
+        if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "record_texts", 0) < (0)) __PYX_ERR(0, 666, __pyx_L3_error)
         for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-          if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("record_texts", 1, 1, 1, i); __PYX_ERR(0, 663, __pyx_L3_error) }
+          if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("record_texts", 1, 1, 1, i); __PYX_ERR(0, 666, __pyx_L3_error) }
         }
       } else if (unlikely(__pyx_nargs != 1)) {
         goto __pyx_L5_argtuple_error;
       } else {
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 663, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 666, __pyx_L3_error)
       }
       __pyx_v_body = ((PyObject*)values[0]);
     }
     goto __pyx_L6_skip;
     __pyx_L5_argtuple_error:;
-    __Pyx_RaiseArgtupleInvalid("record_texts", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 663, __pyx_L3_error)
+    __Pyx_RaiseArgtupleInvalid("record_texts", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 666, __pyx_L3_error)
     __pyx_L6_skip:;
     goto __pyx_L4_argument_unpacking_done;
     __pyx_L3_error:;
@@ -12241,7 +12264,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __Pyx_RefNannyFinishContext();
     return NULL;
     __pyx_L4_argument_unpacking_done:;
-    if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_body), (&PyBytes_Type), 1, "body", 1))) __PYX_ERR(0, 663, __pyx_L1_error)
+    if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_body), (&PyBytes_Type), 1, "body", 1))) __PYX_ERR(0, 666, __pyx_L1_error)
     __pyx_r = __pyx_pf_7odradek_8protocol_9_speedups_8record_texts(__pyx_self, __pyx_v_body);
 
     /* function exit code */
@@ -12293,7 +12316,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("record_texts", 0);
 
-    /* "odradek/protocol/_speedups.pyx":667
+    /* "odradek/protocol/_speedups.pyx":670
  *     compact raw text of its last ``key`` and ``value`` members; None when the body needs the reference (a
  *     member name with an escape, a value nesting deeper than MAX_DEPTH, a shape orjson's checks refuse)."""
  *     cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(body)             # <<<<<<<<<<<<<<
@@ -12302,7 +12325,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_s = ((uint8_t const *)PyBytes_AS_STRING(__pyx_v_body));
 
-    /* "odradek/protocol/_speedups.pyx":668
+    /* "odradek/protocol/_speedups.pyx":671
  *     member name with an escape, a value nesting deeper than MAX_DEPTH, a shape orjson's checks refuse)."""
  *     cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(body)
  *     cdef Py_ssize_t end = PyBytes_GET_SIZE(body), pos, name_end, vstart, vend, rstart = -1, rend = -1             # <<<<<<<<<<<<<<
@@ -12313,19 +12336,19 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_rstart = -1L;
     __pyx_v_rend = -1L;
 
-    /* "odradek/protocol/_speedups.pyx":671
+    /* "odradek/protocol/_speedups.pyx":674
  *     cdef Py_ssize_t ks, ke, vs, ve, nstart
  *     cdef int is_name
  *     cdef list out = []             # <<<<<<<<<<<<<<
  *     pos = _ws(s, 0, end)
  *     if pos >= end or s[pos] != b'{':
 */
-    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 671, __pyx_L1_error)
+    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 674, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __pyx_v_out = ((PyObject*)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":672
+    /* "odradek/protocol/_speedups.pyx":675
  *     cdef int is_name
  *     cdef list out = []
  *     pos = _ws(s, 0, end)             # <<<<<<<<<<<<<<
@@ -12334,7 +12357,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, 0, __pyx_v_end);
 
-    /* "odradek/protocol/_speedups.pyx":673
+    /* "odradek/protocol/_speedups.pyx":676
  *     cdef list out = []
  *     pos = _ws(s, 0, end)
  *     if pos >= end or s[pos] != b'{':             # <<<<<<<<<<<<<<
@@ -12360,7 +12383,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":674
+        /* "odradek/protocol/_speedups.pyx":677
  *     pos = _ws(s, 0, end)
  *     if pos >= end or s[pos] != b'{':
  *         return None             # <<<<<<<<<<<<<<
@@ -12377,7 +12400,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":673
+        /* "odradek/protocol/_speedups.pyx":676
  *     cdef list out = []
  *     pos = _ws(s, 0, end)
  *     if pos >= end or s[pos] != b'{':             # <<<<<<<<<<<<<<
@@ -12386,7 +12409,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":675
+      /* "odradek/protocol/_speedups.pyx":678
  *     if pos >= end or s[pos] != b'{':
  *         return None
  *     pos = _ws(s, pos + 1, end)             # <<<<<<<<<<<<<<
@@ -12395,7 +12418,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":676
+      /* "odradek/protocol/_speedups.pyx":679
  *         return None
  *     pos = _ws(s, pos + 1, end)
  *     while pos < end and s[pos] != b'}':             # <<<<<<<<<<<<<<
@@ -12422,7 +12445,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
       if (!__pyx_t_2) break;
 
-      /* "odradek/protocol/_speedups.pyx":677
+      /* "odradek/protocol/_speedups.pyx":680
  *     pos = _ws(s, pos + 1, end)
  *     while pos < end and s[pos] != b'}':
  *         if s[pos] != b'"':             # <<<<<<<<<<<<<<
@@ -12434,59 +12457,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":678
- *     while pos < end and s[pos] != b'}':
- *         if s[pos] != b'"':
- *             return None             # <<<<<<<<<<<<<<
- *         name_end = _string_end(s, pos, end)
- *         if name_end < 0:
-*/
-        {
-          PyObject *__pyx_temp;
-          {
-            __pyx_temp = __pyx_r;
-            __pyx_r = Py_None; __Pyx_INCREF(Py_None);
-          }
-          __Pyx_XDECREF(__pyx_temp);
-        }
-        goto __pyx_L0;
-
-        /* "odradek/protocol/_speedups.pyx":677
- *     pos = _ws(s, pos + 1, end)
- *     while pos < end and s[pos] != b'}':
- *         if s[pos] != b'"':             # <<<<<<<<<<<<<<
- *             return None
- *         name_end = _string_end(s, pos, end)
-*/
-      }
-
-      /* "odradek/protocol/_speedups.pyx":679
- *         if s[pos] != b'"':
- *             return None
- *         name_end = _string_end(s, pos, end)             # <<<<<<<<<<<<<<
- *         if name_end < 0:
- *             return None
-*/
-      __pyx_v_name_end = __pyx_f_7odradek_8protocol_9_speedups__string_end(__pyx_v_s, __pyx_v_pos, __pyx_v_end);
-
-      /* "odradek/protocol/_speedups.pyx":680
- *             return None
- *         name_end = _string_end(s, pos, end)
- *         if name_end < 0:             # <<<<<<<<<<<<<<
- *             return None
- *         is_name = _name_is(s, pos, name_end, "records", 7)
-*/
-      __pyx_t_2 = (__pyx_v_name_end < 0);
-
-      if (__pyx_t_2) {
-
-
         /* "odradek/protocol/_speedups.pyx":681
+ *     while pos < end and s[pos] != b'}':
+ *         if s[pos] != b'"':
+ *             return None             # <<<<<<<<<<<<<<
  *         name_end = _string_end(s, pos, end)
  *         if name_end < 0:
- *             return None             # <<<<<<<<<<<<<<
- *         is_name = _name_is(s, pos, name_end, "records", 7)
- *         if is_name < 0:
 */
         {
           PyObject *__pyx_temp;
@@ -12499,41 +12475,41 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L0;
 
         /* "odradek/protocol/_speedups.pyx":680
+ *     pos = _ws(s, pos + 1, end)
+ *     while pos < end and s[pos] != b'}':
+ *         if s[pos] != b'"':             # <<<<<<<<<<<<<<
+ *             return None
+ *         name_end = _string_end(s, pos, end)
+*/
+      }
+
+      /* "odradek/protocol/_speedups.pyx":682
+ *         if s[pos] != b'"':
+ *             return None
+ *         name_end = _string_end(s, pos, end)             # <<<<<<<<<<<<<<
+ *         if name_end < 0:
+ *             return None
+*/
+      __pyx_v_name_end = __pyx_f_7odradek_8protocol_9_speedups__string_end(__pyx_v_s, __pyx_v_pos, __pyx_v_end);
+
+      /* "odradek/protocol/_speedups.pyx":683
  *             return None
  *         name_end = _string_end(s, pos, end)
  *         if name_end < 0:             # <<<<<<<<<<<<<<
  *             return None
  *         is_name = _name_is(s, pos, name_end, "records", 7)
 */
-      }
-
-      /* "odradek/protocol/_speedups.pyx":682
- *         if name_end < 0:
- *             return None
- *         is_name = _name_is(s, pos, name_end, "records", 7)             # <<<<<<<<<<<<<<
- *         if is_name < 0:
- *             return None
-*/
-      __pyx_v_is_name = __pyx_f_7odradek_8protocol_9_speedups__name_is(__pyx_v_s, __pyx_v_pos, __pyx_v_name_end, __pyx_k_records, 7);
-
-      /* "odradek/protocol/_speedups.pyx":683
- *             return None
- *         is_name = _name_is(s, pos, name_end, "records", 7)
- *         if is_name < 0:             # <<<<<<<<<<<<<<
- *             return None
- *         pos = _ws(s, name_end, end)
-*/
-      __pyx_t_2 = (__pyx_v_is_name < 0);
+      __pyx_t_2 = (__pyx_v_name_end < 0);
 
       if (__pyx_t_2) {
 
 
         /* "odradek/protocol/_speedups.pyx":684
+ *         name_end = _string_end(s, pos, end)
+ *         if name_end < 0:
+ *             return None             # <<<<<<<<<<<<<<
  *         is_name = _name_is(s, pos, name_end, "records", 7)
  *         if is_name < 0:
- *             return None             # <<<<<<<<<<<<<<
- *         pos = _ws(s, name_end, end)
- *         vstart = _ws(s, pos + 1, end)  # after the ':'
 */
         {
           PyObject *__pyx_temp;
@@ -12547,6 +12523,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
         /* "odradek/protocol/_speedups.pyx":683
  *             return None
+ *         name_end = _string_end(s, pos, end)
+ *         if name_end < 0:             # <<<<<<<<<<<<<<
+ *             return None
+ *         is_name = _name_is(s, pos, name_end, "records", 7)
+*/
+      }
+
+      /* "odradek/protocol/_speedups.pyx":685
+ *         if name_end < 0:
+ *             return None
+ *         is_name = _name_is(s, pos, name_end, "records", 7)             # <<<<<<<<<<<<<<
+ *         if is_name < 0:
+ *             return None
+*/
+      __pyx_v_is_name = __pyx_f_7odradek_8protocol_9_speedups__name_is(__pyx_v_s, __pyx_v_pos, __pyx_v_name_end, __pyx_k_records, 7);
+
+      /* "odradek/protocol/_speedups.pyx":686
+ *             return None
+ *         is_name = _name_is(s, pos, name_end, "records", 7)
+ *         if is_name < 0:             # <<<<<<<<<<<<<<
+ *             return None
+ *         pos = _ws(s, name_end, end)
+*/
+      __pyx_t_2 = (__pyx_v_is_name < 0);
+
+      if (__pyx_t_2) {
+
+
+        /* "odradek/protocol/_speedups.pyx":687
+ *         is_name = _name_is(s, pos, name_end, "records", 7)
+ *         if is_name < 0:
+ *             return None             # <<<<<<<<<<<<<<
+ *         pos = _ws(s, name_end, end)
+ *         vstart = _ws(s, pos + 1, end)  # after the ':'
+*/
+        {
+          PyObject *__pyx_temp;
+          {
+            __pyx_temp = __pyx_r;
+            __pyx_r = Py_None; __Pyx_INCREF(Py_None);
+          }
+          __Pyx_XDECREF(__pyx_temp);
+        }
+        goto __pyx_L0;
+
+        /* "odradek/protocol/_speedups.pyx":686
+ *             return None
  *         is_name = _name_is(s, pos, name_end, "records", 7)
  *         if is_name < 0:             # <<<<<<<<<<<<<<
  *             return None
@@ -12554,7 +12577,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":685
+      /* "odradek/protocol/_speedups.pyx":688
  *         if is_name < 0:
  *             return None
  *         pos = _ws(s, name_end, end)             # <<<<<<<<<<<<<<
@@ -12563,7 +12586,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, __pyx_v_name_end, __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":686
+      /* "odradek/protocol/_speedups.pyx":689
  *             return None
  *         pos = _ws(s, name_end, end)
  *         vstart = _ws(s, pos + 1, end)  # after the ':'             # <<<<<<<<<<<<<<
@@ -12572,7 +12595,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_vstart = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":687
+      /* "odradek/protocol/_speedups.pyx":690
  *         pos = _ws(s, name_end, end)
  *         vstart = _ws(s, pos + 1, end)  # after the ':'
  *         vend = _value_end(s, vstart, end)             # <<<<<<<<<<<<<<
@@ -12581,7 +12604,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_vend = __pyx_f_7odradek_8protocol_9_speedups__value_end(__pyx_v_s, __pyx_v_vstart, __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":688
+      /* "odradek/protocol/_speedups.pyx":691
  *         vstart = _ws(s, pos + 1, end)  # after the ':'
  *         vend = _value_end(s, vstart, end)
  *         if vend < 0:             # <<<<<<<<<<<<<<
@@ -12593,7 +12616,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":689
+        /* "odradek/protocol/_speedups.pyx":692
  *         vend = _value_end(s, vstart, end)
  *         if vend < 0:
  *             return None             # <<<<<<<<<<<<<<
@@ -12610,7 +12633,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":688
+        /* "odradek/protocol/_speedups.pyx":691
  *         vstart = _ws(s, pos + 1, end)  # after the ':'
  *         vend = _value_end(s, vstart, end)
  *         if vend < 0:             # <<<<<<<<<<<<<<
@@ -12619,7 +12642,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":690
+      /* "odradek/protocol/_speedups.pyx":693
  *         if vend < 0:
  *             return None
  *         if is_name:             # <<<<<<<<<<<<<<
@@ -12631,7 +12654,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":691
+        /* "odradek/protocol/_speedups.pyx":694
  *             return None
  *         if is_name:
  *             rstart, rend = vstart, vend             # <<<<<<<<<<<<<<
@@ -12645,7 +12668,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __pyx_v_rstart = __pyx_t_4;
         __pyx_v_rend = __pyx_t_5;
 
-        /* "odradek/protocol/_speedups.pyx":690
+        /* "odradek/protocol/_speedups.pyx":693
  *         if vend < 0:
  *             return None
  *         if is_name:             # <<<<<<<<<<<<<<
@@ -12654,7 +12677,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":692
+      /* "odradek/protocol/_speedups.pyx":695
  *         if is_name:
  *             rstart, rend = vstart, vend
  *         pos = _ws(s, vend, end)             # <<<<<<<<<<<<<<
@@ -12663,7 +12686,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, __pyx_v_vend, __pyx_v_end);
 
-      /* "odradek/protocol/_speedups.pyx":693
+      /* "odradek/protocol/_speedups.pyx":696
  *             rstart, rend = vstart, vend
  *         pos = _ws(s, vend, end)
  *         if pos < end and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -12689,7 +12712,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":694
+        /* "odradek/protocol/_speedups.pyx":697
  *         pos = _ws(s, vend, end)
  *         if pos < end and s[pos] == b',':
  *             pos = _ws(s, pos + 1, end)             # <<<<<<<<<<<<<<
@@ -12698,7 +12721,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_end);
 
-        /* "odradek/protocol/_speedups.pyx":693
+        /* "odradek/protocol/_speedups.pyx":696
  *             rstart, rend = vstart, vend
  *         pos = _ws(s, vend, end)
  *         if pos < end and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -12708,7 +12731,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
     }
 
-    /* "odradek/protocol/_speedups.pyx":695
+    /* "odradek/protocol/_speedups.pyx":698
  *         if pos < end and s[pos] == b',':
  *             pos = _ws(s, pos + 1, end)
  *     if rstart < 0:             # <<<<<<<<<<<<<<
@@ -12720,7 +12743,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_2) {
 
 
-      /* "odradek/protocol/_speedups.pyx":696
+      /* "odradek/protocol/_speedups.pyx":699
  *             pos = _ws(s, pos + 1, end)
  *     if rstart < 0:
  *         return out             # <<<<<<<<<<<<<<
@@ -12738,7 +12761,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":695
+      /* "odradek/protocol/_speedups.pyx":698
  *         if pos < end and s[pos] == b',':
  *             pos = _ws(s, pos + 1, end)
  *     if rstart < 0:             # <<<<<<<<<<<<<<
@@ -12747,7 +12770,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":697
+    /* "odradek/protocol/_speedups.pyx":700
  *     if rstart < 0:
  *         return out
  *     if s[rstart] != b'[':             # <<<<<<<<<<<<<<
@@ -12759,7 +12782,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_2) {
 
 
-      /* "odradek/protocol/_speedups.pyx":698
+      /* "odradek/protocol/_speedups.pyx":701
  *         return out
  *     if s[rstart] != b'[':
  *         return None             # <<<<<<<<<<<<<<
@@ -12776,7 +12799,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":697
+      /* "odradek/protocol/_speedups.pyx":700
  *     if rstart < 0:
  *         return out
  *     if s[rstart] != b'[':             # <<<<<<<<<<<<<<
@@ -12785,7 +12808,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":699
+    /* "odradek/protocol/_speedups.pyx":702
  *     if s[rstart] != b'[':
  *         return None
  *     pos = _ws(s, rstart + 1, rend)             # <<<<<<<<<<<<<<
@@ -12794,7 +12817,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_rstart + 1), __pyx_v_rend);
 
-    /* "odradek/protocol/_speedups.pyx":700
+    /* "odradek/protocol/_speedups.pyx":703
  *         return None
  *     pos = _ws(s, rstart + 1, rend)
  *     while pos < rend - 1:             # <<<<<<<<<<<<<<
@@ -12807,7 +12830,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
       if (!__pyx_t_2) break;
 
-      /* "odradek/protocol/_speedups.pyx":701
+      /* "odradek/protocol/_speedups.pyx":704
  *     pos = _ws(s, rstart + 1, rend)
  *     while pos < rend - 1:
  *         if s[pos] != b'{':             # <<<<<<<<<<<<<<
@@ -12819,17 +12842,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_2) {
 
 
-          /* "odradek/protocol/_speedups.pyx":702
+          /* "odradek/protocol/_speedups.pyx":705
  *     while pos < rend - 1:
  *         if s[pos] != b'{':
  *             out.append((None, None))             # <<<<<<<<<<<<<<
  *             pos = _value_end(s, pos, rend)
  *             if pos < 0:
 */
-          __pyx_t_6 = __Pyx_PyList_Append(__pyx_v_out, __pyx_mstate_global->__pyx_tuple[1]); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 702, __pyx_L1_error)
+          __pyx_t_6 = __Pyx_PyList_Append(__pyx_v_out, __pyx_mstate_global->__pyx_tuple[1]); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 705, __pyx_L1_error)
 
 
-          /* "odradek/protocol/_speedups.pyx":703
+          /* "odradek/protocol/_speedups.pyx":706
  *         if s[pos] != b'{':
  *             out.append((None, None))
  *             pos = _value_end(s, pos, rend)             # <<<<<<<<<<<<<<
@@ -12838,7 +12861,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__value_end(__pyx_v_s, __pyx_v_pos, __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":704
+          /* "odradek/protocol/_speedups.pyx":707
  *             out.append((None, None))
  *             pos = _value_end(s, pos, rend)
  *             if pos < 0:             # <<<<<<<<<<<<<<
@@ -12850,7 +12873,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":705
+            /* "odradek/protocol/_speedups.pyx":708
  *             pos = _value_end(s, pos, rend)
  *             if pos < 0:
  *                 return None             # <<<<<<<<<<<<<<
@@ -12867,7 +12890,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L0;
 
-            /* "odradek/protocol/_speedups.pyx":704
+            /* "odradek/protocol/_speedups.pyx":707
  *             out.append((None, None))
  *             pos = _value_end(s, pos, rend)
  *             if pos < 0:             # <<<<<<<<<<<<<<
@@ -12876,7 +12899,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":701
+          /* "odradek/protocol/_speedups.pyx":704
  *     pos = _ws(s, rstart + 1, rend)
  *     while pos < rend - 1:
  *         if s[pos] != b'{':             # <<<<<<<<<<<<<<
@@ -12886,7 +12909,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           goto __pyx_L22;
         }
 
-        /* "odradek/protocol/_speedups.pyx":707
+        /* "odradek/protocol/_speedups.pyx":710
  *                 return None
  *         else:
  *             ks = ke = vs = ve = -1             # <<<<<<<<<<<<<<
@@ -12899,7 +12922,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __pyx_v_vs = -1L;
           __pyx_v_ve = -1L;
 
-          /* "odradek/protocol/_speedups.pyx":708
+          /* "odradek/protocol/_speedups.pyx":711
  *         else:
  *             ks = ke = vs = ve = -1
  *             pos = _ws(s, pos + 1, rend)             # <<<<<<<<<<<<<<
@@ -12908,7 +12931,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":709
+          /* "odradek/protocol/_speedups.pyx":712
  *             ks = ke = vs = ve = -1
  *             pos = _ws(s, pos + 1, rend)
  *             while pos < rend and s[pos] != b'}':             # <<<<<<<<<<<<<<
@@ -12935,7 +12958,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
           if (!__pyx_t_2) break;
 
-          /* "odradek/protocol/_speedups.pyx":710
+          /* "odradek/protocol/_speedups.pyx":713
  *             pos = _ws(s, pos + 1, rend)
  *             while pos < rend and s[pos] != b'}':
  *                 if s[pos] != b'"':             # <<<<<<<<<<<<<<
@@ -12947,7 +12970,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":711
+            /* "odradek/protocol/_speedups.pyx":714
  *             while pos < rend and s[pos] != b'}':
  *                 if s[pos] != b'"':
  *                     return None             # <<<<<<<<<<<<<<
@@ -12964,7 +12987,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L0;
 
-            /* "odradek/protocol/_speedups.pyx":710
+            /* "odradek/protocol/_speedups.pyx":713
  *             pos = _ws(s, pos + 1, rend)
  *             while pos < rend and s[pos] != b'}':
  *                 if s[pos] != b'"':             # <<<<<<<<<<<<<<
@@ -12973,7 +12996,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":712
+          /* "odradek/protocol/_speedups.pyx":715
  *                 if s[pos] != b'"':
  *                     return None
  *                 nstart = pos             # <<<<<<<<<<<<<<
@@ -12982,7 +13005,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_nstart = __pyx_v_pos;
 
-          /* "odradek/protocol/_speedups.pyx":713
+          /* "odradek/protocol/_speedups.pyx":716
  *                     return None
  *                 nstart = pos
  *                 name_end = _string_end(s, pos, rend)             # <<<<<<<<<<<<<<
@@ -12991,7 +13014,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_name_end = __pyx_f_7odradek_8protocol_9_speedups__string_end(__pyx_v_s, __pyx_v_pos, __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":714
+          /* "odradek/protocol/_speedups.pyx":717
  *                 nstart = pos
  *                 name_end = _string_end(s, pos, rend)
  *                 if name_end < 0:             # <<<<<<<<<<<<<<
@@ -13003,7 +13026,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":715
+            /* "odradek/protocol/_speedups.pyx":718
  *                 name_end = _string_end(s, pos, rend)
  *                 if name_end < 0:
  *                     return None             # <<<<<<<<<<<<<<
@@ -13020,7 +13043,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L0;
 
-            /* "odradek/protocol/_speedups.pyx":714
+            /* "odradek/protocol/_speedups.pyx":717
  *                 nstart = pos
  *                 name_end = _string_end(s, pos, rend)
  *                 if name_end < 0:             # <<<<<<<<<<<<<<
@@ -13029,7 +13052,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":716
+          /* "odradek/protocol/_speedups.pyx":719
  *                 if name_end < 0:
  *                     return None
  *                 pos = _ws(s, name_end, rend)             # <<<<<<<<<<<<<<
@@ -13038,7 +13061,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, __pyx_v_name_end, __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":717
+          /* "odradek/protocol/_speedups.pyx":720
  *                     return None
  *                 pos = _ws(s, name_end, rend)
  *                 vstart = _ws(s, pos + 1, rend)             # <<<<<<<<<<<<<<
@@ -13047,7 +13070,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_vstart = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":718
+          /* "odradek/protocol/_speedups.pyx":721
  *                 pos = _ws(s, name_end, rend)
  *                 vstart = _ws(s, pos + 1, rend)
  *                 vend = _value_end(s, vstart, rend)             # <<<<<<<<<<<<<<
@@ -13056,7 +13079,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_vend = __pyx_f_7odradek_8protocol_9_speedups__value_end(__pyx_v_s, __pyx_v_vstart, __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":719
+          /* "odradek/protocol/_speedups.pyx":722
  *                 vstart = _ws(s, pos + 1, rend)
  *                 vend = _value_end(s, vstart, rend)
  *                 if vend < 0:             # <<<<<<<<<<<<<<
@@ -13068,7 +13091,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":720
+            /* "odradek/protocol/_speedups.pyx":723
  *                 vend = _value_end(s, vstart, rend)
  *                 if vend < 0:
  *                     return None             # <<<<<<<<<<<<<<
@@ -13085,7 +13108,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L0;
 
-            /* "odradek/protocol/_speedups.pyx":719
+            /* "odradek/protocol/_speedups.pyx":722
  *                 vstart = _ws(s, pos + 1, rend)
  *                 vend = _value_end(s, vstart, rend)
  *                 if vend < 0:             # <<<<<<<<<<<<<<
@@ -13094,7 +13117,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":721
+          /* "odradek/protocol/_speedups.pyx":724
  *                 if vend < 0:
  *                     return None
  *                 if _name_is(s, nstart, name_end, "key", 3) == 1:             # <<<<<<<<<<<<<<
@@ -13106,7 +13129,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":722
+            /* "odradek/protocol/_speedups.pyx":725
  *                     return None
  *                 if _name_is(s, nstart, name_end, "key", 3) == 1:
  *                     ks, ke = vstart, vend             # <<<<<<<<<<<<<<
@@ -13120,7 +13143,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             __pyx_v_ks = __pyx_t_5;
             __pyx_v_ke = __pyx_t_4;
 
-            /* "odradek/protocol/_speedups.pyx":721
+            /* "odradek/protocol/_speedups.pyx":724
  *                 if vend < 0:
  *                     return None
  *                 if _name_is(s, nstart, name_end, "key", 3) == 1:             # <<<<<<<<<<<<<<
@@ -13130,7 +13153,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             goto __pyx_L31;
           }
 
-          /* "odradek/protocol/_speedups.pyx":723
+          /* "odradek/protocol/_speedups.pyx":726
  *                 if _name_is(s, nstart, name_end, "key", 3) == 1:
  *                     ks, ke = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "value", 5) == 1:             # <<<<<<<<<<<<<<
@@ -13142,7 +13165,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":724
+            /* "odradek/protocol/_speedups.pyx":727
  *                     ks, ke = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "value", 5) == 1:
  *                     vs, ve = vstart, vend             # <<<<<<<<<<<<<<
@@ -13156,7 +13179,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             __pyx_v_vs = __pyx_t_4;
             __pyx_v_ve = __pyx_t_5;
 
-            /* "odradek/protocol/_speedups.pyx":723
+            /* "odradek/protocol/_speedups.pyx":726
  *                 if _name_is(s, nstart, name_end, "key", 3) == 1:
  *                     ks, ke = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "value", 5) == 1:             # <<<<<<<<<<<<<<
@@ -13166,7 +13189,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             goto __pyx_L31;
           }
 
-          /* "odradek/protocol/_speedups.pyx":725
+          /* "odradek/protocol/_speedups.pyx":728
  *                 elif _name_is(s, nstart, name_end, "value", 5) == 1:
  *                     vs, ve = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "x", 1) < 0:             # <<<<<<<<<<<<<<
@@ -13178,7 +13201,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":726
+            /* "odradek/protocol/_speedups.pyx":729
  *                     vs, ve = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "x", 1) < 0:
  *                     return None             # <<<<<<<<<<<<<<
@@ -13195,7 +13218,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L0;
 
-            /* "odradek/protocol/_speedups.pyx":725
+            /* "odradek/protocol/_speedups.pyx":728
  *                 elif _name_is(s, nstart, name_end, "value", 5) == 1:
  *                     vs, ve = vstart, vend
  *                 elif _name_is(s, nstart, name_end, "x", 1) < 0:             # <<<<<<<<<<<<<<
@@ -13205,7 +13228,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           }
           __pyx_L31:;
 
-          /* "odradek/protocol/_speedups.pyx":727
+          /* "odradek/protocol/_speedups.pyx":730
  *                 elif _name_is(s, nstart, name_end, "x", 1) < 0:
  *                     return None
  *                 pos = _ws(s, vend, rend)             # <<<<<<<<<<<<<<
@@ -13214,7 +13237,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, __pyx_v_vend, __pyx_v_rend);
 
-          /* "odradek/protocol/_speedups.pyx":728
+          /* "odradek/protocol/_speedups.pyx":731
  *                     return None
  *                 pos = _ws(s, vend, rend)
  *                 if pos < rend and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -13240,7 +13263,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":729
+            /* "odradek/protocol/_speedups.pyx":732
  *                 pos = _ws(s, vend, rend)
  *                 if pos < rend and s[pos] == b',':
  *                     pos = _ws(s, pos + 1, rend)             # <<<<<<<<<<<<<<
@@ -13249,7 +13272,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_rend);
 
-            /* "odradek/protocol/_speedups.pyx":728
+            /* "odradek/protocol/_speedups.pyx":731
  *                     return None
  *                 pos = _ws(s, vend, rend)
  *                 if pos < rend and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -13259,7 +13282,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           }
         }
 
-        /* "odradek/protocol/_speedups.pyx":730
+        /* "odradek/protocol/_speedups.pyx":733
  *                 if pos < rend and s[pos] == b',':
  *                     pos = _ws(s, pos + 1, rend)
  *             pos += 1  # the '}'             # <<<<<<<<<<<<<<
@@ -13268,7 +13291,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_pos = (__pyx_v_pos + 1);
 
-        /* "odradek/protocol/_speedups.pyx":731
+        /* "odradek/protocol/_speedups.pyx":734
  *                     pos = _ws(s, pos + 1, rend)
  *             pos += 1  # the '}'
  *             key = None if ks < 0 else _compact(s, ks, ke)             # <<<<<<<<<<<<<<
@@ -13281,7 +13304,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_INCREF(Py_None);
           __pyx_t_1 = Py_None;
         } else {
-          __pyx_t_7 = __pyx_f_7odradek_8protocol_9_speedups__compact(__pyx_v_s, __pyx_v_ks, __pyx_v_ke); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 731, __pyx_L1_error)
+          __pyx_t_7 = __pyx_f_7odradek_8protocol_9_speedups__compact(__pyx_v_s, __pyx_v_ks, __pyx_v_ke); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 734, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_7);
           __pyx_t_1 = __pyx_t_7;
           __pyx_t_7 = 0;
@@ -13290,7 +13313,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __Pyx_XDECREF_SET(__pyx_v_key, __pyx_t_1);
         __pyx_t_1 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":732
+        /* "odradek/protocol/_speedups.pyx":735
  *             pos += 1  # the '}'
  *             key = None if ks < 0 else _compact(s, ks, ke)
  *             value = None if vs < 0 else _compact(s, vs, ve)             # <<<<<<<<<<<<<<
@@ -13303,7 +13326,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_INCREF(Py_None);
           __pyx_t_1 = Py_None;
         } else {
-          __pyx_t_7 = __pyx_f_7odradek_8protocol_9_speedups__compact(__pyx_v_s, __pyx_v_vs, __pyx_v_ve); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 732, __pyx_L1_error)
+          __pyx_t_7 = __pyx_f_7odradek_8protocol_9_speedups__compact(__pyx_v_s, __pyx_v_vs, __pyx_v_ve); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 735, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_7);
           __pyx_t_1 = __pyx_t_7;
           __pyx_t_7 = 0;
@@ -13312,7 +13335,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __Pyx_XDECREF_SET(__pyx_v_value, __pyx_t_1);
         __pyx_t_1 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":733
+        /* "odradek/protocol/_speedups.pyx":736
  *             key = None if ks < 0 else _compact(s, ks, ke)
  *             value = None if vs < 0 else _compact(s, vs, ve)
  *             if (ks >= 0 and key is None) or (vs >= 0 and value is None):             # <<<<<<<<<<<<<<
@@ -13355,7 +13378,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_2) {
 
 
-          /* "odradek/protocol/_speedups.pyx":734
+          /* "odradek/protocol/_speedups.pyx":737
  *             value = None if vs < 0 else _compact(s, vs, ve)
  *             if (ks >= 0 and key is None) or (vs >= 0 and value is None):
  *                 return None             # <<<<<<<<<<<<<<
@@ -13372,7 +13395,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           }
           goto __pyx_L0;
 
-          /* "odradek/protocol/_speedups.pyx":733
+          /* "odradek/protocol/_speedups.pyx":736
  *             key = None if ks < 0 else _compact(s, ks, ke)
  *             value = None if vs < 0 else _compact(s, vs, ve)
  *             if (ks >= 0 and key is None) or (vs >= 0 and value is None):             # <<<<<<<<<<<<<<
@@ -13381,28 +13404,28 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         }
 
-        /* "odradek/protocol/_speedups.pyx":735
+        /* "odradek/protocol/_speedups.pyx":738
  *             if (ks >= 0 and key is None) or (vs >= 0 and value is None):
  *                 return None
  *             out.append((key, value))             # <<<<<<<<<<<<<<
  *         pos = _ws(s, pos, rend)
  *         if pos < rend and s[pos] == b',':
 */
-        __pyx_t_1 = PyTuple_New(2); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 735, __pyx_L1_error)
+        __pyx_t_1 = PyTuple_New(2); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 738, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_1);
         __Pyx_INCREF(__pyx_v_key);
         __Pyx_GIVEREF(__pyx_v_key);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 0, __pyx_v_key) != (0)) __PYX_ERR(0, 735, __pyx_L1_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 0, __pyx_v_key) != (0)) __PYX_ERR(0, 738, __pyx_L1_error);
         __Pyx_INCREF(__pyx_v_value);
         __Pyx_GIVEREF(__pyx_v_value);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_v_value) != (0)) __PYX_ERR(0, 735, __pyx_L1_error);
-        __pyx_t_6 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 735, __pyx_L1_error)
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_1, 1, __pyx_v_value) != (0)) __PYX_ERR(0, 738, __pyx_L1_error);
+        __pyx_t_6 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 738, __pyx_L1_error)
         __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
 
       }
       __pyx_L22:;
 
-      /* "odradek/protocol/_speedups.pyx":736
+      /* "odradek/protocol/_speedups.pyx":739
  *                 return None
  *             out.append((key, value))
  *         pos = _ws(s, pos, rend)             # <<<<<<<<<<<<<<
@@ -13411,7 +13434,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, __pyx_v_pos, __pyx_v_rend);
 
-      /* "odradek/protocol/_speedups.pyx":737
+      /* "odradek/protocol/_speedups.pyx":740
  *             out.append((key, value))
  *         pos = _ws(s, pos, rend)
  *         if pos < rend and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -13437,7 +13460,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":738
+        /* "odradek/protocol/_speedups.pyx":741
  *         pos = _ws(s, pos, rend)
  *         if pos < rend and s[pos] == b',':
  *             pos = _ws(s, pos + 1, rend)             # <<<<<<<<<<<<<<
@@ -13446,7 +13469,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_pos = __pyx_f_7odradek_8protocol_9_speedups__ws(__pyx_v_s, (__pyx_v_pos + 1), __pyx_v_rend);
 
-        /* "odradek/protocol/_speedups.pyx":737
+        /* "odradek/protocol/_speedups.pyx":740
  *             out.append((key, value))
  *         pos = _ws(s, pos, rend)
  *         if pos < rend and s[pos] == b',':             # <<<<<<<<<<<<<<
@@ -13456,7 +13479,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
     }
 
-    /* "odradek/protocol/_speedups.pyx":739
+    /* "odradek/protocol/_speedups.pyx":742
  *         if pos < rend and s[pos] == b',':
  *             pos = _ws(s, pos + 1, rend)
  *     return out             # <<<<<<<<<<<<<<
@@ -13474,7 +13497,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":663
+    /* "odradek/protocol/_speedups.pyx":666
  * 
  * 
  * def record_texts(bytes body):             # <<<<<<<<<<<<<<
@@ -13511,7 +13534,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":750
+  /* "odradek/protocol/_speedups.pyx":753
  * 
  * 
  * cdef int _reserve(_Buf* b, Py_ssize_t more) except -1:             # <<<<<<<<<<<<<<
@@ -13531,7 +13554,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     const char *__pyx_filename = NULL;
     int __pyx_clineno = 0;
 
-    /* "odradek/protocol/_speedups.pyx":753
+    /* "odradek/protocol/_speedups.pyx":756
  *     cdef Py_ssize_t cap
  *     cdef uint8_t* grown
  *     if b.n + more <= b.cap:             # <<<<<<<<<<<<<<
@@ -13543,7 +13566,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":754
+      /* "odradek/protocol/_speedups.pyx":757
  *     cdef uint8_t* grown
  *     if b.n + more <= b.cap:
  *         return 0             # <<<<<<<<<<<<<<
@@ -13556,7 +13579,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":753
+      /* "odradek/protocol/_speedups.pyx":756
  *     cdef Py_ssize_t cap
  *     cdef uint8_t* grown
  *     if b.n + more <= b.cap:             # <<<<<<<<<<<<<<
@@ -13565,7 +13588,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":755
+    /* "odradek/protocol/_speedups.pyx":758
  *     if b.n + more <= b.cap:
  *         return 0
  *     cap = max(b.cap * 2, b.n + more + 4096)             # <<<<<<<<<<<<<<
@@ -13589,7 +13612,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_cap = __pyx_t_4;
 
 
-    /* "odradek/protocol/_speedups.pyx":756
+    /* "odradek/protocol/_speedups.pyx":759
  *         return 0
  *     cap = max(b.cap * 2, b.n + more + 4096)
  *     grown = <uint8_t*>realloc(b.p, cap)             # <<<<<<<<<<<<<<
@@ -13598,7 +13621,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_grown = ((uint8_t *)realloc(__pyx_v_b->p, __pyx_v_cap));
 
-    /* "odradek/protocol/_speedups.pyx":757
+    /* "odradek/protocol/_speedups.pyx":760
  *     cap = max(b.cap * 2, b.n + more + 4096)
  *     grown = <uint8_t*>realloc(b.p, cap)
  *     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -13610,16 +13633,16 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "odradek/protocol/_speedups.pyx":758
+      /* "odradek/protocol/_speedups.pyx":761
  *     grown = <uint8_t*>realloc(b.p, cap)
  *     if grown == NULL:
  *         raise MemoryError()             # <<<<<<<<<<<<<<
  *     b.p = grown
  *     b.cap = cap
 */
-      PyErr_NoMemory(); __PYX_ERR(0, 758, __pyx_L1_error)
+      PyErr_NoMemory(); __PYX_ERR(0, 761, __pyx_L1_error)
 
-      /* "odradek/protocol/_speedups.pyx":757
+      /* "odradek/protocol/_speedups.pyx":760
  *     cap = max(b.cap * 2, b.n + more + 4096)
  *     grown = <uint8_t*>realloc(b.p, cap)
  *     if grown == NULL:             # <<<<<<<<<<<<<<
@@ -13628,7 +13651,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":759
+    /* "odradek/protocol/_speedups.pyx":762
  *     if grown == NULL:
  *         raise MemoryError()
  *     b.p = grown             # <<<<<<<<<<<<<<
@@ -13637,7 +13660,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b->p = __pyx_v_grown;
 
-    /* "odradek/protocol/_speedups.pyx":760
+    /* "odradek/protocol/_speedups.pyx":763
  *         raise MemoryError()
  *     b.p = grown
  *     b.cap = cap             # <<<<<<<<<<<<<<
@@ -13646,7 +13669,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b->cap = __pyx_v_cap;
 
-    /* "odradek/protocol/_speedups.pyx":761
+    /* "odradek/protocol/_speedups.pyx":764
  *     b.p = grown
  *     b.cap = cap
  *     return 0             # <<<<<<<<<<<<<<
@@ -13659,7 +13682,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":750
+    /* "odradek/protocol/_speedups.pyx":753
  * 
  * 
  * cdef int _reserve(_Buf* b, Py_ssize_t more) except -1:             # <<<<<<<<<<<<<<
@@ -13678,7 +13701,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":764
+  /* "odradek/protocol/_speedups.pyx":767
  * 
  * 
  * cdef inline int _put(_Buf* b, const void* data, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -13693,17 +13716,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     const char *__pyx_filename = NULL;
     int __pyx_clineno = 0;
 
-    /* "odradek/protocol/_speedups.pyx":765
+    /* "odradek/protocol/_speedups.pyx":768
  * 
  * cdef inline int _put(_Buf* b, const void* data, Py_ssize_t n) except -1:
  *     _reserve(b, n)             # <<<<<<<<<<<<<<
  *     memcpy(b.p + b.n, data, n)
  *     b.n += n
 */
-    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__reserve(__pyx_v_b, __pyx_v_n); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 765, __pyx_L1_error)
+    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__reserve(__pyx_v_b, __pyx_v_n); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 768, __pyx_L1_error)
 
 
-    /* "odradek/protocol/_speedups.pyx":766
+    /* "odradek/protocol/_speedups.pyx":769
  * cdef inline int _put(_Buf* b, const void* data, Py_ssize_t n) except -1:
  *     _reserve(b, n)
  *     memcpy(b.p + b.n, data, n)             # <<<<<<<<<<<<<<
@@ -13712,7 +13735,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     (void)(memcpy((__pyx_v_b->p + __pyx_v_b->n), __pyx_v_data, __pyx_v_n));
 
-    /* "odradek/protocol/_speedups.pyx":767
+    /* "odradek/protocol/_speedups.pyx":770
  *     _reserve(b, n)
  *     memcpy(b.p + b.n, data, n)
  *     b.n += n             # <<<<<<<<<<<<<<
@@ -13721,7 +13744,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b->n = (__pyx_v_b->n + __pyx_v_n);
 
-    /* "odradek/protocol/_speedups.pyx":768
+    /* "odradek/protocol/_speedups.pyx":771
  *     memcpy(b.p + b.n, data, n)
  *     b.n += n
  *     return 0             # <<<<<<<<<<<<<<
@@ -13734,7 +13757,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":764
+    /* "odradek/protocol/_speedups.pyx":767
  * 
  * 
  * cdef inline int _put(_Buf* b, const void* data, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -13751,7 +13774,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":771
+  /* "odradek/protocol/_speedups.pyx":774
  * 
  * 
  * cdef inline int _put_bytes(_Buf* b, bytes data) except -1:             # <<<<<<<<<<<<<<
@@ -13766,20 +13789,20 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     const char *__pyx_filename = NULL;
     int __pyx_clineno = 0;
 
-    /* "odradek/protocol/_speedups.pyx":772
+    /* "odradek/protocol/_speedups.pyx":775
  * 
  * cdef inline int _put_bytes(_Buf* b, bytes data) except -1:
  *     return _put(b, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))             # <<<<<<<<<<<<<<
  * 
  * 
 */
-    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, PyBytes_AS_STRING(__pyx_v_data), PyBytes_GET_SIZE(__pyx_v_data)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 772, __pyx_L1_error)
+    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, PyBytes_AS_STRING(__pyx_v_data), PyBytes_GET_SIZE(__pyx_v_data)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 775, __pyx_L1_error)
     {
       __pyx_r = __pyx_t_1;
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":771
+    /* "odradek/protocol/_speedups.pyx":774
  * 
  * 
  * cdef inline int _put_bytes(_Buf* b, bytes data) except -1:             # <<<<<<<<<<<<<<
@@ -13796,7 +13819,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":775
+  /* "odradek/protocol/_speedups.pyx":778
  * 
  * 
  * cdef int _put_int(_Buf* b, int64_t v) except -1:             # <<<<<<<<<<<<<<
@@ -13816,7 +13839,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     const char *__pyx_filename = NULL;
     int __pyx_clineno = 0;
 
-    /* "odradek/protocol/_speedups.pyx":777
+    /* "odradek/protocol/_speedups.pyx":780
  * cdef int _put_int(_Buf* b, int64_t v) except -1:
  *     cdef char tmp[24]
  *     cdef int i = 24             # <<<<<<<<<<<<<<
@@ -13825,7 +13848,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_i = 24;
 
-    /* "odradek/protocol/_speedups.pyx":778
+    /* "odradek/protocol/_speedups.pyx":781
  *     cdef char tmp[24]
  *     cdef int i = 24
  *     cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v             # <<<<<<<<<<<<<<
@@ -13844,7 +13867,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
     __pyx_v_u = __pyx_t_1;
 
-    /* "odradek/protocol/_speedups.pyx":779
+    /* "odradek/protocol/_speedups.pyx":782
  *     cdef int i = 24
  *     cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
  *     while True:             # <<<<<<<<<<<<<<
@@ -13853,7 +13876,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     while (1) {
 
-      /* "odradek/protocol/_speedups.pyx":780
+      /* "odradek/protocol/_speedups.pyx":783
  *     cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
  *     while True:
  *         i -= 1             # <<<<<<<<<<<<<<
@@ -13862,7 +13885,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_i = (__pyx_v_i - 1);
 
-      /* "odradek/protocol/_speedups.pyx":781
+      /* "odradek/protocol/_speedups.pyx":784
  *     while True:
  *         i -= 1
  *         tmp[i] = <char>(48 + u % 10)             # <<<<<<<<<<<<<<
@@ -13871,7 +13894,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       (__pyx_v_tmp[__pyx_v_i]) = ((char)(48 + (__pyx_v_u % 10)));
 
-      /* "odradek/protocol/_speedups.pyx":782
+      /* "odradek/protocol/_speedups.pyx":785
  *         i -= 1
  *         tmp[i] = <char>(48 + u % 10)
  *         u //= 10             # <<<<<<<<<<<<<<
@@ -13880,7 +13903,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_u = (__pyx_v_u / 10);
 
-      /* "odradek/protocol/_speedups.pyx":783
+      /* "odradek/protocol/_speedups.pyx":786
  *         tmp[i] = <char>(48 + u % 10)
  *         u //= 10
  *         if u == 0:             # <<<<<<<<<<<<<<
@@ -13892,7 +13915,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":784
+        /* "odradek/protocol/_speedups.pyx":787
  *         u //= 10
  *         if u == 0:
  *             break             # <<<<<<<<<<<<<<
@@ -13901,7 +13924,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         goto __pyx_L4_break;
 
-        /* "odradek/protocol/_speedups.pyx":783
+        /* "odradek/protocol/_speedups.pyx":786
  *         tmp[i] = <char>(48 + u % 10)
  *         u //= 10
  *         if u == 0:             # <<<<<<<<<<<<<<
@@ -13912,7 +13935,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     __pyx_L4_break:;
 
-    /* "odradek/protocol/_speedups.pyx":785
+    /* "odradek/protocol/_speedups.pyx":788
  *         if u == 0:
  *             break
  *     if v < 0:             # <<<<<<<<<<<<<<
@@ -13924,7 +13947,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_2) {
 
 
-      /* "odradek/protocol/_speedups.pyx":786
+      /* "odradek/protocol/_speedups.pyx":789
  *             break
  *     if v < 0:
  *         i -= 1             # <<<<<<<<<<<<<<
@@ -13933,7 +13956,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_i = (__pyx_v_i - 1);
 
-      /* "odradek/protocol/_speedups.pyx":787
+      /* "odradek/protocol/_speedups.pyx":790
  *     if v < 0:
  *         i -= 1
  *         tmp[i] = b'-'             # <<<<<<<<<<<<<<
@@ -13942,7 +13965,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       (__pyx_v_tmp[__pyx_v_i]) = '-';
 
-      /* "odradek/protocol/_speedups.pyx":785
+      /* "odradek/protocol/_speedups.pyx":788
  *         if u == 0:
  *             break
  *     if v < 0:             # <<<<<<<<<<<<<<
@@ -13951,20 +13974,20 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":788
+    /* "odradek/protocol/_speedups.pyx":791
  *         i -= 1
  *         tmp[i] = b'-'
  *     return _put(b, tmp + i, 24 - i)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-    __pyx_t_3 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, (__pyx_v_tmp + __pyx_v_i), (24 - __pyx_v_i)); if (unlikely(__pyx_t_3 == ((int)-1))) __PYX_ERR(0, 788, __pyx_L1_error)
+    __pyx_t_3 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, (__pyx_v_tmp + __pyx_v_i), (24 - __pyx_v_i)); if (unlikely(__pyx_t_3 == ((int)-1))) __PYX_ERR(0, 791, __pyx_L1_error)
     {
       __pyx_r = __pyx_t_3;
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":775
+    /* "odradek/protocol/_speedups.pyx":778
  * 
  * 
  * cdef int _put_int(_Buf* b, int64_t v) except -1:             # <<<<<<<<<<<<<<
@@ -13984,7 +14007,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":791
+  /* "odradek/protocol/_speedups.pyx":794
  * 
  * 
  * cdef int _put_b64(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -13999,17 +14022,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     const char *__pyx_filename = NULL;
     int __pyx_clineno = 0;
 
-    /* "odradek/protocol/_speedups.pyx":792
+    /* "odradek/protocol/_speedups.pyx":795
  * 
  * cdef int _put_b64(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
  *     _reserve(b, _b64_encoded_len(n) + 2)             # <<<<<<<<<<<<<<
  *     b.p[b.n] = b'"'
  *     b.n = _b64_encode(s, n, b.p + b.n + 1) - b.p
 */
-    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__reserve(__pyx_v_b, (__pyx_f_7odradek_8protocol_9_speedups__b64_encoded_len(__pyx_v_n) + 2)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 792, __pyx_L1_error)
+    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__reserve(__pyx_v_b, (__pyx_f_7odradek_8protocol_9_speedups__b64_encoded_len(__pyx_v_n) + 2)); if (unlikely(__pyx_t_1 == ((int)-1))) __PYX_ERR(0, 795, __pyx_L1_error)
 
 
-    /* "odradek/protocol/_speedups.pyx":793
+    /* "odradek/protocol/_speedups.pyx":796
  * cdef int _put_b64(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
  *     _reserve(b, _b64_encoded_len(n) + 2)
  *     b.p[b.n] = b'"'             # <<<<<<<<<<<<<<
@@ -14018,7 +14041,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     (__pyx_v_b->p[__pyx_v_b->n]) = '"';
 
-    /* "odradek/protocol/_speedups.pyx":794
+    /* "odradek/protocol/_speedups.pyx":797
  *     _reserve(b, _b64_encoded_len(n) + 2)
  *     b.p[b.n] = b'"'
  *     b.n = _b64_encode(s, n, b.p + b.n + 1) - b.p             # <<<<<<<<<<<<<<
@@ -14027,7 +14050,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b->n = (__pyx_f_7odradek_8protocol_9_speedups__b64_encode(__pyx_v_s, __pyx_v_n, ((__pyx_v_b->p + __pyx_v_b->n) + 1)) - __pyx_v_b->p);
 
-    /* "odradek/protocol/_speedups.pyx":795
+    /* "odradek/protocol/_speedups.pyx":798
  *     b.p[b.n] = b'"'
  *     b.n = _b64_encode(s, n, b.p + b.n + 1) - b.p
  *     b.p[b.n] = b'"'             # <<<<<<<<<<<<<<
@@ -14036,7 +14059,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     (__pyx_v_b->p[__pyx_v_b->n]) = '"';
 
-    /* "odradek/protocol/_speedups.pyx":796
+    /* "odradek/protocol/_speedups.pyx":799
  *     b.n = _b64_encode(s, n, b.p + b.n + 1) - b.p
  *     b.p[b.n] = b'"'
  *     b.n += 1             # <<<<<<<<<<<<<<
@@ -14045,7 +14068,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b->n = (__pyx_v_b->n + 1);
 
-    /* "odradek/protocol/_speedups.pyx":797
+    /* "odradek/protocol/_speedups.pyx":800
  *     b.p[b.n] = b'"'
  *     b.n += 1
  *     return 0             # <<<<<<<<<<<<<<
@@ -14058,7 +14081,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":791
+    /* "odradek/protocol/_speedups.pyx":794
  * 
  * 
  * cdef int _put_b64(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -14075,7 +14098,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":800
+  /* "odradek/protocol/_speedups.pyx":803
  * 
  * 
  * cdef int _put_json_field(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -14104,19 +14127,19 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("_put_json_field", 0);
 
-    /* "odradek/protocol/_speedups.pyx":802
+    /* "odradek/protocol/_speedups.pyx":805
  * cdef int _put_json_field(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
  *     """A stored key or value in a JSON-format answer: its text when it is JSON, else a JSON string of it."""
  *     cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)             # <<<<<<<<<<<<<<
  *     try:
  *         _loads(data)
 */
-    __pyx_t_1 = PyBytes_FromStringAndSize(((char const *)__pyx_v_s), __pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 802, __pyx_L1_error)
+    __pyx_t_1 = PyBytes_FromStringAndSize(((char const *)__pyx_v_s), __pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 805, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __pyx_v_data = ((PyObject*)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":803
+    /* "odradek/protocol/_speedups.pyx":806
  *     """A stored key or value in a JSON-format answer: its text when it is JSON, else a JSON string of it."""
  *     cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)
  *     try:             # <<<<<<<<<<<<<<
@@ -14132,7 +14155,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __Pyx_XGOTREF(__pyx_t_4);
       /*try:*/ {
 
-        /* "odradek/protocol/_speedups.pyx":804
+        /* "odradek/protocol/_speedups.pyx":807
  *     cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)
  *     try:
  *         _loads(data)             # <<<<<<<<<<<<<<
@@ -14140,7 +14163,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *         return _put_bytes(b, _dumps(data.decode("utf-8", "replace")))
 */
         __pyx_t_5 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_loads); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 804, __pyx_L3_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_loads); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 807, __pyx_L3_error)
         __Pyx_GOTREF(__pyx_t_6);
         __pyx_t_7 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -14159,12 +14182,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
           __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
           __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-          if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 804, __pyx_L3_error)
+          if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 807, __pyx_L3_error)
           __Pyx_GOTREF(__pyx_t_1);
         }
         __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":803
+        /* "odradek/protocol/_speedups.pyx":806
  *     """A stored key or value in a JSON-format answer: its text when it is JSON, else a JSON string of it."""
  *     cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)
  *     try:             # <<<<<<<<<<<<<<
@@ -14181,7 +14204,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
 
-      /* "odradek/protocol/_speedups.pyx":805
+      /* "odradek/protocol/_speedups.pyx":808
  *     try:
  *         _loads(data)
  *     except _JSONDecodeError:             # <<<<<<<<<<<<<<
@@ -14189,7 +14212,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *     return _put_bytes(b, data)
 */
       __Pyx_ErrFetch(&__pyx_t_1, &__pyx_t_6, &__pyx_t_5);
-      __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_JSONDecodeError); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 805, __pyx_L5_except_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_JSONDecodeError); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 808, __pyx_L5_except_error)
       __Pyx_GOTREF(__pyx_t_8);
       __pyx_t_9 = __Pyx_PyErr_GivenExceptionMatches(__pyx_t_1, __pyx_t_8);
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
@@ -14197,12 +14220,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __pyx_t_1 = 0; __pyx_t_6 = 0; __pyx_t_5 = 0;
       if (__pyx_t_9) {
         __Pyx_AddTraceback("odradek.protocol._speedups._put_json_field", __pyx_clineno, __pyx_lineno, __pyx_filename);
-        if (__Pyx_GetException(&__pyx_t_5, &__pyx_t_6, &__pyx_t_1) < 0) __PYX_ERR(0, 805, __pyx_L5_except_error)
+        if (__Pyx_GetException(&__pyx_t_5, &__pyx_t_6, &__pyx_t_1) < 0) __PYX_ERR(0, 808, __pyx_L5_except_error)
         __Pyx_XGOTREF(__pyx_t_5);
         __Pyx_XGOTREF(__pyx_t_6);
         __Pyx_XGOTREF(__pyx_t_1);
 
-        /* "odradek/protocol/_speedups.pyx":806
+        /* "odradek/protocol/_speedups.pyx":809
  *         _loads(data)
  *     except _JSONDecodeError:
  *         return _put_bytes(b, _dumps(data.decode("utf-8", "replace")))             # <<<<<<<<<<<<<<
@@ -14210,13 +14233,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  * 
 */
         __pyx_t_10 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_dumps); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 806, __pyx_L5_except_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_dumps); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 809, __pyx_L5_except_error)
         __Pyx_GOTREF(__pyx_t_11);
         if (unlikely(__pyx_v_data == Py_None)) {
           PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "decode");
-          __PYX_ERR(0, 806, __pyx_L5_except_error)
+          __PYX_ERR(0, 809, __pyx_L5_except_error)
         }
-        __pyx_t_12 = __Pyx_decode_bytes(__pyx_v_data, 0, PY_SSIZE_T_MAX, NULL, __pyx_k_replace, PyUnicode_DecodeUTF8); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 806, __pyx_L5_except_error)
+        __pyx_t_12 = __Pyx_decode_bytes(__pyx_v_data, 0, PY_SSIZE_T_MAX, NULL, __pyx_k_replace, PyUnicode_DecodeUTF8); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 809, __pyx_L5_except_error)
         __Pyx_GOTREF(__pyx_t_12);
         __pyx_t_7 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -14236,11 +14259,11 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
           __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
           __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-          if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 806, __pyx_L5_except_error)
+          if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 809, __pyx_L5_except_error)
           __Pyx_GOTREF(__pyx_t_8);
         }
-        if (!(likely(PyBytes_CheckExact(__pyx_t_8))||((__pyx_t_8) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_8))) __PYX_ERR(0, 806, __pyx_L5_except_error)
-        __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, ((PyObject*)__pyx_t_8)); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 806, __pyx_L5_except_error)
+        if (!(likely(PyBytes_CheckExact(__pyx_t_8))||((__pyx_t_8) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_8))) __PYX_ERR(0, 809, __pyx_L5_except_error)
+        __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, ((PyObject*)__pyx_t_8)); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 809, __pyx_L5_except_error)
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
         {
           __pyx_r = __pyx_t_9;
@@ -14252,7 +14275,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L5_except_error;
 
-      /* "odradek/protocol/_speedups.pyx":803
+      /* "odradek/protocol/_speedups.pyx":806
  *     """A stored key or value in a JSON-format answer: its text when it is JSON, else a JSON string of it."""
  *     cdef bytes data = PyBytes_FromStringAndSize(<const char*>s, n)
  *     try:             # <<<<<<<<<<<<<<
@@ -14274,20 +14297,20 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __pyx_L8_try_end:;
     }
 
-    /* "odradek/protocol/_speedups.pyx":807
+    /* "odradek/protocol/_speedups.pyx":810
  *     except _JSONDecodeError:
  *         return _put_bytes(b, _dumps(data.decode("utf-8", "replace")))
  *     return _put_bytes(b, data)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-    __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, __pyx_v_data); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 807, __pyx_L1_error)
+    __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, __pyx_v_data); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 810, __pyx_L1_error)
     {
       __pyx_r = __pyx_t_9;
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":800
+    /* "odradek/protocol/_speedups.pyx":803
  * 
  * 
  * cdef int _put_json_field(_Buf* b, const uint8_t* s, Py_ssize_t n) except -1:             # <<<<<<<<<<<<<<
@@ -14313,7 +14336,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":821
+  /* "odradek/protocol/_speedups.pyx":824
  * 
  * 
  * cdef int _next_record(const uint8_t* d, Py_ssize_t n, Py_ssize_t* pos, int64_t base, int64_t first_ts,             # <<<<<<<<<<<<<<
@@ -14339,7 +14362,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int64_t __pyx_t_4;
     int64_t __pyx_t_5;
 
-    /* "odradek/protocol/_speedups.pyx":825
+    /* "odradek/protocol/_speedups.pyx":828
  *     """Parse the record at pos[0] into r; -1 for anything the reference decoder would refuse (or might)."""
  *     cdef int64_t length, ts_delta, offset_delta, klen, vlen, hcount, hl
  *     cdef Py_ssize_t p = pos[0], end, j             # <<<<<<<<<<<<<<
@@ -14348,7 +14371,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_p = (__pyx_v_pos[0]);
 
-    /* "odradek/protocol/_speedups.pyx":826
+    /* "odradek/protocol/_speedups.pyx":829
  *     cdef int64_t length, ts_delta, offset_delta, klen, vlen, hcount, hl
  *     cdef Py_ssize_t p = pos[0], end, j
  *     if _get_varint(d, n, &p, &length) < 0 or length < 0:             # <<<<<<<<<<<<<<
@@ -14374,7 +14397,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":827
+      /* "odradek/protocol/_speedups.pyx":830
  *     cdef Py_ssize_t p = pos[0], end, j
  *     if _get_varint(d, n, &p, &length) < 0 or length < 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14387,7 +14410,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":826
+      /* "odradek/protocol/_speedups.pyx":829
  *     cdef int64_t length, ts_delta, offset_delta, klen, vlen, hcount, hl
  *     cdef Py_ssize_t p = pos[0], end, j
  *     if _get_varint(d, n, &p, &length) < 0 or length < 0:             # <<<<<<<<<<<<<<
@@ -14396,7 +14419,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":828
+    /* "odradek/protocol/_speedups.pyx":831
  *     if _get_varint(d, n, &p, &length) < 0 or length < 0:
  *         return -1
  *     end = p + length             # <<<<<<<<<<<<<<
@@ -14405,7 +14428,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_end = (__pyx_v_p + __pyx_v_length);
 
-    /* "odradek/protocol/_speedups.pyx":829
+    /* "odradek/protocol/_speedups.pyx":832
  *         return -1
  *     end = p + length
  *     if end > n:             # <<<<<<<<<<<<<<
@@ -14417,7 +14440,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":830
+      /* "odradek/protocol/_speedups.pyx":833
  *     end = p + length
  *     if end > n:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14430,7 +14453,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":829
+      /* "odradek/protocol/_speedups.pyx":832
  *         return -1
  *     end = p + length
  *     if end > n:             # <<<<<<<<<<<<<<
@@ -14439,7 +14462,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":831
+    /* "odradek/protocol/_speedups.pyx":834
  *     if end > n:
  *         return -1
  *     p += 1  # attributes             # <<<<<<<<<<<<<<
@@ -14448,7 +14471,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_p = (__pyx_v_p + 1);
 
-    /* "odradek/protocol/_speedups.pyx":832
+    /* "odradek/protocol/_speedups.pyx":835
  *         return -1
  *     p += 1  # attributes
  *     if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:             # <<<<<<<<<<<<<<
@@ -14474,7 +14497,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":833
+      /* "odradek/protocol/_speedups.pyx":836
  *     p += 1  # attributes
  *     if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14487,7 +14510,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":832
+      /* "odradek/protocol/_speedups.pyx":835
  *         return -1
  *     p += 1  # attributes
  *     if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:             # <<<<<<<<<<<<<<
@@ -14496,7 +14519,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":834
+    /* "odradek/protocol/_speedups.pyx":837
  *     if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:
  *         return -1
  *     if _get_varint(d, end, &p, &klen) < 0 or klen < -1 or p + klen > end:             # <<<<<<<<<<<<<<
@@ -14532,7 +14555,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":835
+      /* "odradek/protocol/_speedups.pyx":838
  *         return -1
  *     if _get_varint(d, end, &p, &klen) < 0 or klen < -1 or p + klen > end:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14545,7 +14568,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":834
+      /* "odradek/protocol/_speedups.pyx":837
  *     if _get_varint(d, end, &p, &ts_delta) < 0 or _get_varint(d, end, &p, &offset_delta) < 0:
  *         return -1
  *     if _get_varint(d, end, &p, &klen) < 0 or klen < -1 or p + klen > end:             # <<<<<<<<<<<<<<
@@ -14554,7 +14577,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":836
+    /* "odradek/protocol/_speedups.pyx":839
  *     if _get_varint(d, end, &p, &klen) < 0 or klen < -1 or p + klen > end:
  *         return -1
  *     r.key = p if klen >= 0 else -1             # <<<<<<<<<<<<<<
@@ -14573,7 +14596,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
     __pyx_v_r->key = __pyx_t_3;
 
-    /* "odradek/protocol/_speedups.pyx":837
+    /* "odradek/protocol/_speedups.pyx":840
  *         return -1
  *     r.key = p if klen >= 0 else -1
  *     r.key_len = klen             # <<<<<<<<<<<<<<
@@ -14582,7 +14605,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_r->key_len = __pyx_v_klen;
 
-    /* "odradek/protocol/_speedups.pyx":838
+    /* "odradek/protocol/_speedups.pyx":841
  *     r.key = p if klen >= 0 else -1
  *     r.key_len = klen
  *     if klen > 0:             # <<<<<<<<<<<<<<
@@ -14594,7 +14617,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":839
+      /* "odradek/protocol/_speedups.pyx":842
  *     r.key_len = klen
  *     if klen > 0:
  *         p += klen             # <<<<<<<<<<<<<<
@@ -14603,7 +14626,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_p = (__pyx_v_p + __pyx_v_klen);
 
-      /* "odradek/protocol/_speedups.pyx":838
+      /* "odradek/protocol/_speedups.pyx":841
  *     r.key = p if klen >= 0 else -1
  *     r.key_len = klen
  *     if klen > 0:             # <<<<<<<<<<<<<<
@@ -14612,7 +14635,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":840
+    /* "odradek/protocol/_speedups.pyx":843
  *     if klen > 0:
  *         p += klen
  *     if _get_varint(d, end, &p, &vlen) < 0 or vlen < -1 or p + vlen > end:             # <<<<<<<<<<<<<<
@@ -14648,7 +14671,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":841
+      /* "odradek/protocol/_speedups.pyx":844
  *         p += klen
  *     if _get_varint(d, end, &p, &vlen) < 0 or vlen < -1 or p + vlen > end:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14661,7 +14684,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":840
+      /* "odradek/protocol/_speedups.pyx":843
  *     if klen > 0:
  *         p += klen
  *     if _get_varint(d, end, &p, &vlen) < 0 or vlen < -1 or p + vlen > end:             # <<<<<<<<<<<<<<
@@ -14670,7 +14693,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":842
+    /* "odradek/protocol/_speedups.pyx":845
  *     if _get_varint(d, end, &p, &vlen) < 0 or vlen < -1 or p + vlen > end:
  *         return -1
  *     r.value = p if vlen >= 0 else -1             # <<<<<<<<<<<<<<
@@ -14689,7 +14712,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
     __pyx_v_r->value = __pyx_t_3;
 
-    /* "odradek/protocol/_speedups.pyx":843
+    /* "odradek/protocol/_speedups.pyx":846
  *         return -1
  *     r.value = p if vlen >= 0 else -1
  *     r.value_len = vlen             # <<<<<<<<<<<<<<
@@ -14698,7 +14721,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_r->value_len = __pyx_v_vlen;
 
-    /* "odradek/protocol/_speedups.pyx":844
+    /* "odradek/protocol/_speedups.pyx":847
  *     r.value = p if vlen >= 0 else -1
  *     r.value_len = vlen
  *     if vlen > 0:             # <<<<<<<<<<<<<<
@@ -14710,7 +14733,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":845
+      /* "odradek/protocol/_speedups.pyx":848
  *     r.value_len = vlen
  *     if vlen > 0:
  *         p += vlen             # <<<<<<<<<<<<<<
@@ -14719,7 +14742,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_p = (__pyx_v_p + __pyx_v_vlen);
 
-      /* "odradek/protocol/_speedups.pyx":844
+      /* "odradek/protocol/_speedups.pyx":847
  *     r.value = p if vlen >= 0 else -1
  *     r.value_len = vlen
  *     if vlen > 0:             # <<<<<<<<<<<<<<
@@ -14728,7 +14751,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":846
+    /* "odradek/protocol/_speedups.pyx":849
  *     if vlen > 0:
  *         p += vlen
  *     r.headers = p             # <<<<<<<<<<<<<<
@@ -14737,7 +14760,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_r->headers = __pyx_v_p;
 
-    /* "odradek/protocol/_speedups.pyx":847
+    /* "odradek/protocol/_speedups.pyx":850
  *         p += vlen
  *     r.headers = p
  *     if _get_varint(d, end, &p, &hcount) < 0 or hcount < 0:             # <<<<<<<<<<<<<<
@@ -14763,7 +14786,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":848
+      /* "odradek/protocol/_speedups.pyx":851
  *     r.headers = p
  *     if _get_varint(d, end, &p, &hcount) < 0 or hcount < 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14776,7 +14799,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":847
+      /* "odradek/protocol/_speedups.pyx":850
  *         p += vlen
  *     r.headers = p
  *     if _get_varint(d, end, &p, &hcount) < 0 or hcount < 0:             # <<<<<<<<<<<<<<
@@ -14785,7 +14808,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":849
+    /* "odradek/protocol/_speedups.pyx":852
  *     if _get_varint(d, end, &p, &hcount) < 0 or hcount < 0:
  *         return -1
  *     r.header_count = hcount             # <<<<<<<<<<<<<<
@@ -14794,7 +14817,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_r->header_count = __pyx_v_hcount;
 
-    /* "odradek/protocol/_speedups.pyx":850
+    /* "odradek/protocol/_speedups.pyx":853
  *         return -1
  *     r.header_count = hcount
  *     for j in range(hcount):             # <<<<<<<<<<<<<<
@@ -14808,7 +14831,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_5; __pyx_t_3+=1) {
       __pyx_v_j = __pyx_t_3;
 
-      /* "odradek/protocol/_speedups.pyx":851
+      /* "odradek/protocol/_speedups.pyx":854
  *     r.header_count = hcount
  *     for j in range(hcount):
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < 0 or p + hl > end:             # <<<<<<<<<<<<<<
@@ -14844,7 +14867,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_1) {
 
 
-        /* "odradek/protocol/_speedups.pyx":852
+        /* "odradek/protocol/_speedups.pyx":855
  *     for j in range(hcount):
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < 0 or p + hl > end:
  *             return -1             # <<<<<<<<<<<<<<
@@ -14857,7 +14880,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":851
+        /* "odradek/protocol/_speedups.pyx":854
  *     r.header_count = hcount
  *     for j in range(hcount):
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < 0 or p + hl > end:             # <<<<<<<<<<<<<<
@@ -14866,7 +14889,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":853
+      /* "odradek/protocol/_speedups.pyx":856
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < 0 or p + hl > end:
  *             return -1
  *         p += hl             # <<<<<<<<<<<<<<
@@ -14875,7 +14898,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_p = (__pyx_v_p + __pyx_v_hl);
 
-      /* "odradek/protocol/_speedups.pyx":854
+      /* "odradek/protocol/_speedups.pyx":857
  *             return -1
  *         p += hl
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:             # <<<<<<<<<<<<<<
@@ -14911,7 +14934,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_1) {
 
 
-        /* "odradek/protocol/_speedups.pyx":855
+        /* "odradek/protocol/_speedups.pyx":858
  *         p += hl
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:
  *             return -1             # <<<<<<<<<<<<<<
@@ -14924,7 +14947,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":854
+        /* "odradek/protocol/_speedups.pyx":857
  *             return -1
  *         p += hl
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:             # <<<<<<<<<<<<<<
@@ -14933,7 +14956,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":856
+      /* "odradek/protocol/_speedups.pyx":859
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:
  *             return -1
  *         if hl > 0:             # <<<<<<<<<<<<<<
@@ -14945,7 +14968,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_1) {
 
 
-        /* "odradek/protocol/_speedups.pyx":857
+        /* "odradek/protocol/_speedups.pyx":860
  *             return -1
  *         if hl > 0:
  *             p += hl             # <<<<<<<<<<<<<<
@@ -14954,7 +14977,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_p = (__pyx_v_p + __pyx_v_hl);
 
-        /* "odradek/protocol/_speedups.pyx":856
+        /* "odradek/protocol/_speedups.pyx":859
  *         if _get_varint(d, end, &p, &hl) < 0 or hl < -1 or p + hl > end:
  *             return -1
  *         if hl > 0:             # <<<<<<<<<<<<<<
@@ -14965,7 +14988,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":858
+    /* "odradek/protocol/_speedups.pyx":861
  *         if hl > 0:
  *             p += hl
  *     if p != end:             # <<<<<<<<<<<<<<
@@ -14977,7 +15000,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_1) {
 
 
-      /* "odradek/protocol/_speedups.pyx":859
+      /* "odradek/protocol/_speedups.pyx":862
  *             p += hl
  *     if p != end:
  *         return -1             # <<<<<<<<<<<<<<
@@ -14990,7 +15013,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":858
+      /* "odradek/protocol/_speedups.pyx":861
  *         if hl > 0:
  *             p += hl
  *     if p != end:             # <<<<<<<<<<<<<<
@@ -14999,7 +15022,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     }
 
-    /* "odradek/protocol/_speedups.pyx":860
+    /* "odradek/protocol/_speedups.pyx":863
  *     if p != end:
  *         return -1
  *     r.offset = base + offset_delta             # <<<<<<<<<<<<<<
@@ -15008,7 +15031,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_r->offset = (__pyx_v_base + __pyx_v_offset_delta);
 
-    /* "odradek/protocol/_speedups.pyx":861
+    /* "odradek/protocol/_speedups.pyx":864
  *         return -1
  *     r.offset = base + offset_delta
  *     r.timestamp = override if has_override else first_ts + ts_delta             # <<<<<<<<<<<<<<
@@ -15024,7 +15047,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     __pyx_v_r->timestamp = __pyx_t_4;
 
-    /* "odradek/protocol/_speedups.pyx":862
+    /* "odradek/protocol/_speedups.pyx":865
  *     r.offset = base + offset_delta
  *     r.timestamp = override if has_override else first_ts + ts_delta
  *     pos[0] = end             # <<<<<<<<<<<<<<
@@ -15033,7 +15056,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     (__pyx_v_pos[0]) = __pyx_v_end;
 
-    /* "odradek/protocol/_speedups.pyx":863
+    /* "odradek/protocol/_speedups.pyx":866
  *     r.timestamp = override if has_override else first_ts + ts_delta
  *     pos[0] = end
  *     return 0             # <<<<<<<<<<<<<<
@@ -15046,7 +15069,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":821
+    /* "odradek/protocol/_speedups.pyx":824
  * 
  * 
  * cdef int _next_record(const uint8_t* d, Py_ssize_t n, Py_ssize_t* pos, int64_t base, int64_t first_ts,             # <<<<<<<<<<<<<<
@@ -15069,7 +15092,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":866
+  /* "odradek/protocol/_speedups.pyx":869
  * 
  * 
  * cdef list _headers(const uint8_t* d, _Rec* r):             # <<<<<<<<<<<<<<
@@ -15100,7 +15123,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("_headers", 0);
 
-    /* "odradek/protocol/_speedups.pyx":867
+    /* "odradek/protocol/_speedups.pyx":870
  * 
  * cdef list _headers(const uint8_t* d, _Rec* r):
  *     cdef Py_ssize_t p = r.headers             # <<<<<<<<<<<<<<
@@ -15111,19 +15134,19 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
     __pyx_v_p = __pyx_t_1;
 
-    /* "odradek/protocol/_speedups.pyx":869
+    /* "odradek/protocol/_speedups.pyx":872
  *     cdef Py_ssize_t p = r.headers
  *     cdef int64_t count, kl, vl
  *     cdef list out = []             # <<<<<<<<<<<<<<
  *     _get_varint(d, p + 10, &p, &count)
  *     for _ in range(count):
 */
-    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 869, __pyx_L1_error)
+    __pyx_t_2 = PyList_New(0); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 872, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     __pyx_v_out = ((PyObject*)__pyx_t_2);
     __pyx_t_2 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":870
+    /* "odradek/protocol/_speedups.pyx":873
  *     cdef int64_t count, kl, vl
  *     cdef list out = []
  *     _get_varint(d, p + 10, &p, &count)             # <<<<<<<<<<<<<<
@@ -15132,7 +15155,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     (void)(__pyx_f_7odradek_8protocol_9_speedups__get_varint(__pyx_v_d, (__pyx_v_p + 10), (&__pyx_v_p), (&__pyx_v_count)));
 
-    /* "odradek/protocol/_speedups.pyx":871
+    /* "odradek/protocol/_speedups.pyx":874
  *     cdef list out = []
  *     _get_varint(d, p + 10, &p, &count)
  *     for _ in range(count):             # <<<<<<<<<<<<<<
@@ -15146,7 +15169,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
       __pyx_v__ = __pyx_t_5;
 
-      /* "odradek/protocol/_speedups.pyx":872
+      /* "odradek/protocol/_speedups.pyx":875
  *     _get_varint(d, p + 10, &p, &count)
  *     for _ in range(count):
  *         _get_varint(d, p + 10, &p, &kl)             # <<<<<<<<<<<<<<
@@ -15155,26 +15178,26 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       (void)(__pyx_f_7odradek_8protocol_9_speedups__get_varint(__pyx_v_d, (__pyx_v_p + 10), (&__pyx_v_p), (&__pyx_v_kl)));
 
-      /* "odradek/protocol/_speedups.pyx":873
+      /* "odradek/protocol/_speedups.pyx":876
  *     for _ in range(count):
  *         _get_varint(d, p + 10, &p, &kl)
  *         name = PyBytes_FromStringAndSize(<const char*>d + p, kl).decode()             # <<<<<<<<<<<<<<
  *         p += kl
  *         _get_varint(d, p + 10, &p, &vl)
 */
-      __pyx_t_2 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_p), __pyx_v_kl); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 873, __pyx_L1_error)
+      __pyx_t_2 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_p), __pyx_v_kl); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 876, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_2);
       if (unlikely(__pyx_t_2 == Py_None)) {
         PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "decode");
-        __PYX_ERR(0, 873, __pyx_L1_error)
+        __PYX_ERR(0, 876, __pyx_L1_error)
       }
-      __pyx_t_6 = __Pyx_decode_bytes(__pyx_t_2, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 873, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_decode_bytes(__pyx_t_2, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 876, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
       __Pyx_XDECREF_SET(__pyx_v_name, ((PyObject*)__pyx_t_6));
       __pyx_t_6 = 0;
 
-      /* "odradek/protocol/_speedups.pyx":874
+      /* "odradek/protocol/_speedups.pyx":877
  *         _get_varint(d, p + 10, &p, &kl)
  *         name = PyBytes_FromStringAndSize(<const char*>d + p, kl).decode()
  *         p += kl             # <<<<<<<<<<<<<<
@@ -15183,7 +15206,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       __pyx_v_p = (__pyx_v_p + __pyx_v_kl);
 
-      /* "odradek/protocol/_speedups.pyx":875
+      /* "odradek/protocol/_speedups.pyx":878
  *         name = PyBytes_FromStringAndSize(<const char*>d + p, kl).decode()
  *         p += kl
  *         _get_varint(d, p + 10, &p, &vl)             # <<<<<<<<<<<<<<
@@ -15192,7 +15215,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       (void)(__pyx_f_7odradek_8protocol_9_speedups__get_varint(__pyx_v_d, (__pyx_v_p + 10), (&__pyx_v_p), (&__pyx_v_vl)));
 
-      /* "odradek/protocol/_speedups.pyx":876
+      /* "odradek/protocol/_speedups.pyx":879
  *         p += kl
  *         _get_varint(d, p + 10, &p, &vl)
  *         if vl < 0:             # <<<<<<<<<<<<<<
@@ -15204,26 +15227,26 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_7) {
 
 
-        /* "odradek/protocol/_speedups.pyx":877
+        /* "odradek/protocol/_speedups.pyx":880
  *         _get_varint(d, p + 10, &p, &vl)
  *         if vl < 0:
  *             out.append((name, None))             # <<<<<<<<<<<<<<
  *         else:
  *             out.append((name, PyBytes_FromStringAndSize(<const char*>d + p, vl)))
 */
-        __pyx_t_6 = PyTuple_New(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 877, __pyx_L1_error)
+        __pyx_t_6 = PyTuple_New(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 880, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
         __Pyx_INCREF(__pyx_v_name);
         __Pyx_GIVEREF(__pyx_v_name);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 0, __pyx_v_name) != (0)) __PYX_ERR(0, 877, __pyx_L1_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 0, __pyx_v_name) != (0)) __PYX_ERR(0, 880, __pyx_L1_error);
         __Pyx_INCREF(Py_None);
         __Pyx_GIVEREF(Py_None);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 1, Py_None) != (0)) __PYX_ERR(0, 877, __pyx_L1_error);
-        __pyx_t_8 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_6); if (unlikely(__pyx_t_8 == ((int)-1))) __PYX_ERR(0, 877, __pyx_L1_error)
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_6, 1, Py_None) != (0)) __PYX_ERR(0, 880, __pyx_L1_error);
+        __pyx_t_8 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_6); if (unlikely(__pyx_t_8 == ((int)-1))) __PYX_ERR(0, 880, __pyx_L1_error)
         __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
 
-        /* "odradek/protocol/_speedups.pyx":876
+        /* "odradek/protocol/_speedups.pyx":879
  *         p += kl
  *         _get_varint(d, p + 10, &p, &vl)
  *         if vl < 0:             # <<<<<<<<<<<<<<
@@ -15233,7 +15256,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L5;
       }
 
-      /* "odradek/protocol/_speedups.pyx":879
+      /* "odradek/protocol/_speedups.pyx":882
  *             out.append((name, None))
  *         else:
  *             out.append((name, PyBytes_FromStringAndSize(<const char*>d + p, vl)))             # <<<<<<<<<<<<<<
@@ -15241,21 +15264,21 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *     return out
 */
       /*else*/ {
-        __pyx_t_6 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_p), __pyx_v_vl); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 879, __pyx_L1_error)
+        __pyx_t_6 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_p), __pyx_v_vl); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 882, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
-        __pyx_t_2 = PyTuple_New(2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 879, __pyx_L1_error)
+        __pyx_t_2 = PyTuple_New(2); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 882, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_2);
         __Pyx_INCREF(__pyx_v_name);
         __Pyx_GIVEREF(__pyx_v_name);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 0, __pyx_v_name) != (0)) __PYX_ERR(0, 879, __pyx_L1_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 0, __pyx_v_name) != (0)) __PYX_ERR(0, 882, __pyx_L1_error);
         __Pyx_GIVEREF(__pyx_t_6);
-        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 1, __pyx_t_6) != (0)) __PYX_ERR(0, 879, __pyx_L1_error);
+        if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 1, __pyx_t_6) != (0)) __PYX_ERR(0, 882, __pyx_L1_error);
         __pyx_t_6 = 0;
-        __pyx_t_8 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_8 == ((int)-1))) __PYX_ERR(0, 879, __pyx_L1_error)
+        __pyx_t_8 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_2); if (unlikely(__pyx_t_8 == ((int)-1))) __PYX_ERR(0, 882, __pyx_L1_error)
         __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
 
-        /* "odradek/protocol/_speedups.pyx":880
+        /* "odradek/protocol/_speedups.pyx":883
  *         else:
  *             out.append((name, PyBytes_FromStringAndSize(<const char*>d + p, vl)))
  *             p += vl             # <<<<<<<<<<<<<<
@@ -15268,7 +15291,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":881
+    /* "odradek/protocol/_speedups.pyx":884
  *             out.append((name, PyBytes_FromStringAndSize(<const char*>d + p, vl)))
  *             p += vl
  *     return out             # <<<<<<<<<<<<<<
@@ -15286,7 +15309,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":866
+    /* "odradek/protocol/_speedups.pyx":869
  * 
  * 
  * cdef list _headers(const uint8_t* d, _Rec* r):             # <<<<<<<<<<<<<<
@@ -15313,7 +15336,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":884
+  /* "odradek/protocol/_speedups.pyx":887
  * 
  * 
  * cdef int _batch_records(object data, int32_t count, int64_t base, int64_t first_ts, int64_t override,             # <<<<<<<<<<<<<<
@@ -15359,7 +15382,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("_batch_records", 0);
 
-    /* "odradek/protocol/_speedups.pyx":888
+    /* "odradek/protocol/_speedups.pyx":891
  *                         list out) except -2:
  *     """Decode (or render) the records of one batch's record block; -1 sends the whole call to the reference."""
  *     cdef const uint8_t* d = <const uint8_t*>PyBytes_AS_STRING(data)             # <<<<<<<<<<<<<<
@@ -15368,7 +15391,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_d = ((uint8_t const *)PyBytes_AS_STRING(__pyx_v_data));
 
-    /* "odradek/protocol/_speedups.pyx":889
+    /* "odradek/protocol/_speedups.pyx":892
  *     """Decode (or render) the records of one batch's record block; -1 sends the whole call to the reference."""
  *     cdef const uint8_t* d = <const uint8_t*>PyBytes_AS_STRING(data)
  *     cdef Py_ssize_t n = PyBytes_GET_SIZE(data), pos = 0             # <<<<<<<<<<<<<<
@@ -15378,7 +15401,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_n = PyBytes_GET_SIZE(__pyx_v_data);
     __pyx_v_pos = 0;
 
-    /* "odradek/protocol/_speedups.pyx":892
+    /* "odradek/protocol/_speedups.pyx":895
  *     cdef _Rec r
  *     cdef int32_t i
  *     for i in range(count):             # <<<<<<<<<<<<<<
@@ -15392,7 +15415,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
       __pyx_v_i = __pyx_t_3;
 
-      /* "odradek/protocol/_speedups.pyx":893
+      /* "odradek/protocol/_speedups.pyx":896
  *     cdef int32_t i
  *     for i in range(count):
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:             # <<<<<<<<<<<<<<
@@ -15404,7 +15427,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":894
+        /* "odradek/protocol/_speedups.pyx":897
  *     for i in range(count):
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:
  *             return -1             # <<<<<<<<<<<<<<
@@ -15417,7 +15440,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L0;
 
-        /* "odradek/protocol/_speedups.pyx":893
+        /* "odradek/protocol/_speedups.pyx":896
  *     cdef int32_t i
  *     for i in range(count):
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:             # <<<<<<<<<<<<<<
@@ -15426,7 +15449,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":895
+      /* "odradek/protocol/_speedups.pyx":898
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:
  *             return -1
  *         try:             # <<<<<<<<<<<<<<
@@ -15442,7 +15465,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __Pyx_XGOTREF(__pyx_t_7);
         /*try:*/ {
 
-          /* "odradek/protocol/_speedups.pyx":896
+          /* "odradek/protocol/_speedups.pyx":899
  *             return -1
  *         try:
  *             headers = _headers(d, &r) if r.header_count else ()             # <<<<<<<<<<<<<<
@@ -15452,7 +15475,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __pyx_t_4 = (__pyx_v_r.header_count != 0);
 
           if (__pyx_t_4) {
-            __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__headers(__pyx_v_d, (&__pyx_v_r)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 896, __pyx_L6_error)
+            __pyx_t_9 = __pyx_f_7odradek_8protocol_9_speedups__headers(__pyx_v_d, (&__pyx_v_r)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 899, __pyx_L6_error)
             __Pyx_GOTREF(__pyx_t_9);
             __pyx_t_8 = __pyx_t_9;
             __pyx_t_9 = 0;
@@ -15464,7 +15487,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_XDECREF_SET(__pyx_v_headers, __pyx_t_8);
           __pyx_t_8 = 0;
 
-          /* "odradek/protocol/_speedups.pyx":895
+          /* "odradek/protocol/_speedups.pyx":898
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:
  *             return -1
  *         try:             # <<<<<<<<<<<<<<
@@ -15480,7 +15503,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":897
+        /* "odradek/protocol/_speedups.pyx":900
  *         try:
  *             headers = _headers(d, &r) if r.header_count else ()
  *         except UnicodeDecodeError:             # <<<<<<<<<<<<<<
@@ -15491,7 +15514,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_10) {
           __Pyx_ErrRestore(0,0,0);
 
-          /* "odradek/protocol/_speedups.pyx":898
+          /* "odradek/protocol/_speedups.pyx":901
  *             headers = _headers(d, &r) if r.header_count else ()
  *         except UnicodeDecodeError:
  *             return -1             # <<<<<<<<<<<<<<
@@ -15506,7 +15529,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L8_except_error;
 
-        /* "odradek/protocol/_speedups.pyx":895
+        /* "odradek/protocol/_speedups.pyx":898
  *         if _next_record(d, n, &pos, base, first_ts, override, has_override, &r) < 0:
  *             return -1
  *         try:             # <<<<<<<<<<<<<<
@@ -15528,7 +15551,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __pyx_L13_try_end:;
       }
 
-      /* "odradek/protocol/_speedups.pyx":899
+      /* "odradek/protocol/_speedups.pyx":902
  *         except UnicodeDecodeError:
  *             return -1
  *         if not render:             # <<<<<<<<<<<<<<
@@ -15540,7 +15563,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":900
+        /* "odradek/protocol/_speedups.pyx":903
  *             return -1
  *         if not render:
  *             out.append(Record(r.offset, r.timestamp,             # <<<<<<<<<<<<<<
@@ -15549,17 +15572,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         if (unlikely(__pyx_v_out == Py_None)) {
           PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "append");
-          __PYX_ERR(0, 900, __pyx_L1_error)
+          __PYX_ERR(0, 903, __pyx_L1_error)
         }
         __pyx_t_9 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_Record); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 900, __pyx_L1_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_Record); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 903, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_11);
-        __pyx_t_12 = __Pyx_PyLong_From_int64_t(__pyx_v_r.offset); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 900, __pyx_L1_error)
+        __pyx_t_12 = __Pyx_PyLong_From_int64_t(__pyx_v_r.offset); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 903, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_12);
-        __pyx_t_13 = __Pyx_PyLong_From_int64_t(__pyx_v_r.timestamp); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 900, __pyx_L1_error)
+        __pyx_t_13 = __Pyx_PyLong_From_int64_t(__pyx_v_r.timestamp); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 903, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_13);
 
-        /* "odradek/protocol/_speedups.pyx":901
+        /* "odradek/protocol/_speedups.pyx":904
  *         if not render:
  *             out.append(Record(r.offset, r.timestamp,
  *                               None if r.key < 0 else PyBytes_FromStringAndSize(<const char*>d + r.key, r.key_len),             # <<<<<<<<<<<<<<
@@ -15572,14 +15595,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_INCREF(Py_None);
           __pyx_t_14 = Py_None;
         } else {
-          __pyx_t_15 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 901, __pyx_L1_error)
+          __pyx_t_15 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 904, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_15);
           __pyx_t_14 = __pyx_t_15;
           __pyx_t_15 = 0;
         }
 
 
-        /* "odradek/protocol/_speedups.pyx":902
+        /* "odradek/protocol/_speedups.pyx":905
  *             out.append(Record(r.offset, r.timestamp,
  *                               None if r.key < 0 else PyBytes_FromStringAndSize(<const char*>d + r.key, r.key_len),
  *                               None if r.value < 0 else             # <<<<<<<<<<<<<<
@@ -15593,28 +15616,28 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __pyx_t_15 = Py_None;
         } else {
 
-          /* "odradek/protocol/_speedups.pyx":903
+          /* "odradek/protocol/_speedups.pyx":906
  *                               None if r.key < 0 else PyBytes_FromStringAndSize(<const char*>d + r.key, r.key_len),
  *                               None if r.value < 0 else
  *                               PyBytes_FromStringAndSize(<const char*>d + r.value, r.value_len),             # <<<<<<<<<<<<<<
  *                               tuple(headers)))
  *             continue
 */
-          __pyx_t_16 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 903, __pyx_L1_error)
+          __pyx_t_16 = PyBytes_FromStringAndSize((((char const *)__pyx_v_d) + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 906, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_16);
           __pyx_t_15 = __pyx_t_16;
           __pyx_t_16 = 0;
         }
 
 
-        /* "odradek/protocol/_speedups.pyx":904
+        /* "odradek/protocol/_speedups.pyx":907
  *                               None if r.value < 0 else
  *                               PyBytes_FromStringAndSize(<const char*>d + r.value, r.value_len),
  *                               tuple(headers)))             # <<<<<<<<<<<<<<
  *             continue
  *         if r.offset < start:
 */
-        __pyx_t_16 = __Pyx_PySequence_Tuple(__pyx_v_headers); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 904, __pyx_L1_error)
+        __pyx_t_16 = __Pyx_PySequence_Tuple(__pyx_v_headers); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 907, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_16);
         __pyx_t_17 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -15638,22 +15661,22 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
           __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
           __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-          if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 900, __pyx_L1_error)
+          if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 903, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_8);
         }
 
-        /* "odradek/protocol/_speedups.pyx":900
+        /* "odradek/protocol/_speedups.pyx":903
  *             return -1
  *         if not render:
  *             out.append(Record(r.offset, r.timestamp,             # <<<<<<<<<<<<<<
  *                               None if r.key < 0 else PyBytes_FromStringAndSize(<const char*>d + r.key, r.key_len),
  *                               None if r.value < 0 else
 */
-        __pyx_t_18 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_8); if (unlikely(__pyx_t_18 == ((int)-1))) __PYX_ERR(0, 900, __pyx_L1_error)
+        __pyx_t_18 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_8); if (unlikely(__pyx_t_18 == ((int)-1))) __PYX_ERR(0, 903, __pyx_L1_error)
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
 
 
-        /* "odradek/protocol/_speedups.pyx":905
+        /* "odradek/protocol/_speedups.pyx":908
  *                               PyBytes_FromStringAndSize(<const char*>d + r.value, r.value_len),
  *                               tuple(headers)))
  *             continue             # <<<<<<<<<<<<<<
@@ -15662,7 +15685,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         goto __pyx_L3_continue;
 
-        /* "odradek/protocol/_speedups.pyx":899
+        /* "odradek/protocol/_speedups.pyx":902
  *         except UnicodeDecodeError:
  *             return -1
  *         if not render:             # <<<<<<<<<<<<<<
@@ -15671,7 +15694,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":906
+      /* "odradek/protocol/_speedups.pyx":909
  *                               tuple(headers)))
  *             continue
  *         if r.offset < start:             # <<<<<<<<<<<<<<
@@ -15683,7 +15706,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":907
+        /* "odradek/protocol/_speedups.pyx":910
  *             continue
  *         if r.offset < start:
  *             continue             # <<<<<<<<<<<<<<
@@ -15692,7 +15715,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         goto __pyx_L3_continue;
 
-        /* "odradek/protocol/_speedups.pyx":906
+        /* "odradek/protocol/_speedups.pyx":909
  *                               tuple(headers)))
  *             continue
  *         if r.offset < start:             # <<<<<<<<<<<<<<
@@ -15701,7 +15724,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":908
+      /* "odradek/protocol/_speedups.pyx":911
  *         if r.offset < start:
  *             continue
  *         if b.n > 1:             # <<<<<<<<<<<<<<
@@ -15713,17 +15736,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":909
+        /* "odradek/protocol/_speedups.pyx":912
  *             continue
  *         if b.n > 1:
  *             _put(b, b",", 1)             # <<<<<<<<<<<<<<
  *         _put_bytes(b, prefix)
  *         _put_int(b, r.offset)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__2, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 909, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__2, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 912, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":908
+        /* "odradek/protocol/_speedups.pyx":911
  *         if r.offset < start:
  *             continue
  *         if b.n > 1:             # <<<<<<<<<<<<<<
@@ -15732,57 +15755,57 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":910
+      /* "odradek/protocol/_speedups.pyx":913
  *         if b.n > 1:
  *             _put(b, b",", 1)
  *         _put_bytes(b, prefix)             # <<<<<<<<<<<<<<
  *         _put_int(b, r.offset)
  *         _put(b, b',"timestamp":', 13)
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, __pyx_v_prefix); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 910, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, __pyx_v_prefix); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 913, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":911
+      /* "odradek/protocol/_speedups.pyx":914
  *             _put(b, b",", 1)
  *         _put_bytes(b, prefix)
  *         _put_int(b, r.offset)             # <<<<<<<<<<<<<<
  *         _put(b, b',"timestamp":', 13)
  *         _put_int(b, r.timestamp)
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_int(__pyx_v_b, __pyx_v_r.offset); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 911, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_int(__pyx_v_b, __pyx_v_r.offset); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 914, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":912
+      /* "odradek/protocol/_speedups.pyx":915
  *         _put_bytes(b, prefix)
  *         _put_int(b, r.offset)
  *         _put(b, b',"timestamp":', 13)             # <<<<<<<<<<<<<<
  *         _put_int(b, r.timestamp)
  *         _put(b, b',"key":', 7)
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_timestamp, 13); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 912, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_timestamp, 13); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 915, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":913
+      /* "odradek/protocol/_speedups.pyx":916
  *         _put_int(b, r.offset)
  *         _put(b, b',"timestamp":', 13)
  *         _put_int(b, r.timestamp)             # <<<<<<<<<<<<<<
  *         _put(b, b',"key":', 7)
  *         if r.key < 0:
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_int(__pyx_v_b, __pyx_v_r.timestamp); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 913, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_int(__pyx_v_b, __pyx_v_r.timestamp); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 916, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":914
+      /* "odradek/protocol/_speedups.pyx":917
  *         _put(b, b',"timestamp":', 13)
  *         _put_int(b, r.timestamp)
  *         _put(b, b',"key":', 7)             # <<<<<<<<<<<<<<
  *         if r.key < 0:
  *             _put(b, b"null", 4)
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_key_2, 7); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 914, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_key_2, 7); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 917, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":915
+      /* "odradek/protocol/_speedups.pyx":918
  *         _put_int(b, r.timestamp)
  *         _put(b, b',"key":', 7)
  *         if r.key < 0:             # <<<<<<<<<<<<<<
@@ -15794,17 +15817,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":916
+        /* "odradek/protocol/_speedups.pyx":919
  *         _put(b, b',"key":', 7)
  *         if r.key < 0:
  *             _put(b, b"null", 4)             # <<<<<<<<<<<<<<
  *         elif binary:
  *             _put_b64(b, d + r.key, r.key_len)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 916, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 919, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":915
+        /* "odradek/protocol/_speedups.pyx":918
  *         _put_int(b, r.timestamp)
  *         _put(b, b',"key":', 7)
  *         if r.key < 0:             # <<<<<<<<<<<<<<
@@ -15814,7 +15837,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L19;
       }
 
-      /* "odradek/protocol/_speedups.pyx":917
+      /* "odradek/protocol/_speedups.pyx":920
  *         if r.key < 0:
  *             _put(b, b"null", 4)
  *         elif binary:             # <<<<<<<<<<<<<<
@@ -15823,17 +15846,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       if (__pyx_v_binary) {
 
-        /* "odradek/protocol/_speedups.pyx":918
+        /* "odradek/protocol/_speedups.pyx":921
  *             _put(b, b"null", 4)
  *         elif binary:
  *             _put_b64(b, d + r.key, r.key_len)             # <<<<<<<<<<<<<<
  *         else:
  *             _put_json_field(b, d + r.key, r.key_len)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, (__pyx_v_d + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 918, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, (__pyx_v_d + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 921, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":917
+        /* "odradek/protocol/_speedups.pyx":920
  *         if r.key < 0:
  *             _put(b, b"null", 4)
  *         elif binary:             # <<<<<<<<<<<<<<
@@ -15843,7 +15866,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L19;
       }
 
-      /* "odradek/protocol/_speedups.pyx":920
+      /* "odradek/protocol/_speedups.pyx":923
  *             _put_b64(b, d + r.key, r.key_len)
  *         else:
  *             _put_json_field(b, d + r.key, r.key_len)             # <<<<<<<<<<<<<<
@@ -15851,22 +15874,22 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *         if r.value < 0:
 */
       /*else*/ {
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_json_field(__pyx_v_b, (__pyx_v_d + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 920, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_json_field(__pyx_v_b, (__pyx_v_d + __pyx_v_r.key), __pyx_v_r.key_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 923, __pyx_L1_error)
 
       }
       __pyx_L19:;
 
-      /* "odradek/protocol/_speedups.pyx":921
+      /* "odradek/protocol/_speedups.pyx":924
  *         else:
  *             _put_json_field(b, d + r.key, r.key_len)
  *         _put(b, b',"value":', 9)             # <<<<<<<<<<<<<<
  *         if r.value < 0:
  *             _put(b, b"null", 4)
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_value_2, 9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 921, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_value_2, 9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 924, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":922
+      /* "odradek/protocol/_speedups.pyx":925
  *             _put_json_field(b, d + r.key, r.key_len)
  *         _put(b, b',"value":', 9)
  *         if r.value < 0:             # <<<<<<<<<<<<<<
@@ -15878,17 +15901,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_4) {
 
 
-        /* "odradek/protocol/_speedups.pyx":923
+        /* "odradek/protocol/_speedups.pyx":926
  *         _put(b, b',"value":', 9)
  *         if r.value < 0:
  *             _put(b, b"null", 4)             # <<<<<<<<<<<<<<
  *         elif binary:
  *             _put_b64(b, d + r.value, r.value_len)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 923, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 926, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":922
+        /* "odradek/protocol/_speedups.pyx":925
  *             _put_json_field(b, d + r.key, r.key_len)
  *         _put(b, b',"value":', 9)
  *         if r.value < 0:             # <<<<<<<<<<<<<<
@@ -15898,7 +15921,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L20;
       }
 
-      /* "odradek/protocol/_speedups.pyx":924
+      /* "odradek/protocol/_speedups.pyx":927
  *         if r.value < 0:
  *             _put(b, b"null", 4)
  *         elif binary:             # <<<<<<<<<<<<<<
@@ -15907,17 +15930,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       if (__pyx_v_binary) {
 
-        /* "odradek/protocol/_speedups.pyx":925
+        /* "odradek/protocol/_speedups.pyx":928
  *             _put(b, b"null", 4)
  *         elif binary:
  *             _put_b64(b, d + r.value, r.value_len)             # <<<<<<<<<<<<<<
  *         else:
  *             _put_json_field(b, d + r.value, r.value_len)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, (__pyx_v_d + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 925, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, (__pyx_v_d + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 928, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":924
+        /* "odradek/protocol/_speedups.pyx":927
  *         if r.value < 0:
  *             _put(b, b"null", 4)
  *         elif binary:             # <<<<<<<<<<<<<<
@@ -15927,7 +15950,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         goto __pyx_L20;
       }
 
-      /* "odradek/protocol/_speedups.pyx":927
+      /* "odradek/protocol/_speedups.pyx":930
  *             _put_b64(b, d + r.value, r.value_len)
  *         else:
  *             _put_json_field(b, d + r.value, r.value_len)             # <<<<<<<<<<<<<<
@@ -15935,22 +15958,22 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *         for j, (name, hv) in enumerate(headers):
 */
       /*else*/ {
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_json_field(__pyx_v_b, (__pyx_v_d + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 927, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_json_field(__pyx_v_b, (__pyx_v_d + __pyx_v_r.value), __pyx_v_r.value_len); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 930, __pyx_L1_error)
 
       }
       __pyx_L20:;
 
-      /* "odradek/protocol/_speedups.pyx":928
+      /* "odradek/protocol/_speedups.pyx":931
  *         else:
  *             _put_json_field(b, d + r.value, r.value_len)
  *         _put(b, b',"headers":[', 12)             # <<<<<<<<<<<<<<
  *         for j, (name, hv) in enumerate(headers):
  *             if j:
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_headers, 12); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 928, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_headers, 12); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 931, __pyx_L1_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":929
+      /* "odradek/protocol/_speedups.pyx":932
  *             _put_json_field(b, d + r.value, r.value_len)
  *         _put(b, b',"headers":[', 12)
  *         for j, (name, hv) in enumerate(headers):             # <<<<<<<<<<<<<<
@@ -15964,9 +15987,9 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __pyx_t_19 = 0;
         __pyx_t_20 = NULL;
       } else {
-        __pyx_t_19 = -1; __pyx_t_11 = PyObject_GetIter(__pyx_v_headers); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 929, __pyx_L1_error)
+        __pyx_t_19 = -1; __pyx_t_11 = PyObject_GetIter(__pyx_v_headers); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 932, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_11);
-        __pyx_t_20 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_11); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 929, __pyx_L1_error)
+        __pyx_t_20 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_11); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 932, __pyx_L1_error)
       }
       for (;;) {
         if (likely(!__pyx_t_20)) {
@@ -15974,7 +15997,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             {
               Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_11);
               #if !CYTHON_ASSUME_SAFE_SIZE
-              if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 929, __pyx_L1_error)
+              if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 932, __pyx_L1_error)
               #endif
               if (__pyx_t_19 >= __pyx_temp) break;
             }
@@ -15984,7 +16007,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             {
               Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_11);
               #if !CYTHON_ASSUME_SAFE_SIZE
-              if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 929, __pyx_L1_error)
+              if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 932, __pyx_L1_error)
               #endif
               if (__pyx_t_19 >= __pyx_temp) break;
             }
@@ -15995,13 +16018,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             #endif
             ++__pyx_t_19;
           }
-          if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 929, __pyx_L1_error)
+          if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 932, __pyx_L1_error)
         } else {
           __pyx_t_16 = __pyx_t_20(__pyx_t_11);
           if (unlikely(!__pyx_t_16)) {
             PyObject* exc_type = PyErr_Occurred();
             if (exc_type) {
-              if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 929, __pyx_L1_error)
+              if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(0, 932, __pyx_L1_error)
               PyErr_Clear();
             }
             break;
@@ -16014,7 +16037,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (unlikely(size != 2)) {
             if (size > 2) __Pyx_RaiseTooManyValuesError(2);
             else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-            __PYX_ERR(0, 929, __pyx_L1_error)
+            __PYX_ERR(0, 932, __pyx_L1_error)
           }
           #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
           if (likely(PyTuple_CheckExact(sequence))) {
@@ -16024,22 +16047,22 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             __Pyx_INCREF(__pyx_t_14);
           } else {
             __pyx_t_15 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
-            if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 929, __pyx_L1_error)
+            if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 932, __pyx_L1_error)
             __Pyx_XGOTREF(__pyx_t_15);
             __pyx_t_14 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
-            if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 929, __pyx_L1_error)
+            if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 932, __pyx_L1_error)
             __Pyx_XGOTREF(__pyx_t_14);
           }
           #else
-          __pyx_t_15 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 929, __pyx_L1_error)
+          __pyx_t_15 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 932, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_15);
-          __pyx_t_14 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 929, __pyx_L1_error)
+          __pyx_t_14 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_14)) __PYX_ERR(0, 932, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_14);
           #endif
           __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
         } else {
           Py_ssize_t index = -1;
-          __pyx_t_13 = PyObject_GetIter(__pyx_t_16); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 929, __pyx_L1_error)
+          __pyx_t_13 = PyObject_GetIter(__pyx_t_16); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 932, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_13);
           __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
           __pyx_t_21 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_13);
@@ -16047,7 +16070,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_GOTREF(__pyx_t_15);
           index = 1; __pyx_t_14 = __pyx_t_21(__pyx_t_13); if (unlikely(!__pyx_t_14)) goto __pyx_L23_unpacking_failed;
           __Pyx_GOTREF(__pyx_t_14);
-          if (__Pyx_IternextUnpackEndCheck(__pyx_t_21(__pyx_t_13), 2) < (0)) __PYX_ERR(0, 929, __pyx_L1_error)
+          if (__Pyx_IternextUnpackEndCheck(__pyx_t_21(__pyx_t_13), 2) < (0)) __PYX_ERR(0, 932, __pyx_L1_error)
           __pyx_t_21 = NULL;
           __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
           goto __pyx_L24_unpacking_done;
@@ -16055,7 +16078,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
           __pyx_t_21 = NULL;
           if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
-          __PYX_ERR(0, 929, __pyx_L1_error)
+          __PYX_ERR(0, 932, __pyx_L1_error)
           __pyx_L24_unpacking_done:;
         }
         __Pyx_XDECREF_SET(__pyx_v_name, __pyx_t_15);
@@ -16064,34 +16087,34 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __pyx_t_14 = 0;
         __Pyx_INCREF(__pyx_t_8);
         __Pyx_XDECREF_SET(__pyx_v_j, __pyx_t_8);
-        __pyx_t_16 = __Pyx_PyLong_AddObjC(__pyx_t_8, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 929, __pyx_L1_error)
+        __pyx_t_16 = __Pyx_PyLong_AddObjC(__pyx_t_8, __pyx_mstate_global->__pyx_int_1, 1, 0, 0); if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 932, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_16);
         __Pyx_DECREF(__pyx_t_8);
         __pyx_t_8 = __pyx_t_16;
         __pyx_t_16 = 0;
 
-        /* "odradek/protocol/_speedups.pyx":930
+        /* "odradek/protocol/_speedups.pyx":933
  *         _put(b, b',"headers":[', 12)
  *         for j, (name, hv) in enumerate(headers):
  *             if j:             # <<<<<<<<<<<<<<
  *                 _put(b, b",", 1)
  *             _put(b, b'{"name":', 8)
 */
-        __pyx_t_4 = __Pyx_PyObject_IsTrue(__pyx_v_j); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 930, __pyx_L1_error)
+        __pyx_t_4 = __Pyx_PyObject_IsTrue(__pyx_v_j); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 933, __pyx_L1_error)
         if (__pyx_t_4) {
 
 
-          /* "odradek/protocol/_speedups.pyx":931
+          /* "odradek/protocol/_speedups.pyx":934
  *         for j, (name, hv) in enumerate(headers):
  *             if j:
  *                 _put(b, b",", 1)             # <<<<<<<<<<<<<<
  *             _put(b, b'{"name":', 8)
  *             _put_bytes(b, _dumps(name))
 */
-          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__2, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 931, __pyx_L1_error)
+          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__2, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 934, __pyx_L1_error)
 
 
-          /* "odradek/protocol/_speedups.pyx":930
+          /* "odradek/protocol/_speedups.pyx":933
  *         _put(b, b',"headers":[', 12)
  *         for j, (name, hv) in enumerate(headers):
  *             if j:             # <<<<<<<<<<<<<<
@@ -16100,17 +16123,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         }
 
-        /* "odradek/protocol/_speedups.pyx":932
+        /* "odradek/protocol/_speedups.pyx":935
  *             if j:
  *                 _put(b, b",", 1)
  *             _put(b, b'{"name":', 8)             # <<<<<<<<<<<<<<
  *             _put_bytes(b, _dumps(name))
  *             _put(b, b',"value":', 9)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_name, 8); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 932, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_name, 8); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 935, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":933
+        /* "odradek/protocol/_speedups.pyx":936
  *                 _put(b, b",", 1)
  *             _put(b, b'{"name":', 8)
  *             _put_bytes(b, _dumps(name))             # <<<<<<<<<<<<<<
@@ -16118,7 +16141,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *             if hv is None:
 */
         __pyx_t_14 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_15, __pyx_mstate_global->__pyx_n_u_dumps); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 933, __pyx_L1_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_15, __pyx_mstate_global->__pyx_n_u_dumps); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 936, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_15);
         __pyx_t_17 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -16137,25 +16160,25 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           __pyx_t_16 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_15, __pyx_callargs+__pyx_t_17, (2-__pyx_t_17) | (__pyx_t_17*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
           __Pyx_XDECREF(__pyx_t_14); __pyx_t_14 = 0;
           __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
-          if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 933, __pyx_L1_error)
+          if (unlikely(!__pyx_t_16)) __PYX_ERR(0, 936, __pyx_L1_error)
           __Pyx_GOTREF(__pyx_t_16);
         }
-        if (!(likely(PyBytes_CheckExact(__pyx_t_16))||((__pyx_t_16) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_16))) __PYX_ERR(0, 933, __pyx_L1_error)
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, ((PyObject*)__pyx_t_16)); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 933, __pyx_L1_error)
+        if (!(likely(PyBytes_CheckExact(__pyx_t_16))||((__pyx_t_16) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_16))) __PYX_ERR(0, 936, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_bytes(__pyx_v_b, ((PyObject*)__pyx_t_16)); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 936, __pyx_L1_error)
         __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
 
 
-        /* "odradek/protocol/_speedups.pyx":934
+        /* "odradek/protocol/_speedups.pyx":937
  *             _put(b, b'{"name":', 8)
  *             _put_bytes(b, _dumps(name))
  *             _put(b, b',"value":', 9)             # <<<<<<<<<<<<<<
  *             if hv is None:
  *                 _put(b, b"null", 4)
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_value_2, 9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 934, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_value_2, 9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 937, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":935
+        /* "odradek/protocol/_speedups.pyx":938
  *             _put_bytes(b, _dumps(name))
  *             _put(b, b',"value":', 9)
  *             if hv is None:             # <<<<<<<<<<<<<<
@@ -16166,17 +16189,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_4) {
 
 
-          /* "odradek/protocol/_speedups.pyx":936
+          /* "odradek/protocol/_speedups.pyx":939
  *             _put(b, b',"value":', 9)
  *             if hv is None:
  *                 _put(b, b"null", 4)             # <<<<<<<<<<<<<<
  *             else:
  *                 _put_b64(b, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
 */
-          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 936, __pyx_L1_error)
+          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k_null, 4); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 939, __pyx_L1_error)
 
 
-          /* "odradek/protocol/_speedups.pyx":935
+          /* "odradek/protocol/_speedups.pyx":938
  *             _put_bytes(b, _dumps(name))
  *             _put(b, b',"value":', 9)
  *             if hv is None:             # <<<<<<<<<<<<<<
@@ -16186,7 +16209,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           goto __pyx_L26;
         }
 
-        /* "odradek/protocol/_speedups.pyx":938
+        /* "odradek/protocol/_speedups.pyx":941
  *                 _put(b, b"null", 4)
  *             else:
  *                 _put_b64(b, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))             # <<<<<<<<<<<<<<
@@ -16194,22 +16217,22 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *         _put(b, b"]}", 2)
 */
         /*else*/ {
-          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, ((uint8_t const *)PyBytes_AS_STRING(__pyx_v_hv)), PyBytes_GET_SIZE(__pyx_v_hv)); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 938, __pyx_L1_error)
+          __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put_b64(__pyx_v_b, ((uint8_t const *)PyBytes_AS_STRING(__pyx_v_hv)), PyBytes_GET_SIZE(__pyx_v_hv)); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 941, __pyx_L1_error)
 
         }
         __pyx_L26:;
 
-        /* "odradek/protocol/_speedups.pyx":939
+        /* "odradek/protocol/_speedups.pyx":942
  *             else:
  *                 _put_b64(b, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
  *             _put(b, b"}", 1)             # <<<<<<<<<<<<<<
  *         _put(b, b"]}", 2)
  *     return 0 if pos == n else -1
 */
-        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__5, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 939, __pyx_L1_error)
+        __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__5, 1); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 942, __pyx_L1_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":929
+        /* "odradek/protocol/_speedups.pyx":932
  *             _put_json_field(b, d + r.value, r.value_len)
  *         _put(b, b',"headers":[', 12)
  *         for j, (name, hv) in enumerate(headers):             # <<<<<<<<<<<<<<
@@ -16220,20 +16243,20 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
 
-      /* "odradek/protocol/_speedups.pyx":940
+      /* "odradek/protocol/_speedups.pyx":943
  *                 _put_b64(b, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
  *             _put(b, b"}", 1)
  *         _put(b, b"]}", 2)             # <<<<<<<<<<<<<<
  *     return 0 if pos == n else -1
  * 
 */
-      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__3, 2); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 940, __pyx_L1_error)
+      __pyx_t_10 = __pyx_f_7odradek_8protocol_9_speedups__put(__pyx_v_b, __pyx_k__3, 2); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 943, __pyx_L1_error)
 
       __pyx_L3_continue:;
     }
 
 
-    /* "odradek/protocol/_speedups.pyx":941
+    /* "odradek/protocol/_speedups.pyx":944
  *             _put(b, b"}", 1)
  *         _put(b, b"]}", 2)
  *     return 0 if pos == n else -1             # <<<<<<<<<<<<<<
@@ -16255,7 +16278,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":884
+    /* "odradek/protocol/_speedups.pyx":887
  * 
  * 
  * cdef int _batch_records(object data, int32_t count, int64_t base, int64_t first_ts, int64_t override,             # <<<<<<<<<<<<<<
@@ -16290,7 +16313,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":944
+  /* "odradek/protocol/_speedups.pyx":947
  * 
  * 
  * cdef object _walk(object buf, int64_t start, bint render, bint binary, bytes prefix, bint verify_crc,             # <<<<<<<<<<<<<<
@@ -16338,7 +16361,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("_walk", 0);
 
-    /* "odradek/protocol/_speedups.pyx":946
+    /* "odradek/protocol/_speedups.pyx":949
  * cdef object _walk(object buf, int64_t start, bint render, bint binary, bytes prefix, bint verify_crc,
  *                   bint include_control):
  *     cdef bytes data = buf if type(buf) is bytes else bytes(buf)             # <<<<<<<<<<<<<<
@@ -16349,7 +16372,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     if (__pyx_t_2) {
       __pyx_t_3 = __pyx_v_buf;
       __Pyx_INCREF(__pyx_t_3);
-      if (!(likely(PyBytes_CheckExact(__pyx_t_3))||((__pyx_t_3) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_3))) __PYX_ERR(0, 946, __pyx_L1_error)
+      if (!(likely(PyBytes_CheckExact(__pyx_t_3))||((__pyx_t_3) == Py_None) || __Pyx_RaiseUnexpectedTypeError("bytes", __pyx_t_3))) __PYX_ERR(0, 949, __pyx_L1_error)
       __pyx_t_1 = __pyx_t_3;
       __pyx_t_3 = 0;
     } else {
@@ -16359,7 +16382,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_v_buf};
         __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(&PyBytes_Type), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
-        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 946, __pyx_L1_error)
+        if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 949, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_3);
       }
       __pyx_t_1 = __pyx_t_3;
@@ -16369,7 +16392,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_data = ((PyObject*)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":947
+    /* "odradek/protocol/_speedups.pyx":950
  *                   bint include_control):
  *     cdef bytes data = buf if type(buf) is bytes else bytes(buf)
  *     cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)             # <<<<<<<<<<<<<<
@@ -16378,7 +16401,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_s = ((uint8_t const *)PyBytes_AS_STRING(__pyx_v_data));
 
-    /* "odradek/protocol/_speedups.pyx":948
+    /* "odradek/protocol/_speedups.pyx":951
  *     cdef bytes data = buf if type(buf) is bytes else bytes(buf)
  *     cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
  *     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, size             # <<<<<<<<<<<<<<
@@ -16388,19 +16411,19 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_end = PyBytes_GET_SIZE(__pyx_v_data);
     __pyx_v_pos = 0;
 
-    /* "odradek/protocol/_speedups.pyx":953
+    /* "odradek/protocol/_speedups.pyx":956
  *     cdef int32_t count
  *     cdef _Buf b
  *     cdef list out = []             # <<<<<<<<<<<<<<
  *     b.p = NULL
  *     b.n = 0
 */
-    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 953, __pyx_L1_error)
+    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 956, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __pyx_v_out = ((PyObject*)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "odradek/protocol/_speedups.pyx":954
+    /* "odradek/protocol/_speedups.pyx":957
  *     cdef _Buf b
  *     cdef list out = []
  *     b.p = NULL             # <<<<<<<<<<<<<<
@@ -16409,7 +16432,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b.p = NULL;
 
-    /* "odradek/protocol/_speedups.pyx":955
+    /* "odradek/protocol/_speedups.pyx":958
  *     cdef list out = []
  *     b.p = NULL
  *     b.n = 0             # <<<<<<<<<<<<<<
@@ -16418,7 +16441,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b.n = 0;
 
-    /* "odradek/protocol/_speedups.pyx":956
+    /* "odradek/protocol/_speedups.pyx":959
  *     b.p = NULL
  *     b.n = 0
  *     b.cap = 0             # <<<<<<<<<<<<<<
@@ -16427,7 +16450,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     __pyx_v_b.cap = 0;
 
-    /* "odradek/protocol/_speedups.pyx":957
+    /* "odradek/protocol/_speedups.pyx":960
  *     b.n = 0
  *     b.cap = 0
  *     try:             # <<<<<<<<<<<<<<
@@ -16436,7 +16459,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
     /*try:*/ {
 
-      /* "odradek/protocol/_speedups.pyx":958
+      /* "odradek/protocol/_speedups.pyx":961
  *     b.cap = 0
  *     try:
  *         if render:             # <<<<<<<<<<<<<<
@@ -16445,17 +16468,17 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       if (__pyx_v_render) {
 
-        /* "odradek/protocol/_speedups.pyx":959
+        /* "odradek/protocol/_speedups.pyx":962
  *     try:
  *         if render:
  *             _put(&b, b"[", 1)             # <<<<<<<<<<<<<<
  *         while pos < end:
  *             if end - pos < HEADER_SIZE:
 */
-        __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__put((&__pyx_v_b), __pyx_k__6, 1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 959, __pyx_L4_error)
+        __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__put((&__pyx_v_b), __pyx_k__6, 1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 962, __pyx_L4_error)
 
 
-        /* "odradek/protocol/_speedups.pyx":958
+        /* "odradek/protocol/_speedups.pyx":961
  *     b.cap = 0
  *     try:
  *         if render:             # <<<<<<<<<<<<<<
@@ -16464,7 +16487,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":960
+      /* "odradek/protocol/_speedups.pyx":963
  *         if render:
  *             _put(&b, b"[", 1)
  *         while pos < end:             # <<<<<<<<<<<<<<
@@ -16477,7 +16500,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
         if (!__pyx_t_2) break;
 
-        /* "odradek/protocol/_speedups.pyx":961
+        /* "odradek/protocol/_speedups.pyx":964
  *             _put(&b, b"[", 1)
  *         while pos < end:
  *             if end - pos < HEADER_SIZE:             # <<<<<<<<<<<<<<
@@ -16489,59 +16512,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_2) {
 
 
-          /* "odradek/protocol/_speedups.pyx":962
- *         while pos < end:
- *             if end - pos < HEADER_SIZE:
- *                 return None             # <<<<<<<<<<<<<<
- *             length = _get_be(s + pos + 8, 4)
- *             if length < MIN_BATCH_LENGTH:
-*/
-          {
-            PyObject *__pyx_temp;
-            {
-              __pyx_temp = __pyx_r;
-              __pyx_r = Py_None; __Pyx_INCREF(Py_None);
-            }
-            __Pyx_XDECREF(__pyx_temp);
-          }
-          goto __pyx_L3_return;
-
-          /* "odradek/protocol/_speedups.pyx":961
- *             _put(&b, b"[", 1)
- *         while pos < end:
- *             if end - pos < HEADER_SIZE:             # <<<<<<<<<<<<<<
- *                 return None
- *             length = _get_be(s + pos + 8, 4)
-*/
-        }
-
-        /* "odradek/protocol/_speedups.pyx":963
- *             if end - pos < HEADER_SIZE:
- *                 return None
- *             length = _get_be(s + pos + 8, 4)             # <<<<<<<<<<<<<<
- *             if length < MIN_BATCH_LENGTH:
- *                 return None
-*/
-        __pyx_v_length = __pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 8), 4);
-
-        /* "odradek/protocol/_speedups.pyx":964
- *                 return None
- *             length = _get_be(s + pos + 8, 4)
- *             if length < MIN_BATCH_LENGTH:             # <<<<<<<<<<<<<<
- *                 return None
- *             size = length + LOG_OVERHEAD
-*/
-        __pyx_t_2 = (__pyx_v_length < 49);
-
-        if (__pyx_t_2) {
-
-
           /* "odradek/protocol/_speedups.pyx":965
+ *         while pos < end:
+ *             if end - pos < HEADER_SIZE:
+ *                 return None             # <<<<<<<<<<<<<<
  *             length = _get_be(s + pos + 8, 4)
  *             if length < MIN_BATCH_LENGTH:
- *                 return None             # <<<<<<<<<<<<<<
- *             size = length + LOG_OVERHEAD
- *             attributes = <int>_get_be(s + pos + 21, 2)
 */
           {
             PyObject *__pyx_temp;
@@ -16554,6 +16530,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           goto __pyx_L3_return;
 
           /* "odradek/protocol/_speedups.pyx":964
+ *             _put(&b, b"[", 1)
+ *         while pos < end:
+ *             if end - pos < HEADER_SIZE:             # <<<<<<<<<<<<<<
+ *                 return None
+ *             length = _get_be(s + pos + 8, 4)
+*/
+        }
+
+        /* "odradek/protocol/_speedups.pyx":966
+ *             if end - pos < HEADER_SIZE:
+ *                 return None
+ *             length = _get_be(s + pos + 8, 4)             # <<<<<<<<<<<<<<
+ *             if length < MIN_BATCH_LENGTH:
+ *                 return None
+*/
+        __pyx_v_length = __pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 8), 4);
+
+        /* "odradek/protocol/_speedups.pyx":967
+ *                 return None
+ *             length = _get_be(s + pos + 8, 4)
+ *             if length < MIN_BATCH_LENGTH:             # <<<<<<<<<<<<<<
+ *                 return None
+ *             size = length + LOG_OVERHEAD
+*/
+        __pyx_t_2 = (__pyx_v_length < 49);
+
+        if (__pyx_t_2) {
+
+
+          /* "odradek/protocol/_speedups.pyx":968
+ *             length = _get_be(s + pos + 8, 4)
+ *             if length < MIN_BATCH_LENGTH:
+ *                 return None             # <<<<<<<<<<<<<<
+ *             size = length + LOG_OVERHEAD
+ *             attributes = <int>_get_be(s + pos + 21, 2)
+*/
+          {
+            PyObject *__pyx_temp;
+            {
+              __pyx_temp = __pyx_r;
+              __pyx_r = Py_None; __Pyx_INCREF(Py_None);
+            }
+            __Pyx_XDECREF(__pyx_temp);
+          }
+          goto __pyx_L3_return;
+
+          /* "odradek/protocol/_speedups.pyx":967
  *                 return None
  *             length = _get_be(s + pos + 8, 4)
  *             if length < MIN_BATCH_LENGTH:             # <<<<<<<<<<<<<<
@@ -16562,7 +16585,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         }
 
-        /* "odradek/protocol/_speedups.pyx":966
+        /* "odradek/protocol/_speedups.pyx":969
  *             if length < MIN_BATCH_LENGTH:
  *                 return None
  *             size = length + LOG_OVERHEAD             # <<<<<<<<<<<<<<
@@ -16571,7 +16594,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_size = (__pyx_v_length + 12);
 
-        /* "odradek/protocol/_speedups.pyx":967
+        /* "odradek/protocol/_speedups.pyx":970
  *                 return None
  *             size = length + LOG_OVERHEAD
  *             attributes = <int>_get_be(s + pos + 21, 2)             # <<<<<<<<<<<<<<
@@ -16580,7 +16603,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         __pyx_v_attributes = ((int)__pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 21), 2));
 
-        /* "odradek/protocol/_speedups.pyx":968
+        /* "odradek/protocol/_speedups.pyx":971
  *             size = length + LOG_OVERHEAD
  *             attributes = <int>_get_be(s + pos + 21, 2)
  *             if include_control or not attributes & 0x20:             # <<<<<<<<<<<<<<
@@ -16602,7 +16625,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         if (__pyx_t_2) {
 
 
-          /* "odradek/protocol/_speedups.pyx":969
+          /* "odradek/protocol/_speedups.pyx":972
  *             attributes = <int>_get_be(s + pos + 21, 2)
  *             if include_control or not attributes & 0x20:
  *                 if pos + size > end or s[pos + 16] != 2:             # <<<<<<<<<<<<<<
@@ -16628,7 +16651,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":970
+            /* "odradek/protocol/_speedups.pyx":973
  *             if include_control or not attributes & 0x20:
  *                 if pos + size > end or s[pos + 16] != 2:
  *                     return None             # <<<<<<<<<<<<<<
@@ -16645,7 +16668,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L3_return;
 
-            /* "odradek/protocol/_speedups.pyx":969
+            /* "odradek/protocol/_speedups.pyx":972
  *             attributes = <int>_get_be(s + pos + 21, 2)
  *             if include_control or not attributes & 0x20:
  *                 if pos + size > end or s[pos + 16] != 2:             # <<<<<<<<<<<<<<
@@ -16654,7 +16677,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":971
+          /* "odradek/protocol/_speedups.pyx":974
  *                 if pos + size > end or s[pos + 16] != 2:
  *                     return None
  *                 if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \             # <<<<<<<<<<<<<<
@@ -16668,11 +16691,11 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             goto __pyx_L18_bool_binop_done;
           }
           __pyx_t_3 = NULL;
-          __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_crc); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 971, __pyx_L4_error)
+          __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_crc); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 974, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_4);
-          __pyx_t_8 = PyMemoryView_FromObject(__pyx_v_data); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 971, __pyx_L4_error)
+          __pyx_t_8 = PyMemoryView_FromObject(__pyx_v_data); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 974, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_8);
-          __pyx_t_9 = PySequence_GetSlice(__pyx_t_8, (__pyx_v_pos + 21), (__pyx_v_pos + __pyx_v_size)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 971, __pyx_L4_error)
+          __pyx_t_9 = PySequence_GetSlice(__pyx_t_8, (__pyx_v_pos + 21), (__pyx_v_pos + __pyx_v_size)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 974, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_9);
           __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
           __pyx_t_5 = 1;
@@ -16693,20 +16716,20 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
             __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
             __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-            if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 971, __pyx_L4_error)
+            if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 974, __pyx_L4_error)
             __Pyx_GOTREF(__pyx_t_1);
           }
 
-          /* "odradek/protocol/_speedups.pyx":972
+          /* "odradek/protocol/_speedups.pyx":975
  *                     return None
  *                 if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \
  *                         <uint32_t>_get_be(s + pos + CRC_POS, 4):             # <<<<<<<<<<<<<<
  *                     return None
  *                 count = <int32_t>_get_be(s + pos + 57, 4)
 */
-          __pyx_t_4 = __Pyx_PyLong_From_uint32_t(((uint32_t)__pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 17), 4))); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 972, __pyx_L4_error)
+          __pyx_t_4 = __Pyx_PyLong_From_uint32_t(((uint32_t)__pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 17), 4))); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 975, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_4);
-          __pyx_t_7 = __Pyx_PyObject_CompareBoolNe_object_int(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_7 < 0))) __PYX_ERR(0, 971, __pyx_L4_error)
+          __pyx_t_7 = __Pyx_PyObject_CompareBoolNe_object_int(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_7 < 0))) __PYX_ERR(0, 974, __pyx_L4_error)
           __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
           __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
@@ -16714,7 +16737,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
           __pyx_L18_bool_binop_done:;
 
-          /* "odradek/protocol/_speedups.pyx":971
+          /* "odradek/protocol/_speedups.pyx":974
  *                 if pos + size > end or s[pos + 16] != 2:
  *                     return None
  *                 if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \             # <<<<<<<<<<<<<<
@@ -16724,7 +16747,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":973
+            /* "odradek/protocol/_speedups.pyx":976
  *                 if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \
  *                         <uint32_t>_get_be(s + pos + CRC_POS, 4):
  *                     return None             # <<<<<<<<<<<<<<
@@ -16741,7 +16764,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             }
             goto __pyx_L3_return;
 
-            /* "odradek/protocol/_speedups.pyx":971
+            /* "odradek/protocol/_speedups.pyx":974
  *                 if pos + size > end or s[pos + 16] != 2:
  *                     return None
  *                 if verify_crc and _crc(memoryview(data)[pos + ATTRIBUTES_POS:pos + size]) != \             # <<<<<<<<<<<<<<
@@ -16750,7 +16773,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":974
+          /* "odradek/protocol/_speedups.pyx":977
  *                         <uint32_t>_get_be(s + pos + CRC_POS, 4):
  *                     return None
  *                 count = <int32_t>_get_be(s + pos + 57, 4)             # <<<<<<<<<<<<<<
@@ -16759,7 +16782,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           __pyx_v_count = ((int32_t)__pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 57), 4));
 
-          /* "odradek/protocol/_speedups.pyx":975
+          /* "odradek/protocol/_speedups.pyx":978
  *                     return None
  *                 count = <int32_t>_get_be(s + pos + 57, 4)
  *                 if count:             # <<<<<<<<<<<<<<
@@ -16771,7 +16794,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
           if (__pyx_t_2) {
 
 
-            /* "odradek/protocol/_speedups.pyx":976
+            /* "odradek/protocol/_speedups.pyx":979
  *                 count = <int32_t>_get_be(s + pos + 57, 4)
  *                 if count:
  *                     if count < 0:             # <<<<<<<<<<<<<<
@@ -16783,7 +16806,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             if (__pyx_t_2) {
 
 
-              /* "odradek/protocol/_speedups.pyx":977
+              /* "odradek/protocol/_speedups.pyx":980
  *                 if count:
  *                     if count < 0:
  *                         return None             # <<<<<<<<<<<<<<
@@ -16800,7 +16823,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
               }
               goto __pyx_L3_return;
 
-              /* "odradek/protocol/_speedups.pyx":976
+              /* "odradek/protocol/_speedups.pyx":979
  *                 count = <int32_t>_get_be(s + pos + 57, 4)
  *                 if count:
  *                     if count < 0:             # <<<<<<<<<<<<<<
@@ -16809,7 +16832,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             }
 
-            /* "odradek/protocol/_speedups.pyx":978
+            /* "odradek/protocol/_speedups.pyx":981
  *                     if count < 0:
  *                         return None
  *                     base = _get_be(s + pos, 8)             # <<<<<<<<<<<<<<
@@ -16818,7 +16841,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             __pyx_v_base = __pyx_f_7odradek_8protocol_9_speedups__get_be((__pyx_v_s + __pyx_v_pos), 8);
 
-            /* "odradek/protocol/_speedups.pyx":979
+            /* "odradek/protocol/_speedups.pyx":982
  *                         return None
  *                     base = _get_be(s + pos, 8)
  *                     first_ts = _get_be(s + pos + 27, 8)             # <<<<<<<<<<<<<<
@@ -16827,7 +16850,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             __pyx_v_first_ts = __pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 27), 8);
 
-            /* "odradek/protocol/_speedups.pyx":980
+            /* "odradek/protocol/_speedups.pyx":983
  *                     base = _get_be(s + pos, 8)
  *                     first_ts = _get_be(s + pos + 27, 8)
  *                     max_ts = _get_be(s + pos + 35, 8)             # <<<<<<<<<<<<<<
@@ -16836,7 +16859,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             __pyx_v_max_ts = __pyx_f_7odradek_8protocol_9_speedups__get_be(((__pyx_v_s + __pyx_v_pos) + 35), 8);
 
-            /* "odradek/protocol/_speedups.pyx":981
+            /* "odradek/protocol/_speedups.pyx":984
  *                     first_ts = _get_be(s + pos + 27, 8)
  *                     max_ts = _get_be(s + pos + 35, 8)
  *                     codec = attributes & 0x07             # <<<<<<<<<<<<<<
@@ -16845,7 +16868,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             __pyx_v_codec = (__pyx_v_attributes & 0x07);
 
-            /* "odradek/protocol/_speedups.pyx":982
+            /* "odradek/protocol/_speedups.pyx":985
  *                     max_ts = _get_be(s + pos + 35, 8)
  *                     codec = attributes & 0x07
  *                     block = data[pos + HEADER_SIZE:pos + size]             # <<<<<<<<<<<<<<
@@ -16854,14 +16877,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             if (unlikely(__pyx_v_data == Py_None)) {
               PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-              __PYX_ERR(0, 982, __pyx_L4_error)
+              __PYX_ERR(0, 985, __pyx_L4_error)
             }
-            __pyx_t_4 = PySequence_GetSlice(__pyx_v_data, (__pyx_v_pos + 61), (__pyx_v_pos + __pyx_v_size)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 982, __pyx_L4_error)
+            __pyx_t_4 = PySequence_GetSlice(__pyx_v_data, (__pyx_v_pos + 61), (__pyx_v_pos + __pyx_v_size)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 985, __pyx_L4_error)
             __Pyx_GOTREF(__pyx_t_4);
             __Pyx_XDECREF_SET(__pyx_v_block, __pyx_t_4);
             __pyx_t_4 = 0;
 
-            /* "odradek/protocol/_speedups.pyx":983
+            /* "odradek/protocol/_speedups.pyx":986
  *                     codec = attributes & 0x07
  *                     block = data[pos + HEADER_SIZE:pos + size]
  *                     if codec:             # <<<<<<<<<<<<<<
@@ -16873,7 +16896,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             if (__pyx_t_2) {
 
 
-              /* "odradek/protocol/_speedups.pyx":984
+              /* "odradek/protocol/_speedups.pyx":987
  *                     block = data[pos + HEADER_SIZE:pos + size]
  *                     if codec:
  *                         block = _decompress(codec, block)             # <<<<<<<<<<<<<<
@@ -16881,9 +16904,9 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
  *                             block = bytes(block)
 */
               __pyx_t_1 = NULL;
-              __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_decompress); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 984, __pyx_L4_error)
+              __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_decompress); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 987, __pyx_L4_error)
               __Pyx_GOTREF(__pyx_t_9);
-              __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_codec); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 984, __pyx_L4_error)
+              __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_codec); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 987, __pyx_L4_error)
               __Pyx_GOTREF(__pyx_t_3);
               __pyx_t_5 = 1;
               #if CYTHON_UNPACK_METHODS
@@ -16903,13 +16926,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
                 __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
                 __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
                 __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-                if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 984, __pyx_L4_error)
+                if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 987, __pyx_L4_error)
                 __Pyx_GOTREF(__pyx_t_4);
               }
               __Pyx_DECREF_SET(__pyx_v_block, __pyx_t_4);
               __pyx_t_4 = 0;
 
-              /* "odradek/protocol/_speedups.pyx":985
+              /* "odradek/protocol/_speedups.pyx":988
  *                     if codec:
  *                         block = _decompress(codec, block)
  *                         if type(block) is not bytes:             # <<<<<<<<<<<<<<
@@ -16920,7 +16943,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
               if (__pyx_t_2) {
 
 
-                /* "odradek/protocol/_speedups.pyx":986
+                /* "odradek/protocol/_speedups.pyx":989
  *                         block = _decompress(codec, block)
  *                         if type(block) is not bytes:
  *                             block = bytes(block)             # <<<<<<<<<<<<<<
@@ -16933,13 +16956,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
                   PyObject *__pyx_callargs[2] = {__pyx_t_9, __pyx_v_block};
                   __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(&PyBytes_Type), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
                   __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
-                  if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 986, __pyx_L4_error)
+                  if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 989, __pyx_L4_error)
                   __Pyx_GOTREF(__pyx_t_4);
                 }
                 __Pyx_DECREF_SET(__pyx_v_block, __pyx_t_4);
                 __pyx_t_4 = 0;
 
-                /* "odradek/protocol/_speedups.pyx":985
+                /* "odradek/protocol/_speedups.pyx":988
  *                     if codec:
  *                         block = _decompress(codec, block)
  *                         if type(block) is not bytes:             # <<<<<<<<<<<<<<
@@ -16948,7 +16971,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
               }
 
-              /* "odradek/protocol/_speedups.pyx":983
+              /* "odradek/protocol/_speedups.pyx":986
  *                     codec = attributes & 0x07
  *                     block = data[pos + HEADER_SIZE:pos + size]
  *                     if codec:             # <<<<<<<<<<<<<<
@@ -16957,16 +16980,16 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             }
 
-            /* "odradek/protocol/_speedups.pyx":987
+            /* "odradek/protocol/_speedups.pyx":990
  *                         if type(block) is not bytes:
  *                             block = bytes(block)
  *                     if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,             # <<<<<<<<<<<<<<
  *                                       binary, prefix, &b, out) < 0:
  *                         return None
 */
-            __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__batch_records(__pyx_v_block, __pyx_v_count, __pyx_v_base, __pyx_v_first_ts, __pyx_v_max_ts, ((__pyx_v_attributes & 0x08) != 0), __pyx_v_start, __pyx_v_render, __pyx_v_binary, __pyx_v_prefix, (&__pyx_v_b), __pyx_v_out); if (unlikely(__pyx_t_6 == ((int)-2))) __PYX_ERR(0, 987, __pyx_L4_error)
+            __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__batch_records(__pyx_v_block, __pyx_v_count, __pyx_v_base, __pyx_v_first_ts, __pyx_v_max_ts, ((__pyx_v_attributes & 0x08) != 0), __pyx_v_start, __pyx_v_render, __pyx_v_binary, __pyx_v_prefix, (&__pyx_v_b), __pyx_v_out); if (unlikely(__pyx_t_6 == ((int)-2))) __PYX_ERR(0, 990, __pyx_L4_error)
 
-            /* "odradek/protocol/_speedups.pyx":988
+            /* "odradek/protocol/_speedups.pyx":991
  *                             block = bytes(block)
  *                     if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,
  *                                       binary, prefix, &b, out) < 0:             # <<<<<<<<<<<<<<
@@ -16977,7 +17000,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 
 
 
-            /* "odradek/protocol/_speedups.pyx":987
+            /* "odradek/protocol/_speedups.pyx":990
  *                         if type(block) is not bytes:
  *                             block = bytes(block)
  *                     if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,             # <<<<<<<<<<<<<<
@@ -16987,7 +17010,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
             if (__pyx_t_2) {
 
 
-              /* "odradek/protocol/_speedups.pyx":989
+              /* "odradek/protocol/_speedups.pyx":992
  *                     if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,
  *                                       binary, prefix, &b, out) < 0:
  *                         return None             # <<<<<<<<<<<<<<
@@ -17004,7 +17027,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
               }
               goto __pyx_L3_return;
 
-              /* "odradek/protocol/_speedups.pyx":987
+              /* "odradek/protocol/_speedups.pyx":990
  *                         if type(block) is not bytes:
  *                             block = bytes(block)
  *                     if _batch_records(block, count, base, first_ts, max_ts, attributes & 0x08 != 0, start, render,             # <<<<<<<<<<<<<<
@@ -17013,7 +17036,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
             }
 
-            /* "odradek/protocol/_speedups.pyx":975
+            /* "odradek/protocol/_speedups.pyx":978
  *                     return None
  *                 count = <int32_t>_get_be(s + pos + 57, 4)
  *                 if count:             # <<<<<<<<<<<<<<
@@ -17022,7 +17045,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
           }
 
-          /* "odradek/protocol/_speedups.pyx":968
+          /* "odradek/protocol/_speedups.pyx":971
  *             size = length + LOG_OVERHEAD
  *             attributes = <int>_get_be(s + pos + 21, 2)
  *             if include_control or not attributes & 0x20:             # <<<<<<<<<<<<<<
@@ -17031,7 +17054,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
         }
 
-        /* "odradek/protocol/_speedups.pyx":990
+        /* "odradek/protocol/_speedups.pyx":993
  *                                       binary, prefix, &b, out) < 0:
  *                         return None
  *             pos += size             # <<<<<<<<<<<<<<
@@ -17041,7 +17064,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         __pyx_v_pos = (__pyx_v_pos + __pyx_v_size);
       }
 
-      /* "odradek/protocol/_speedups.pyx":991
+      /* "odradek/protocol/_speedups.pyx":994
  *                         return None
  *             pos += size
  *         if pos != end:             # <<<<<<<<<<<<<<
@@ -17053,7 +17076,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":992
+        /* "odradek/protocol/_speedups.pyx":995
  *             pos += size
  *         if pos != end:
  *             return None             # <<<<<<<<<<<<<<
@@ -17070,7 +17093,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L3_return;
 
-        /* "odradek/protocol/_speedups.pyx":991
+        /* "odradek/protocol/_speedups.pyx":994
  *                         return None
  *             pos += size
  *         if pos != end:             # <<<<<<<<<<<<<<
@@ -17079,7 +17102,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":993
+      /* "odradek/protocol/_speedups.pyx":996
  *         if pos != end:
  *             return None
  *         if not render:             # <<<<<<<<<<<<<<
@@ -17091,7 +17114,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (__pyx_t_2) {
 
 
-        /* "odradek/protocol/_speedups.pyx":994
+        /* "odradek/protocol/_speedups.pyx":997
  *             return None
  *         if not render:
  *             return out             # <<<<<<<<<<<<<<
@@ -17109,7 +17132,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
         }
         goto __pyx_L3_return;
 
-        /* "odradek/protocol/_speedups.pyx":993
+        /* "odradek/protocol/_speedups.pyx":996
  *         if pos != end:
  *             return None
  *         if not render:             # <<<<<<<<<<<<<<
@@ -17118,24 +17141,24 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 */
       }
 
-      /* "odradek/protocol/_speedups.pyx":995
+      /* "odradek/protocol/_speedups.pyx":998
  *         if not render:
  *             return out
  *         _put(&b, b"]", 1)             # <<<<<<<<<<<<<<
  *         return PyBytes_FromStringAndSize(<const char*>b.p, b.n)
  *     finally:
 */
-      __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__put((&__pyx_v_b), __pyx_k__7, 1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 995, __pyx_L4_error)
+      __pyx_t_6 = __pyx_f_7odradek_8protocol_9_speedups__put((&__pyx_v_b), __pyx_k__7, 1); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(0, 998, __pyx_L4_error)
 
 
-      /* "odradek/protocol/_speedups.pyx":996
+      /* "odradek/protocol/_speedups.pyx":999
  *             return out
  *         _put(&b, b"]", 1)
  *         return PyBytes_FromStringAndSize(<const char*>b.p, b.n)             # <<<<<<<<<<<<<<
  *     finally:
  *         free(b.p)
 */
-      __pyx_t_4 = PyBytes_FromStringAndSize(((char const *)__pyx_v_b.p), __pyx_v_b.n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 996, __pyx_L4_error)
+      __pyx_t_4 = PyBytes_FromStringAndSize(((char const *)__pyx_v_b.p), __pyx_v_b.n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 999, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_4);
       {
         PyObject *__pyx_temp;
@@ -17149,7 +17172,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       goto __pyx_L3_return;
     }
 
-    /* "odradek/protocol/_speedups.pyx":998
+    /* "odradek/protocol/_speedups.pyx":1001
  *         return PyBytes_FromStringAndSize(<const char*>b.p, b.n)
  *     finally:
  *         free(b.p)             # <<<<<<<<<<<<<<
@@ -17201,7 +17224,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       }
     }
 
-    /* "odradek/protocol/_speedups.pyx":944
+    /* "odradek/protocol/_speedups.pyx":947
  * 
  * 
  * cdef object _walk(object buf, int64_t start, bint render, bint binary, bytes prefix, bint verify_crc,             # <<<<<<<<<<<<<<
@@ -17239,7 +17262,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":1001
+  /* "odradek/protocol/_speedups.pyx":1004
  * 
  * 
  * def decode_records(buf, *, bint verify_crc=True, bint include_control=False):             # <<<<<<<<<<<<<<
@@ -17289,42 +17312,42 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     {
       PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_buf,&__pyx_mstate_global->__pyx_n_u_verify_crc,&__pyx_mstate_global->__pyx_n_u_include_control,0};
       const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-      if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 1001, __pyx_L3_error)
+      if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 1004, __pyx_L3_error)
       if (__pyx_kwds_len > 0) {
         switch (__pyx_nargs) {
           case  1:
           values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1001, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1004, __pyx_L3_error)
           CYTHON_FALLTHROUGH;
           case  0: break;
           default: goto __pyx_L5_argtuple_error;
         }
         const Py_ssize_t kwd_pos_args = __pyx_nargs;
-        if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "decode_records", 0) < (0)) __PYX_ERR(0, 1001, __pyx_L3_error)
+        if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "decode_records", 0) < (0)) __PYX_ERR(0, 1004, __pyx_L3_error)
         for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-          if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("decode_records", 1, 1, 1, i); __PYX_ERR(0, 1001, __pyx_L3_error) }
+          if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("decode_records", 1, 1, 1, i); __PYX_ERR(0, 1004, __pyx_L3_error) }
         }
       } else if (unlikely(__pyx_nargs != 1)) {
         goto __pyx_L5_argtuple_error;
       } else {
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1001, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1004, __pyx_L3_error)
       }
       __pyx_v_buf = values[0];
       if (values[1]) {
-        __pyx_v_verify_crc = __Pyx_PyObject_IsTrue(values[1]); if (unlikely((__pyx_v_verify_crc == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1001, __pyx_L3_error)
+        __pyx_v_verify_crc = __Pyx_PyObject_IsTrue(values[1]); if (unlikely((__pyx_v_verify_crc == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1004, __pyx_L3_error)
       } else {
         __pyx_v_verify_crc = ((int)((int)1));
       }
       if (values[2]) {
-        __pyx_v_include_control = __Pyx_PyObject_IsTrue(values[2]); if (unlikely((__pyx_v_include_control == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1001, __pyx_L3_error)
+        __pyx_v_include_control = __Pyx_PyObject_IsTrue(values[2]); if (unlikely((__pyx_v_include_control == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1004, __pyx_L3_error)
       } else {
         __pyx_v_include_control = ((int)((int)0));
       }
     }
     goto __pyx_L6_skip;
     __pyx_L5_argtuple_error:;
-    __Pyx_RaiseArgtupleInvalid("decode_records", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 1001, __pyx_L3_error)
+    __Pyx_RaiseArgtupleInvalid("decode_records", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 1004, __pyx_L3_error)
     __pyx_L6_skip:;
     goto __pyx_L4_argument_unpacking_done;
     __pyx_L3_error:;
@@ -17356,14 +17379,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     int __pyx_clineno = 0;
     __Pyx_RefNannySetupContext("decode_records", 0);
 
-    /* "odradek/protocol/_speedups.pyx":1003
+    /* "odradek/protocol/_speedups.pyx":1006
  * def decode_records(buf, *, bint verify_crc=True, bint include_control=False):
  *     """odradek.protocol.records.decode_records; None when the reference must decode (and say what is wrong)."""
  *     return _walk(buf, 0, False, True, b"", verify_crc, include_control)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__walk(__pyx_v_buf, 0, 0, 1, __pyx_mstate_global->__pyx_kp_b__4, __pyx_v_verify_crc, __pyx_v_include_control); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 1003, __pyx_L1_error)
+    __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__walk(__pyx_v_buf, 0, 0, 1, __pyx_mstate_global->__pyx_kp_b__4, __pyx_v_verify_crc, __pyx_v_include_control); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 1006, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     {
       PyObject *__pyx_temp;
@@ -17376,7 +17399,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_t_1 = 0;
     goto __pyx_L0;
 
-    /* "odradek/protocol/_speedups.pyx":1001
+    /* "odradek/protocol/_speedups.pyx":1004
  * 
  * 
  * def decode_records(buf, *, bint verify_crc=True, bint include_control=False):             # <<<<<<<<<<<<<<
@@ -17395,7 +17418,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     return __pyx_r;
   }
 
-  /* "odradek/protocol/_speedups.pyx":1006
+  /* "odradek/protocol/_speedups.pyx":1009
  * 
  * 
  * def render_records(buf, int64_t start, bytes prefix, bint binary):             # <<<<<<<<<<<<<<
@@ -17446,53 +17469,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       {
         PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_buf,&__pyx_mstate_global->__pyx_n_u_start,&__pyx_mstate_global->__pyx_n_u_prefix,&__pyx_mstate_global->__pyx_n_u_binary,0};
         const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-        if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 1006, __pyx_L3_error)
+        if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 1009, __pyx_L3_error)
         if (__pyx_kwds_len > 0) {
           switch (__pyx_nargs) {
             case  4:
             values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 1006, __pyx_L3_error)
+            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 1009, __pyx_L3_error)
             CYTHON_FALLTHROUGH;
             case  3:
             values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 1006, __pyx_L3_error)
+            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 1009, __pyx_L3_error)
             CYTHON_FALLTHROUGH;
             case  2:
             values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 1006, __pyx_L3_error)
+            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 1009, __pyx_L3_error)
             CYTHON_FALLTHROUGH;
             case  1:
             values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1006, __pyx_L3_error)
+            if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1009, __pyx_L3_error)
             CYTHON_FALLTHROUGH;
             case  0: break;
             default: goto __pyx_L5_argtuple_error;
           }
           const Py_ssize_t kwd_pos_args = __pyx_nargs;
-          if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "render_records", 0) < (0)) __PYX_ERR(0, 1006, __pyx_L3_error)
+          if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "render_records", 0) < (0)) __PYX_ERR(0, 1009, __pyx_L3_error)
           for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
-            if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("render_records", 1, 4, 4, i); __PYX_ERR(0, 1006, __pyx_L3_error) }
+            if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("render_records", 1, 4, 4, i); __PYX_ERR(0, 1009, __pyx_L3_error) }
           }
         } else if (unlikely(__pyx_nargs != 4)) {
           goto __pyx_L5_argtuple_error;
         } else {
           values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1006, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 1009, __pyx_L3_error)
           values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 1006, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 1009, __pyx_L3_error)
           values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 1006, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 1009, __pyx_L3_error)
           values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 1006, __pyx_L3_error)
+          if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 1009, __pyx_L3_error)
         }
         __pyx_v_buf = values[0];
-        __pyx_v_start = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 1006, __pyx_L3_error)
+        __pyx_v_start = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 1009, __pyx_L3_error)
         __pyx_v_prefix = ((PyObject*)values[2]);
-        __pyx_v_binary = __Pyx_PyObject_IsTrue(values[3]); if (unlikely((__pyx_v_binary == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1006, __pyx_L3_error)
+        __pyx_v_binary = __Pyx_PyObject_IsTrue(values[3]); if (unlikely((__pyx_v_binary == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 1009, __pyx_L3_error)
       }
       goto __pyx_L6_skip;
       __pyx_L5_argtuple_error:;
-      __Pyx_RaiseArgtupleInvalid("render_records", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 1006, __pyx_L3_error)
+      __Pyx_RaiseArgtupleInvalid("render_records", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 1009, __pyx_L3_error)
       __pyx_L6_skip:;
       goto __pyx_L4_argument_unpacking_done;
       __pyx_L3_error:;
@@ -17503,7 +17526,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __Pyx_RefNannyFinishContext();
       return NULL;
       __pyx_L4_argument_unpacking_done:;
-      if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_prefix), (&PyBytes_Type), 1, "prefix", 1))) __PYX_ERR(0, 1006, __pyx_L1_error)
+      if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_prefix), (&PyBytes_Type), 1, "prefix", 1))) __PYX_ERR(0, 1009, __pyx_L1_error)
       __pyx_r = __pyx_pf_7odradek_8protocol_9_speedups_12render_records(__pyx_self, __pyx_v_buf, __pyx_v_start, __pyx_v_prefix, __pyx_v_binary);
 
       /* function exit code */
@@ -17534,12 +17557,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       int __pyx_clineno = 0;
       __Pyx_RefNannySetupContext("render_records", 0);
 
-      /* "odradek/protocol/_speedups.pyx":1011
+      /* "odradek/protocol/_speedups.pyx":1014
  *     value (base64 when ``binary``, else the stored JSON text) and headers, exactly as orjson renders
  *     broker/api/embedded.record_json's dicts. None when the reference must do it (a corrupt batch)."""
  *     return _walk(buf, start, True, binary, prefix, True, False)             # <<<<<<<<<<<<<<
 */
-      __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__walk(__pyx_v_buf, __pyx_v_start, 1, __pyx_v_binary, __pyx_v_prefix, 1, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 1011, __pyx_L1_error)
+      __pyx_t_1 = __pyx_f_7odradek_8protocol_9_speedups__walk(__pyx_v_buf, __pyx_v_start, 1, __pyx_v_binary, __pyx_v_prefix, 1, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 1014, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
       {
         PyObject *__pyx_temp;
@@ -17552,7 +17575,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       __pyx_t_1 = 0;
       goto __pyx_L0;
 
-      /* "odradek/protocol/_speedups.pyx":1006
+      /* "odradek/protocol/_speedups.pyx":1009
  * 
  * 
  * def render_records(buf, int64_t start, bytes prefix, bint binary):             # <<<<<<<<<<<<<<
@@ -18364,81 +18387,81 @@ __Pyx_RefNannySetupContext("PyInit__speedups", 0);
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_produce_batches, __pyx_t_6) < (0)) __PYX_ERR(0, 412, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":527
+  /* "odradek/protocol/_speedups.pyx":530
  * 
  * 
  * def render_offsets(list partitions, dict bases) -> bytes:             # <<<<<<<<<<<<<<
  *     """The body of a REST v2 produce answer when every partition succeeded: offsets in request order, each
  *     ``bases[p] + its index among p's records`` (null when ``bases[p]`` is None: acks=0)."""
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 527, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 530, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_return, __pyx_mstate_global->__pyx_n_u_bytes) < (0)) __PYX_ERR(0, 527, __pyx_L1_error)
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_7render_offsets, 0, __pyx_mstate_global->__pyx_n_u_render_offsets, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 527, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_return, __pyx_mstate_global->__pyx_n_u_bytes) < (0)) __PYX_ERR(0, 530, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_7render_offsets, 0, __pyx_mstate_global->__pyx_n_u_render_offsets, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 530, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
   __Pyx_CyFunction_SetAnnotationsDict(__pyx_t_4, __pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_render_offsets, __pyx_t_4) < (0)) __PYX_ERR(0, 527, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_render_offsets, __pyx_t_4) < (0)) __PYX_ERR(0, 530, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":663
+  /* "odradek/protocol/_speedups.pyx":666
  * 
  * 
  * def record_texts(bytes body):             # <<<<<<<<<<<<<<
  *     """broker/api/raw_json.record_texts as bytes: for each element of the body's (last) ``records`` array, the
  *     compact raw text of its last ``key`` and ``value`` members; None when the body needs the reference (a
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_9record_texts, 0, __pyx_mstate_global->__pyx_n_u_record_texts, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 663, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_9record_texts, 0, __pyx_mstate_global->__pyx_n_u_record_texts, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 666, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_record_texts, __pyx_t_4) < (0)) __PYX_ERR(0, 663, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_record_texts, __pyx_t_4) < (0)) __PYX_ERR(0, 666, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":1001
+  /* "odradek/protocol/_speedups.pyx":1004
  * 
  * 
  * def decode_records(buf, *, bint verify_crc=True, bint include_control=False):             # <<<<<<<<<<<<<<
  *     """odradek.protocol.records.decode_records; None when the reference must decode (and say what is wrong)."""
  *     return _walk(buf, 0, False, True, b"", verify_crc, include_control)
 */
-  __pyx_t_4 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_verify_crc, __pyx_t_6) < (0)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_verify_crc, __pyx_t_6) < (0)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_include_control, __pyx_t_6) < (0)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_include_control, __pyx_t_6) < (0)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_11decode_records, 0, __pyx_mstate_global->__pyx_n_u_decode_records, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_11decode_records, 0, __pyx_mstate_global->__pyx_n_u_decode_records, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[5])); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
   __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_decode_records, __pyx_t_6) < (0)) __PYX_ERR(0, 1001, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_decode_records, __pyx_t_6) < (0)) __PYX_ERR(0, 1004, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
-  /* "odradek/protocol/_speedups.pyx":1006
+  /* "odradek/protocol/_speedups.pyx":1009
  * 
  * 
  * def render_records(buf, int64_t start, bytes prefix, bint binary):             # <<<<<<<<<<<<<<
  *     """The ``records`` array of a REST read answer, as JSON bytes: every record at or after ``start`` of the
  *     batches in ``buf``, each ``prefix`` (``{"topic":..,"partition":..,"offset":``) + offset, timestamp, key,
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_13render_records, 0, __pyx_mstate_global->__pyx_n_u_render_records, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[6])); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1006, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_7odradek_8protocol_9_speedups_13render_records, 0, __pyx_mstate_global->__pyx_n_u_render_records, NULL, __pyx_mstate_global->__pyx_n_u_odradek_protocol__speedups, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[6])); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 1009, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_render_records, __pyx_t_6) < (0)) __PYX_ERR(0, 1006, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_render_records, __pyx_t_6) < (0)) __PYX_ERR(0, 1009, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "odradek/protocol/_speedups.pyx":1
@@ -18493,7 +18516,7 @@ static int __Pyx_InitCachedBuiltins(__pyx_mstatetype *__pyx_mstate) {
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
-  __pyx_builtin_enumerate = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_enumerate); if (!__pyx_builtin_enumerate) __PYX_ERR(0, 929, __pyx_L1_error)
+  __pyx_builtin_enumerate = __Pyx_GetBuiltinName(__pyx_mstate->__pyx_n_u_enumerate); if (!__pyx_builtin_enumerate) __PYX_ERR(0, 932, __pyx_L1_error)
 
   /* Cached unbound methods */
   __pyx_mstate->__pyx_umethod_PyDict_Type_get.type = (PyObject*)&PyDict_Type;
@@ -18532,7 +18555,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[0]);
 
-  /* "odradek/protocol/_speedups.pyx":702
+  /* "odradek/protocol/_speedups.pyx":705
  *     while pos < rend - 1:
  *         if s[pos] != b'{':
  *             out.append((None, None))             # <<<<<<<<<<<<<<
@@ -18541,7 +18564,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[2] = {Py_None, Py_None};
-    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 702, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(0, 705, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[1]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
@@ -18583,39 +18606,39 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
     const struct { const unsigned int length: 8; } str_length_index[] = {{1},{1},{50},{179},{8},{30},{15},{6},{9},{16},{4},{6},{20},{12},{7},{8},{8},{13},{10},{15},{8},{11},{12},{8},{9},{4},{7},{11},{6},{13},{6},{16},{6},{18},{10},{1},{4},{11},{13},{5},{7},{6},{5},{6},{4},{3},{5},{18},{8},{11},{5},{7},{6},{4},{14},{10},{8},{6},{5},{12},{15},{3},{9},{8},{5},{3},{3},{7},{2},{2},{2},{2},{1},{15},{5},{4},{3},{10},{7},{16},{5},{1},{4},{4},{2},{3},{4},{5},{2},{5},{6},{7},{1},{8},{4},{6},{6},{6},{26},{30},{36},{5},{6},{3},{4},{1},{4},{7},{22},{10},{5},{6},{7},{3},{3},{6},{15},{14},{11},{5},{6},{3},{12},{7},{4},{14},{14},{6},{4},{6},{1},{4},{10},{5},{5},{5},{14},{7},{5},{2},{5},{6},{2},{4},{10},{4},{5},{2},{6},{1}};
-    const struct { const unsigned int length: 11; } bytes_length_index[] = {{0},{1},{2},{56},{59},{61},{870},{25},{1228},{50},{29},{1101},{169}};
+    const struct { const unsigned int length: 11; } bytes_length_index[] = {{0},{1},{2},{56},{59},{61},{870},{25},{1246},{50},{29},{1101},{169}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 2 /* compression: bz2 (2879 bytes) */
-static const char cstring[] = "BZh91AY&SY\346\372a\356\000\002)\177\377\377\377\377\377\377\377\377\376\377\377\377\377\377\377\377\376\300@@@@@@@@@@@@\000@\000`\n\235\367ma\345\323Iww\257w\260\350\000\320\016\300\357d\0000xjdB\211\243L\230F\010i\350\323S\311\243L\214S\302\006Li=O&I4i\246jzM\2444\014\200\323j4\014!\240\224 \230\215\004&d\206\223\3224\304Q\232@\321\220\000hd\000\032\000\000h\007\250\000\032h\332\200h\001S\"\233MB~\244=OM1#OI\243\324z\203M\030\t\215F\010\301=L#\047\251\246#@\315OH\323i\251\232\236Ph$D\"\232\200j\014F\310F\324f\246\000j\014OSe\006\010d\000\033 \000LG\242f\204h\323\304\215\020`\000\230\000\010\300\000#\000\004h\304\323\000L\000\0010\214#\0012b1\003\002IT\3756\224\365D\036\243z\223jzF\201\2406\240\017D\365\000\000\000\006\200\031\000\006\231\036\240\000\000\310\265\357\003o\321\2370f\010\362\177H\376\321\345\r\005\006\226\216\224Zf\200\331b&gIF\001\002\210\274\2358:\007(q\377\271@\031l\231\206d\202d\311\242Z\220.\204\004\202Z[\377\201\350\361\036H\205\331\231\242NS.D*(\001+\001u\327N\035\345\021B\306\234\213\351`lc\033nQ) \302m\204\221:\001J\373@\027T\221\023\003\"\0030\014\310f\230\360!9\244\233\0046\332DKm\261\020\215L-\223\323\272\260/AzZ\204Z\030\317\035v=l,V\025\030f\037c,.\230%\025\022\3022JP\277Q|\204\025\022\361i@\240R\245K\254\325z\001U\270\177\025FE\264\265--\264\221\256\371\024]\226\260=Ym@\264\265/uK,\234\203r\221\234\265j\254\313\004$4\204\220]\204\360\244\252)E,1\300\251X\241e\324\2117\212\252\212\371\315.\r\000\352@BC;\302/\300\017\222b\227,.\312\033\324\263,\253f6}\354\000\274\232\234-NF\237\223\201\010\363\345V\263\366\215\207\032\317J9\352\2236\340\333c\002\333\202\333\202\307\030F\035\312\263\2336n|\025R.\205\217\262\301\226\314n/\300v\006G\240\036EE\026\351\336\211rT\252_\200\244\202H,\332\232}\031\"A(\335\232z\312!\025\034\311\002\004h\370\357/#j\321\225\364B\005\243b\256x\256\360\377\2035QH\177\270\324\367\230\257\250\366\330s\375y\353\265^w\275Tg\231\037\007\226C\343q\273\022\t\312\223\020\202!\221\2652\370\006\252\331aBNr\262\203\203\025q\033lh""\346\316\320H\312\246t\"\336\210\311\222\020$T\344\\\325\026\212*)!/2U\364\376n\005\nR\211B\264\364:\0474&\2110\232O\322(B\020G\024G\275\345|\311\220!\002c\236+\345\247\242\227(\017\221\026\240\263\327\333\354\346\213\363\217\237?\0340@\240XB\351[u\200f#\007\213y\232\372J\301\210w`q\013A\212A)0\320\201f5H+\226\026\200\374G\275x\204\025\331\365{\272Y\202\351\025\002\254Z\0303\357\273\216\253\310w3\265\203\310\273\352\313\356z\366\326\3375\235M~e\315z\230\376\222\316\213a\343/\374\230\353I\013\202&\010jC\000\260\032\203`\251\257\035\327]\016\034\305bf\322b9W\267X%\2739 \323\261\271\241E(\310\236AQ:q\335\356qm\371j\025\023\322z.\252\203\247\253\241\257L\224@\2760\214\207|\036\230PJR\004\276\227\325\247\337\025\351\034\3702\324\205\266\275\314w\031Qz\340d$[\375\007\024K(]\014*\315\350@\322\320~\376\022\313\220@\275 \201\016hjzH\221h\342\375RQZ\021 Q\347\"\"\361\340bj\204h\272\231\353\020\321y\325N\341\374\031\325d\326\013u\337\321\312\324\234\277\331\333?\321lM^\250\353\361g\206\244\344,\226\030\037\315\337A\247\353\244\001\275o=q\372w\272\321;\014\244\331\300\207\tg\335\250Dd5\335\374*\326B\260XZ\265\265\262Y\302\321\037\231Fw\r\230Cs7\320\253\202\264\232V\222\333f\036!\253\326F\264\303x\261\2604#\027\033\036b8CN;Sb\032\223Vy\257\273\363\373Nr\234[\341\215\262\014\306\3159\005\t\020\213)\241\007\346h0\253\020s\267,4x\344Eh\317\245\367\251\034\313\230\2047\001\271\003r\033\220\333\303\235:\360\266\247\215.wu\241\3541\332&\212\332\366\273\221\341\320\376\211\275J0\334\245g\047\237\047\027\203\244IUG\005\326\314\213\363\31733<\374\272\365\233;s3\352\311\304\035\331\261XA\246\001+\350$\330%O\371\020\\;\000\033\030[5\005\334\221eEb\036=\364`2\314\241\200\252\374\271\250\373Z\003\327^\274\024}\032\221yc\241\254R\275^Ht\334\321\364\201I\227\361\344tr{6\0025WTQ\312zsb0\272\337F\352\034\207J\035)\322t\233g\335\365\271K\334\312\2070\331+\017\276\031\241\325\235z\272\274\257px1\276\346\333\260\250\335\273\031:U\205T]\231\271\312w_,\362\1777Z\321\026\253\317\277}N\313:\267\332@""\353\343\303\221vA\r\202\343v\333;\313\013\356\321\\\204I\356\341\271\366Cgf\350l\210dr\253\373\357\313\305\032[\235\331!\2649*\216\333\246\336s\224\303\032Mi$\024QeZ\272\351\032\354|\325\037\003\2356\234|I\214N\355I\205\267<v\002<tp\322V\312Q\233\n\252\261Y_\266\221\266F\3472J\214\016fF9\327j\243\274\270\021\241F\341\214\260\262d`\325:\254g@\367H\214M!<G_\304s\20304j\357\244\323\301\035\232\272\005U8w.\t\n%1D\271\\a\001\030\332\2502\220~\020;W\301`o\2220\370\253tj\236\267\344a\204\257\324\266\251:\245\n9\373\363nk\304\352u|I\355\371\342s6[\343L=N\304\354D\357\211\241\336=\222+\274\256\305\013\034\321\233\233M\r\245s&\225\231\231\334\270\241\203\3235l!\036\256\0308[\024\335\000\321\265\032\363U\351\341\314\263\266\003\321\026\324}\2672\351\024\201\316$\034\0217\332\317<\341Bo\246 \233\315a\2574\344\335\"\230\321\316\363^\332\314\242\350\2149\236\271A\016Ac\005\303\255Q\245\262\307\017\333\322\224R\353;\226\023\316\317\r\225W\254:\347c\352.\374Y&y\330\217\007\260\311%\223e\354c\rH\314\350\331\246\206\202hi\334N\347\031p\271:\272yu\256\270Y\265\350=\207\275\014\231\316N\r(\024\357\365.\375\324\314&\244+Y\227%j\325\274\035\205\022\353\202\026\322W\227\275\311IB\253\"V\272\017t\032\257k\242t\346\206\343v\354\274\231\034\311x\345<(\355h\230\253\035\331#\034M\273x\316!\226\\\016\035\271\352\345k\335\336\312\367\024)\270\335\331\253\036E\312I)&d\270\022\313%P\260\260\343f\236\367~\222\341\271\266p\330\234\247\305\2250\306\233\213\323/v\324P\2535\371\225IyzW\237;\243\352K\003\327|5\273h\364\242\273#!\204\305\310\372f\342\020xW|>\263\266\327W#4\205\243\366\215\364F\037\240{,Y\243\022\346\347\263\271\267\210n\033`\262\026(\275A\345\223\2111\372\314:\"\261X)\t\260\314\316G\203\177\221*\205T\003\010p&\314\215\216{^\272}\207\342j\252\261\025\265\242\222\377\353E\311\215\266,lh\214\357,\370)\024n\217\342\357\220\252\223\r\267%\253\366\277d\267!\017\036\323gi\255\244p\r\207g\034\204>\351\265\333{\017\034\244m\354\344v\253W\024\033l\337^s3x\252TB\"!\304nii(\332S\371G\265\004\036""\336\351sscU\241\376\347`\260\020\345\202PU\220b\253\376\3664O\331o\205=\263\326`\256\222n\244\025\230\243BT\230\323G\006]\231\022$\203\262c\221L0\202X\032L\003 I\031\222\206\202\004\2719\345{\220\020\177\264U\241\005\321F\270l\316\341h{\3369\311\222\014\230)\357\326\177f\246>\t\253|\037\021\333#+$\3429\\E=y\255Gl\273\353j\303\037\017G,\3772\230\321\224\276\033yt\230[\361\306\320\345\242A\276\032U\223\246\n\2302\n-5\006\022\032N\360\241\2767)\202m\r\006\333a)Mz\206\225\322\267\232\327\221&@\303v^3m\267}\317\007\230]t(\320\353\241\326\211\320\034\250oY\252\030\026\244\261Zjx\032s\231\327\217]`\246*\347\032\304d\0245\210\013B_\177i\307\034C\317\030\ntz\215\032\201\273\207x\336\nq\343\006\261p\251\202*n\312\250\032\016\002B\300\032]\343 \362\356\244\201\t\355\310G=F\333\251Q\206\324e\311\322\375i\013\306Ph\242L\323\240,\211\323\312\212\214m\202\317\321\361\316\2438\247\320K\014%J\023\263b\347\347\004\350\047>\266\215\242s\246\226i\202\021\021\047\022\\\264\314\231.`\327\350\022\207\346P\261\233,\\I\205\034\312<y$\r\332\245\0266\\r{\264\212\2108\326$\307\343\366fE\214\221\021\301\221\205\032 \212\2426n\262\205\213\r_\014\254\221\025\220\310\203\216\n#\377#4\261\366q\366!\301\014\335R\206ti\021C\327\350\030\360\231\204 \007\343Z\004\354b\252\377\375;w\212\005\010\023\373\242)A\325\202\377\227\032\302L\251\214a\321\272x\243\020>,9o\211\365:\351|1z\243y\3627\334\357\340\340=}|\316F\305Mk\333k\273\274\212\342\362\336\264\213\314\230U\260Ea\317[\002\223\373\275\361]\0302W\277\311\325\022\2534\333\036\272\346r\032U\315|=\235\355\241\n\330e\314\034\036\034,\321/\3574Ah\372m^\3044en!\353\275d\r\261_D\210U\033\310\346G\243\235\020\321sJ\374y\373\300t\377\255}\327\273\364oq\263\036\343 V8\332\"\272\032\036t\"\3373#{\377nd\n\241\022\341\022\307x3\370\320\315\245\236\024K4&\023\356\275P\304\233\307`4\tJp!X\302\035\206\224s\017\013\n\242\014\344\326\035\021\311\344:\243\004d`p\322\300\315\026\031UT\320\335\335\302K\232\242\264\232\313\313@\220m\010\047\302\254s\"a\302\275:SL\244""\233$\263\272\000\3571\202\021\212\014T\262)\231\212\301\242(i\017\206\223\326\267\322\027\271_\272\216K\327\377\213\271\"\234(Hs}0\367\000";
-    PyObject *data = __Pyx_DecompressString(cstring, 2879, 2);
+    #if (CYTHON_COMPRESS_STRINGS) == 2 /* compression: bz2 (2869 bytes) */
+static const char cstring[] = "BZh91AY&SY\002\022q\252\000\002+\177\377\377\377\377\377\377\377\377\376\377\377\377\377\377\377\377\376\300@@@@@@@@@@@@\000@\000`\n\235\367m`\365\323F\225m\273\000\000\240\r\203\245\340\001\260\360\324\311&J4i\241\351\032b\014\032h\364\246\3652\233S\321\223$\336\224\361\244\332z\231$\311\3524\332\236\223\312\03242\001\243\047\250\030CA(A1\000\232L\321\r&\320\230\2123(\032zF\232\000\365\014\200h4\320\032\000\320\036\3254\000d\3325\000\324\364\004\251\224\323\324h2\003@\00044\003L\2314\000\000\000\000\000\000\000=CF\200\022\231!$@\323@\000A\223\323@\032=@&@4d\006\000\214\000\000j=\003Di\214\247\251\243 \300\0010\000\021\200\000F\000\010\321\211\246\000\230\000\002a\030F\002d\304b\006\004\222\247\246\322jFS\322d\323C@\r\032= \036\240\032\000\000\0004\003\324\0004\323\3244\006\200\000\026\274\260RZ\031\377C\242A\375\372\340\366A\355\014\270fg\371\230\3553@H\260\346g1F\001\002\210\274\235:\035\003\2248\377\277\340\007\365\2230\314\220L\2314KB\005\220\200\220++\377\300\364x\217$B\314\314\321\047)\226\"\026\212\000L`\227]v\035\342`\222\306lw\251`HB\022J`\230\210\014\004\220\222)\240\024\263\230!u|DL\014\210\014\3003!\232c\300\204\346\204\210\022\010\022\010r\222H\201\301\235q\255Y\265T\005\350\013\321\031\310J\303\t\345\027,H\253\n\2143\017\213,+\220$\325\022\2422I\342]\240\272B\n\005\302\322\201@\245\245\245\225h\270@\302\346\264\207*\243\"\330X\226\026XH\312\371\024]5\260=Yk@\254\255/u\245UNA\255H\316Yel\312\220$4\204\220Y|\357\244\255\024\242\225\030^Z[\024*\262\221&\361UQ_9\245\217\211\026\223\003#35\244p\210Cz\222w8\353\242\376\232s\244\2622\375\372\004\366?\276\037\317{\354\373aB<\375\325\254{\243\035\3063\325G%Rf\315\325\346lR\364R\364S:.\305\336\221Y\325\357\315\317\202\252E\320\251\365T\320j\233\013\013\257\035y\211\341\017\"\242\213m(\211bZVU\364\212H$\202\326\322i\364\004\211\004\243zip\024B*5\210\020#G\277u\230\207\203\300cu\020\201X\330+\236+\273\276\301\232\250\244=\270\332y\370/\254\366\322q\375\331\345Z\274\347\366Q\236b|\236\031\017\215\206\274\010\047""\nLB\010&&\240\307\344\032-\252\242\204\234\342\204\007\004V\341\032\360\243\226v\212#*\223Q\026ycA4\020$Vs\327\026\305\222I$\222\022\357\312\337O\352\336P\245(\224-\247\207\222sB`L&\223\364J\020\204\021\305\007\275\345\275\371\220!\002c\236+\345\263\320K\024\007\222\"\324\026yu\373\331\242\375c\322\237d/A\301D,J\354x=\350\242\343k\337\203T\350\251\030>\020\026.t\212\024\205\005A\214\345\\\032d)\325X\306A\262\254\207Wr\303\307\311\324\027iR*U\345&_\303\204 z\220\250w\023\262\007\221w\251/W\334\256\332\374\306u2\357\330\327)\207\356*\344\256\035\205\337\247\014\222B\336\211z\027\005\004\241i\304\217\330-UT\312\312\346\2039\321q\306\256I*\302\241\006gh\020i\331\305\241E(\310\235\302\224\351\310\306\255\274\234y\022O|y\352\330\007H\341\307\267MI\030\230\246\263\265\010h\355\216\021\311PU\016\317\275\353\370\211q\255_\307\235\310W\\\047\272&\215\353L\241@\257\355=\332\314\244\352Te_\210\337\356\360\260\2651v\021~\30211N6\372\014i^,Z-K!\022\005M\372\".\362\005\253a\0322\t\276X\206\213\227U7\007\002\376\266*\226\212\374p\341\346\320\234?\345\332|eq4{#\256\301\236\032\023\200\252W\336\177g}v\237\270\220\006\366\266\315c\245^\027Bv\031I\257\002\034\005\232v\241\021\220\327\271\350X\300B\262YXkgh\265\177Xe]\\\006\221\200%3z\205S+I\245i)$a\352\214,\373\322\030kV\365\047\215\267tw\034\315\272\0339u&\2244&\214\363_\211\360\272\3162\234\255\362\306\323\006cN\316\001BD\"\312l \374\315\203\n\261\007;Z\303c\307\"+F{\337r\221\314\261\210CX\032\3205\241\255\r[\270\323\246\372\355;\022\307s4=\326\032\204\330\255\226\247p<9\037\3117\251F\033\204\266ry\364px:D\225TpY\\\310\277<\36333\317\313\267\244\323\327\231\237F. \356\255*\362*\332\n\235\265\252\241S\227\375\021O\215@=\275o\3571f\362\222\214\257]\3303\303\235R\027\212\257\307\212\217\255\240=r\312\365\037F\244^T\350d)oG\222\033\354h\372 \244\313\271x\035\034^\315x\215j\350\2129ONlF\026W\350YC\200\336\206\364\336o5O\233\332\341.s*\034Cb\254>\350f\207Fv\364ty^\003\271\205\3266\255%\243u\351d\336\254*\242\351\315\316S\231\362\317\027""\361t\255\021m^=\273m:\252\350\333Y\003\247\227w\002\351\202\032E\302\315Us\254.\263b\271\010\223\327\273[\352\206\236\255p\323\020\304\341W\366\337\217z4\257;1CPpZ\216\325\263W\031\302_\205&\264\222\n(\262\266\327Y#*\2375G\300\343MG/y0\211\315i0\256\307\216\274G\216\215\373%\\\245\031\260\252\253\025\225\332\251\032\344ks$\250\300\346dc\215u*;\313\201\032\024m\330J\372\246F\ri\321S:\007\234\210\304\322\023\300u\334\243\234\031\201\261\255\333I\247r:tr\n\252n\355X\022\024J`\211b\270\276\0021\251Pe \373\340u\257r\240\333$a\361V\344\321<\237\211}\362\273B\326\244\355J\024s\366\346\334W\t\320\353{\311\360x\342q6;cK\375n\244\352D\355\211\260\347=\342+\274\254D\027K\264\334\224(\022\210\271\023J\314\314\355\023\241\203\2430\22085\030`\2319\021U\340lm\006Y\252\357\335\304\263\256\003\321\026\264}v2\354\212@\343\022\016\010\233kg\236h\2417\323\000M\246A\226i\301\256E0\243\235\346=\2621\213\2420\346z\343\0048\005\214\026\376\225F\226\232\234?V\364\242\226U\332\250\236uwj\265^\260\351\235O\264]\2702L\363p\036\017a\222K&\307\335\306\032\021\231\321\253f\303`\233\r\235\244\355r\313u\211\321\277\207%\312\025jz\017a\357C\026s\223sJ\005;}\013\267]3\t\251\013m\231b[k[p:\372%\226\004+\244\256.{\222\222\205\253\"U\272\017t\032\327\265\2217\346\206\263^\274|\230\234Ip\345;\250\354\2210V9\244\214r\232\265r\316!\216;\215\335y\350\341k\235\317\215\316(SY\257\253F\034\013\214\222RL\311n%\216*\241QQ\313V\317\213\267d\267km;\264\247\t\363eL4\343\254\377\276z\275\351\232\356?\346\223\203Y\266\177S\322\376\010\234\376\277\010\275\235\210x\220\332\250\\a1Tn\371\211Q\006R\366\007<\270\313\303\261\266T_\236\210\315\335\0302\003L\302\266\"#\247\222\214}\223i4\220E\370\325\221\247\027\320N\252_\357-R\n\272\262\216\022\016\216D\036}\315\371\212\025\206\010\032d$_\326d\250\370\241w\227\245Eb\255\326\326t\225\377Y\335\n\022H\215v\271\274\217l\371\350\350\225\027\325\346\034V!\006\303\214\242\366\047*R\220k\026\323ei\255\244L\022\016\376(\340^3\023a\257X\245\036\312\312Ej\250\270\240\222F5\343\241""\322\342D\303p6\323{JZJ$D\376\257b\302\r\235\365:\372\330\266\320\376\005r\026\002\031`\225\n\262\010\255\177\267\335\223\256m\272l\0163\t\253\271V`\246\352\216&\223\215\3011\367>\215\336\357x?C2\251u\320\2529`\320\244\335o\217\232\r\374\344\357P\361\3303\335H\255\006\\\350\203\202\214\216\006^\373\371\236\024\214\3411\260\235}&\212\230kG\047\003\344<\3017;\201\210V\230\224_\n\273\203\030\265xt \340\343\342\216\006\310\022\003h\356\257j{\020?\027\035\0344H+u\317\032i\202\322\006Ab\246\260a!\324\372E\r\301oH\022\220\350R\230JS\260\361\245t\300\203\302f@\305GF\363\3515)\357s\342\013\013\256\205\215\017<\036\246O\000aUR\376\365`\270\345\024\002\202\356\2555q<\371\327\200\026b\264\323\200FAa\250@A%\3675\324\245!\367\314\005\236\033F\207EK\307\256>\026S\346\016\006\350Y\202*OgU\024\302\201\"\000\006\227\256\020}w\222@\204\352\222Q\307V\245J\265X\250\261\227\007/\365<^\270\203E\022\245<o\006\347\025\005\214l\002\320\321\326n\203e:zXa+,\033\230#hM\t\356\047B\306\214\024\315\317\0050\301\006\221\233\211*Re\313\225,W\344\031\303\363\234-\314\224/$\263 \312D\211$\r\352\305\036\266gl\253u\320\362\017\265&E\317^dh\351\r(vpc\264#,F\347C,Z\265N\370e\345\010\316\007\006C \232\306\260\345\026u\231\360E\310\016th\305:\024H\242\327\344\021Yq\221\020C\324\210\3369V\207\376n\337\326$\370\223\262\004r\311\323\311\207\303\217i&T\2068\344\266x\330\243\020\260\245\214:VS\2061n\306\316\0326\325\336\300\277~\372\371\314\257\r]F\256\241B\312\262/n\354I\275i\233\030\"\300\343\261\200\3448[b\3120sW\277kLJ\260\352\230\332\262g%\325\271\366p\274[:\341\233\241\231\2367+\365f\211\177y\203%\323\346;\322\3134F\264\212\320\265P6\005\226\310\206\230\364#\211\035\254\310\331\306\177\211\247;;\320\347ee\342_\346\35758\265\300\243&\212\332\0275i\254k9\302J\025p\275Z\210\025\250\211p\211a\336\t\337\241-,\360\242Y\241.\317\211\353QjnM\200P%T\300\205b\020\330)S0\360\260\252 \231+\016\210\364y\016\250\301\031\030\030i`J,2\252\251B\356\356\022\\\252+IYyh\022\013B\t\367\253\031\2210\341^\256\225i\224\222\310""\241\231\000f\211\272!h\344V%\334\365U%\243\325\"x\207\303d\362[\250\260\272\305\206\272\334\227/\377\027rE8P\220\002\022q\252";
+    PyObject *data = __Pyx_DecompressString(cstring, 2869, 2);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (2927 bytes) */
-static const char cstring[] = "x\332\245W\313\177\323\306\026N\210\023\002\244M\2348\017\002\024;\341\321\362\010\327y@H{\177\\\047\004(\245\024\047\004\302\243ueiLD\024\311\226\344<\240\375\265K/\265\234\245\226Zj\251\245\227^\316\322\313\374\t\375\023\356wFv\036\264\374\356\342Blif\316\2349\347;\3379s<u\357{\323e\266\251\030\013iwCw\322\272Y\256\272i\274\270\033,m\263\022\263\231\251\262\253\030[\351\r\305\324\0146\365\324r\031\226\0257\275\264\347nX&Ik\314\320\213\314V\\f\354\245\035\327\326Uh%!3\375l\371\331\315\331\371\33146C\341{\246\272N\332\251\026UCq\034\346\244\255R\272X\325\rW7\323\356^\2319S\351\357K\351=\253\2326\031\323\350\3242\344\216n\200af\332a\256\264\360\252b\232\226\253\270\272e\026\260]7\337]Mk\272\215C\364mF\273\037(\206\303\246\024M+@\216Y\232\255hl\363V\331\266\\K\265\214[\005\247\214c\252eg\252\274\267\373x\365\247\247\367\231jil\331\266-{\005\257\266V\200\006\243\250\250\233\205O\226\013?,\277*\274\310=Y[.\024\236\355\355\342s\037^\027\236\262]w\205\225\n\205\226e\254\200\177\232\245\322\243T5\345sK\321M\371d\256\"\335\222\003K\253\032Rz\313\266\n\314\004\210L.\230\312\226\234.\333\254\254\330\362\265RU\214\366\264\313\034\027\017\325\332\202\000T\251\266J\237\231i\265\240\261\203Y\255\272Uv\n:\226-\333\252\002mV0,Es\n\345=\234EN\025\212\212\253n(\345235\305\3313U\335\232:\020v\024\027\366\024\2538\254XT\034F\237\202U*!\016\362\325a\225*\021\205\006\216T\204\207n*\366^\321\260\324\315\242\245\301\031|\357\025\253\245\342\036\264\250\006\231\000\030\\[\241m\352f\333\324\366\023!U\255\252\351\312/f\307.i\212\253h2\006\005[\206\3079\364\021\034t\025\030%\237\216t\370\250g\361\273V\330`\320`cIcfuKr\266\244\333\300\320uJ\372.\323\3361\367\235\345\266\244667\214\rgc[\327M\325\250B\225j!0\026\214\327\330\256n\226,\335t%\250\361\254#\203\205\007\2742\035E%^*\206\356\262-\347\375{\310n\302\375M\266\311\3666\rf\322\307\331td\030\266\224]\234\277U\265\3617m\312\320\302@\023\\2\255\235\302\226c\"\362\256c:.\036-\022O\265I<u@\342\277\255\2640\232\222\000|v\365\010\342\0303p\373\275""\203\327\252\213?\247\\Vt\233N\007\262\364\320e\256\031\022\236\002+[\352\306\301\254#\215,\313\200\225\325\252\355Xv\331*\227-\007\332\001-\316\325\252j;\032Nk\330V\322\036\351Z\331\321? ,;\000\004\026\306F\202\345\273rH\006\243$i\364\201tLA\2475:Xw\253\266i[;\216-\001C\331\000\322\314\325XI\251\032\200\031\031-\027\244RW\337B\006)[e* \314\265$=]\244.$\267\025\243\312\344\227\263\315\266q\3106\263\365\322\036\345\3276\242G\037g\033\377I\331\316\215\237\177\3778\201\330\026\034\270\267\245\300\223\211\005\263j\0307&\244\206\277O\267\214\237Xx\363q\342\000\304\211\205\313Z{)~g\262\332\020y\333\033\345L<\370\375\263[\217\210~v\363\237\235\177\365vt_\020\347o\210\033\377\216\362\221\322L\214\213\361kAF\\\177%^iBc\177\365tt\017{\271f\342tm\262\226\257\251\336\020\rN\376\351\326fj\2327\351\345=\305\253\362%^i\366\366\327*\207b)o\305sx\206&.\325\212^\302\273\317;y\222_\346\216\237i\366\236\251ek\271\332\032\355o\366\ry\331f\357\220\367-W\260x\331\257\320\362]o\321SZK\203\336\327<\303g8\363\027\2027Q\047-\317{\323\007;\277\304iIhzM6$\311>o\225\047\370\"W\375$\031\365\001\307N\362u?O\033\347\274\023^\246\265\021F4\373R\336C>\357\037Q\363\202\313\245\331\232\r\037\236co\206\317\371]\220\350\033\224\356\252<\305W\244\027@a\007\256u\266<?\371g\245\326Y\033\223\000\035\307b\224\237\200\005\3716\026\335\200\246\362\t\006\375\265\035\257\310{\270B\307\\\3439\276\352w\373r\336\225\256\016\214z\225\375\276\2447\3541~\033~\375\315\030L\\\202\206n\376\334O\372\031\177.\350\n\262\315\001\370\t8\326\344\351\251s\360l\340,O6\007\316\361o}\305w\202\313A\205d\356\002,\245\265>\002\235\204\327k\304\001\302C\322\224\204\277\350\253A\222\254\370\000\365\223\376z\220\247\215sp,\323\3328\344\315\363,\210\260\353\177\010G\243\256h\006dJ\215\301 B~\370\002\317#\036c\301xx7Z\212\234z\346\037\327\346\260o:\312\177b\312\013_\252\237\365l>\31458\227\365\227\203\241 \327L\215\223c\330\233\362W\340M+\256}\304\227I\300\262\343o\004J\340\204\227B\205\342\374\010\306\331\376h\320\033v\206C\341}\020\251o""\300\353\362f\200Z\202\337G\210o\007\251`5\354\n\247\303\347\321\210\264\221Po\307\246\033\020\036\220d\215g\332$\031\3664P$\313\227\375!?\367\017$A\230\221e\247;\272\373@\276N\210\277\203C\363\301|x;Jb!\325\321}\226\367\373\025\361\365\252X}N,\262kC\265E\2343\202\374\231\200a\t\377a0\027\366\204j4\034\251\365\213\342Y^\344\327\305\372\033\361\346m\213gg\3718\214O\006\023\301bP\014O\210\351\305\372D\375Ac\242\261\330(B\234\224VkK\220\354=\325L\234\347\310\337\013|\315\237\200\271\211qd\244\355\017\372\323\010\304\361\3019\320\376\004\204\026}\345\223\3018\277\n\241,\251z@Z\310\271QOJe\371#\322:\306;\251n\3644{\373j\313pY!\030\007\275\014\010\003\324\223\200\3602e\300\261\305\257\371-\270\360M\230\215I\237\365\226\371\250\337\331\n\301\2407\345w\372\303\276\022K^B\314\307\001a\366\330\n\205\230\342\270\020\254\2072u>\312\334M\370O\303\014\250\325\003\364F\352NcJ\254\243\266\375\"~)\211\222.\364\367\315\324\250\367\3610eZ!\207\005\364\276\313\377\000\207v\300 \320q\003\354\233\364_\007n\230\rs\315\2011\336\353\367 /\306\303\331\260Bt\302\326\230\323d\r\rN\"\033*A\047\351\333FQ\2027)\024\207\344\010\350$\337\251&\236\225\201H\016S\222\017{\353</\276\232\022S\367\242J\275\247^B\004\r\361\372\255x\373\363>\214\331CMX\rN\205\343\321\355z\222\350\t\300Q\272\203\247Q&\272-rkb\355\205xA\302-M\274\344?\000)\236D\047\242L\234\256]\310+$\036*1\331d{\203(.\253\255\352\324\366|[\362\027\211OZ^\"\377\343B\213x$\tc*\047W\000y2\216\350m\232mG\364\360e\030\245s\220\177\007\357)\335R\341j\324\035\255\201\225\017\033\337\211\227`/\340\377U\374\252\304Vu\313d5\020\245\333\321 |\033\254g?\241\313\025\336\347\347\374\027\3014\352N\337\210\274rZEV\222(I\251\214\334\022#\267\202\nR\305\300I\313\215d#sh\371g\3116\340\235D\244d18-\306\257\007\331\340\276\264x%\334\211\224\250\"]&X*\004\3206\312kJ\306\027\265q\204\273\376,\305w\3778Q\010{\252\302\227|-\310\004\362\2103\2624n\307\314\370\002\227\002\243Bu\360\022\013,\362\"\330;\017\013r4\325\317+\030\316\005\335A>\320\302\314\341\324\035\252""\333a\002\024<\324@n>\344\323\262\350\020\237\332\260\320\255 }F\335\347\327\304\245\2710\037\226P\201\253\365\\}\2551\331X\025\317^\213\327\024\n\241\340\272GJ\274\027\3577\233\343\223\360\314\rf\002=\334\226mA\013\307a\334\321\225\346\231>\211\375>\016\311\325\362T\342\356z9\321\001\n\357\047\350\032\230\205\231\224\030\347\302\345(\031\311\0328\357eE\352R|\276&\026\03672\215\254\3508\047\316e\303\344~\342L\2534\252H\371\036\237\005\337\205\025\321qA\\\230\025\263\017\353\225f\022\317\047\r$\311uq\375\221xT\020\205_\367\023\303\336\033\244v\316\177\025\250H\210Y\344K\047\025\236.J\t(=ZI\007\345\025\332\333/\372/J\313\214\360f\364[#\333L\337\022\267\356\211{H\232\227\315\364\215\340\307\350\242x\004n\002\204w\315tVd\227\352\337R\372\001\232\"\025\267\005\0200K%V\374\353?\365\023\310?\314\335\211\313\350y\376\004i\236H\373\262\237\372\264\356\265BpX\326\010\034\\`\301K\0004\024\345\250\2660\020 G\3510\003\341\035\364:3\240\n.\270o\250\363H\242\205\350\365O\323\rG\227\221Jw\370\220w\047\276\326c\031y\261S\256\304\211MM\010\312\303]*-)\331K\305\002qVu\201)y\222>\027\247\367\301K\177\315\361& N\371O=\001\014\323y\245E\377!14\031\233u\005\335\303v\260B\335C\253n\275\225m\201L\014*k\324\310\300\260+\222\255\231v\205\235\365m4\021c_q\035\315\005\226\257c\203\206\002\365\203,\237\251\021\\\215+\310)8CqB\377\263/\325\203{\323h\231~\303\275\377\000\t5\033\330\341y\220RE\235\230\251\027\033]\215\351F\376H\275\210\215\271\022\234\300\301\275_\212/\257\"E{\002#\232\210dZ<\026#4\323-\315\377\037q\352<\214\314\321\030|.\237\217\2461\335\307GD+\262\276\3106V9\366*I\271\003\316\317\006\177\240\3368\365\253\215$\001Z\000\265\363\004\346\0172\347\001;5d\007\330\216\361\323\000T\006\343\340u\177\240]~c\330\010\364\033\201\025\375\237\324?H\363q~\003\274\035\013/\326\273\352wP[)\327)\201\207\302\245pW\334\373\251!\233\340\337\210\301\315\336\001\357\024*\316M4\203Ij\300\302\337\353\217\220\301\307\343\261$\223\026M\225\"\372\323\362\026/\006_\210\271\007u\245\276\333p\304\212\354\210z""\251I\313\322\217\016\362\356\2328\177\023\365\260\024\376X\037\025\217\344\0252x^B\236\360\037\007\033\341\226X\302\256\242(n\212M\243\331*,I\3211\023f\251#9K\365\201\032 \002(A\027I\205\246O\325\272\321\210g\350G\001\010\"Y\200c\343\337,t\021J\004\326p\013Q\273\213\322W\305-\230o\375\200 ^\320}*\177\\ty\355\031q\366u\353\342n\217\343\236\r\027\237*T&X\251\2318U\033%\353\310\314\031b\220\227\373/\213\205\320;";
-    PyObject *data = __Pyx_DecompressString(cstring, 2927, 1);
+    #elif (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (2930 bytes) */
+static const char cstring[] = "x\332\245W\313\177\323\306\026N\210\023\002\244M\2348\017\002\024;\341\321\362\010\327y@H{\177\\\047\004(\245\024\047\004\302\243ueiLD\024\311\226\344<\240\375\265K/\265\234\245\226Zj\251\245\227^\316\322\313\374\t\375\023\356wFv\036\264\374\356\342Blif\316\2349\217\357|s<u\357{\323e\266\251\030\013iwCw\322\272Y\256\272i\274\270\033,m\263\022\263\231\251\262\253\030[\351\r\305\324\0146\365\324r\031\226\0257\275\264\347nX&Ik\314\320\213\314V\\f\354\245\035\327\326Uh%!3\375l\371\331\315\331\371\33146C\341{\246\272N\332\251\026UCq\034\346\244\255R\272X\325\rW7\323\356^\2319S\351\357K\351=\253\2326\031\323\350\3242\344\216n\200af\332a\256\264\360\252b\232\226\253\270\272e\026\260]7\337]Mk\272\215C\364mF\273\037(\206\303\246\024M+@\216Y\232\255hl\363V\331\266\\K\265\214[\005\247\214c\252eg\252\274\267\373x\365\247\247\367\231jil\331\266-{\005\257\266V\200\006\243\250\250\233\205O\226\013?,\277*\274\310=Y[.\024\236\355\355\342s\037^\027\236\262]w\205\225\n\205\226e\254\200\177\232\245\322\243T5\345sK\321M\371d\256\"\335\222\003K\253\032Rz\313\266\n\314D\020\231\\0\225-9]\266YY\261\345k\245\252\030\355i\2279.\036\252\265\005\001\250Rm\225>3\323jAc\007\263Zu\253\354\024t,[\266UE\264Y\301\260\024\315)\224\367p\0269U(*\256\272\241\224\313\314\324\024g\317Tuk\352@\330Q\\\330S\254\342\260bQq\030}\nV\251\204<\310W\207U\252\004\024\0328R\021\036\272\251\330{E\303R7\213\226\006g\360\275W\254\226\212{\320\242\032d\002\302\340\332\nmS7\333\246\266\237H\251jUMW~1;vIS\\E\2239(\3302=\316\241\217\300\240\253\300(\371t\244\303G=\213\337\265\302\006\203\006\033K\0323\253[\022\263%\335F\014]\247\244\3572\355\035s\337YnKjcs\303\330p6\266u\335T\215*T\251\026\022c\301x\215\355\352f\311\322MW\0065\236ud\262\360\200W\246\243\250\204K\305\320]\266\345\274\177\017\331M\270\277\3116\331\336\246\301L\3728\233\216L\303\226\262\213\363\267\2526\376\246M\231Z\030h\002K\246\265S\330rLd\336uL\307\305\243\005\342\2516\210\247\016@\374\267\225V\214\246d\000>\273z$\342\0303`\373\275\203\327\252\213?\247""\\Vt\233NGd\351\241\313Z3dx\n\254l\251\033\007\263\2164\262,\023VV\253\266c\331e\253\\\266\034hGhq\256VU\333\331pZ\303\266\222\366H\327\312\216\376\001i\331A@`al$P\276+\207d0(I\243\017\244c\010:\255\321\301\272[\265M\333\332ql\0310\320\006\"\315\\\215\225\224\252\2010\243\242\345\202T\352\352[\250 e\253L\004\302\\K\302\323E\351Br[1\252L~9\333l\033\207l3[/\355Q}m#{\364q\266\361\237\224\355\334\370\371\367\217\023\310m\301\201{[\n<\231X0\253\206qcBj\370\373t\313\370\211\2057\037\047\016\2028\261pYk/\305\357L\262\r\201\267\275Q\316\304\203\337?\273\365\210\350g7\377\331\371WoG\367\005q\376\206\270\361\357(\037)\315\304\270\030\277\026d\304\365W\342\225&4\366WOG\367\260\227k&N\327&k\371\232\352\r\321\340\344\237nm\246\246y\223^\336S\274*_\342\225fo\177\255r(\226\362V<\207gh\342R\255\350%\274\373\274\223\047\371e\356\370\231f\357\231Z\266\226\253\255\321\376f\337\220\227m\366\016y\337r\005\213\227\375\n-\337\365\026=\245\2654\350}\3153|\2063\177!x\023u\322\362\2747}\260\363K\234\226\204\246\327dC\222\354\363Vy\202/r\325O\222Q\037p\354$_\367\363\264q\316;\341eZ\033aD\263/\345=\344\363\376\0215/\270\\\232\255\331\360\3419\366f\370\234\337\005\211\276A\351\256\312S|Ez\201(\354\300\265\316\226\347\047\377\254\324:kc2@\307c1\312O\300\202|;\026\335\010M\345\223\030\364\327v\274\"\357\341\n\035s\215\347\370\252\337\355\313yW\272:0\352U\366\373\222\336\260\307\370m\370\3657c0q\t\032\272\371s?\351g\374\271\240+\3106\007\340\047\302\261&OO\235\203g\003gy\2629p\216\177\353+\276\023\\\016*$s\027\301RZ\353#\320I\361z\215<@xH\232\222\360\027}5H\222\025\037\240~\322_\017\362\264q\016\216eZ\033\207\274y\236\005\020v\375\017\341h\324\025\315\000L\2511\030D\221\037\276\300\363\310\307X0\036\336\215\226\"\247\236\371\307\2659\354\233\216\362\237\230\362\302\227\352g=\233\017s\r\316e\375\345`(\3105S\343\344\030\366\246\374\025x\323\312k\037\341e\022a\331\3617\002%p\302K\241By~\004\343l\1774\350\r;\303\241\360>\200\3247\340uy3\210Z\202\337G\212o\007\251`5\354\n\247\303\347\321\210\264\221""\242\336\316M7Bx\000\2225\236i\203d\330\323\000\221,_\366\207\374\334?\200\004iF\225\235\356\350\356\003\370:!\376\016\016\315\007\363\341\355(\211\205TG\367Y\336\357W\304\327\253b\3659\241\310\256\r\325\026q\316\010\352g\002\206%\374\207\301\\\330\023\252\321p\244\326/\212gy\221_\027\353o\304\233\267-\234\235\345\3430>\031L\004\213A1<!\246\027\353\023\365\007\215\211\306b\243\010qRZ\255-A\262\367T3q\236\243~/\3605\177\002\346&\306Q\221\266?\350O#\021\307\007\347\000\373\023\020Z\364\225O\006\343\374*\204\262\244\352\001i!\347F=)\225\345\217H\353\030\357$\336\350i\366\366\325\226\341\262Ba\034\3642\000\014\242\236D\010/S\005\034[\374\232\337\202\013\337\204\331\030\364Yo\231\217\372\235\255\024\014zS~\247?\354+\261\344%\344|\034!\314\036[\241\024S\036\027\202\365P\226\316GY\273\t\377i\230\001\264z\020\275\221\272\323\230\022\353\340\266_\304/%Q\322\205\376\276\231\032\365>\036\226L+\345\260\200\336w\371\037\300\320\016\020\0048n\000}\223\376\353\300\r\263a\25690\306{\375\036\324\305x8\033V\010N\330\032c\232\254\241\301ITC%\350$}\333 %x\223\0029$G\000\047\371N\234xV&\"9LE>\354\255\363\274\370jJL\335\213*\365\236z\t\0314\304\353\267\342\355\317\373\262\334\272P\027T\034@\033\252|\037\257\013\376\213 \213Z@MgA\343\301\323(\023\335\026\2715\261\366B\274\240\215-\255\274\344?\000@\236D\047\242L\263\255+VC\245\010n&+mo\020t\263\332\342\253v,\266%\242A\005\244\353%\030!\246^d(IQ\047\202\271\202$$\343\034\337\246\331v\216\017_\206A\246\203\374;\304\203\n0\025\256F\335\321\032p\372\260\361\235x\t<#!\277\212_\225\330\266nY\276\006\362v;\032\214n\327\007\353\331O\000t\205\367\3719\370>\r&\352\033\221\227P\213v%\254\222T\334\25061r+\250\240x\014\234\264\334H62\207\226\177\026~\003\336I\344N\322\303i1~\035\341\275/-^\tw\"%\252H\227),\025\n\3206\0107%3\016\266\034\341\256?K\031\337?\016\035\312\000\361\362%_\0132\201<\342\214$\313\355\030+_\340\232`D]\007/\261\300\"/\002\317\3632\301\230\352\347\025\014\347\202\356 \037ha\346p\352\0161y\230\000(\0175\220\233\017\371\264\244!BX;,t""OH\237q\023\360k\342\322\\\230\017K\340\344j=W_kL6V\305\263\327\3425\245B(h\000P$\357\305\373\315\346\370$<s\203\231@\017\267e\243\320\212\3430n\355J\363L\237\214\375>\016\311\325\362Dzw\275\234\350\000\250\367\023t1\314\302L*\225s\341r\224\214$+\316{Y\221\272\024\237\257\211\205\307\215L#+:\316\211s\3310\271\2378\323\"K\025$\320\343\263\340\273\260\":.\210\013\263b\366a\275\322L\342\371\244\201\262\271.\256?\022\217\n\242\360\353~b\330{\203b\317\371\257\0025\034\217fQA\235DE]T\030Pz\224[\007\345\245\332\333/\372/J\313\214\360f\364[#\333L\337\022\267\356\211{(\235\227\315\364\215\340\307\350\242x\004l\"\010\357\232\351\254\310.\325\277\245\202Dh\212Dwq\361\201t\305\277\376S?\201\013\003swbb=\317\237\240\360\023i_vX\2372a+\005\207DG\301\301\225\026\274D\200\206\242\034\261\r\003\000rT\0163\020\336A\3673\003\250\340\312\373\206z\221$\232\212^\3774\335yt=\251t\253\017yw\342\213>\226\221W=\325J\\\330\324\226\200$\356\022\331\244dw\025\013\304U\325\005\244\344I\372\\\\\336\007/\3755\307\233\2008\325?u\t0L\347\225\026\374\207\304\320dl\326\025\364\023\333\301\n\365\023-&{+\033\005Y\030Dt\324\332\300\260+\022\255\2316\347\316\3726\332\212\261\257\270\216v\003\313\327\261A\003M\375 \t55\202\313r\0055\005g(O\350\210\366\245z`o\032M\324o\350\004\036\240\240f\003;<\017P\252\340\211\231z\261\321\325\230n\344\217\360El\314\225\340\004\016\356\375R|y\025%\332\023\030\321D$\313\342\261\030\241\231ni\376\377\310S\347af\216\346\340s\365|\264\214\351\206>\"Z\221\374\"\033[\345\330\253\004\345\0160?\033\374\001\276q\352W\033I\nh\001\320\316S0\177\2205\217\260S\213v\020\3331~\032\001\225\3118x\335\037h\323o\0346\n\372\215\300\212\376O\350\037\224\3718\277\001\334\216\205\027\353]\365;\340V\252u*\340\241p)\334\025\367~j\310\266\3707Bp\263w\300;\005\306\271\211\3660I-Y\370{\375\021*\370x>\226d\321\242\315RD\177Z\336\353\305\340\0131\367\240\256\324w\033\216X\221=R/\265mY\372\031B\336]\023\347o\202\017K\341\217\365Q\361H^!\203\347e\310\023\376\343`#\334\022K\330U\024\305M\261i4[\304\222""\024\0353a\226z\224\263\362\036\204.\nP\202.\222\nM\237\252u\2435\317\320\317\004\000D\242\000\307\306\277b\350\"\224\021X\303-D\r0\250\257\212[0\337\372IA\270\240\373T\376\334\350\362\3323\342\354\353\326U\336\036\307]\034.>U\250L\260R3q\2526J\326\221\2313\204 /\367_\317D\326\253";
+    PyObject *data = __Pyx_DecompressString(cstring, 2930, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (3893 bytes) */
-static const char cstring[] = "\377.?Intern\377al: this\177 input \006\000\377the refe\377rence\047s \377to handl\277e.Note*\000a\377t Cython\376*\001deliber\377ately st\347ricS\000!\001n P\177EP-484 :\000\376N\000jects s\377ubclasse\377s of bui\377ltin typ\377es. If y\177ou needr\001\361p%\000%\t\226\000n se\375t\255\000e \047ann\377otation_\376<\000ing\047 di\355rb\000iv\242\000o F\377alse.add\375_%\000eodrad\377ek/proto\177col/_spd\000\377ups.pyxJ\377SONDecod\177eErrorR\010\000\367rd_?\000lbac\373k_\020\014_KEY_\377VALUE__P\353yx\001\000D\363\000_Ne\177xtRef__\223\004\377e____doc\356\003\001fun\003\002mai=n\023\001meta\203\"\010\002\357odul)\002mro\267_en\302 es9\001n\373am@\002prepa\275rK\002qual\017\005twesta\000com\036\000\277ss_crc\000\0013\3372c_de\r\006du\337mps_i\034\000or\373ou\353 e_loa\237ds_pyi\000\360\001_\377batchapp\377endasync\357io.c%\005sat\366\322@buj\000bbas=e\000\001_off\205@\006\002Osequ\245a\030\001sD\002\377esbinary\377blockbod\375i\016\000odybuf\373by\260\000cline\275_\204 tracL\000c\361k\271\005\301\005\320@coun\315t\000\002er\324\000\320\000da\251t\276@\252\002r\232Bs\332\007dOelta\222\000\003\002s\354\002\363en\320\007\006\003d_he\366\200`rs\343\000enum\356\257\204\002fir\301 tsf\377ixedgetg\373ot\037\004hkhlh\377shviincl\277ude_co\226@o\376\272\000dexinfogint\320\"\020\003s_\251A\274\343 \323\000nsac\224\204\001a\377litemsjj\372)\000k\374\000kekey\357klen\000\001sks\376\202Bmax_tsm\233ur\000\0002n\355B\204@n\376\311`now_msn\376\367@tsnstar\025t\276\204\004.\275\204\005.\274\204\006\t\016\235$\361.\326B\005\026\347(orde\177rorjson\243`~\246`sppairz\001\324\354@\201\001i\347\205\002l\300\"_e\257poch\r\006s\240\002p\376\261Bpcursor\377poppospr\375e\330 produc-e\342ces\010\004r>\004\027\003\377r_idpsiz\357eraw\216 rec~\341C_texts\354Dorend\000\001er\374d\371s\007\004\027\006turnr\357owsr\254\"sse\377ensetdefwaul\344 all\305\"\336P\002time\325 mp\356\275\207\001eto\232\204\002tot}a\047\000value\000\002\377svevendv_erify\340\205\001v\277@\336\000\001svsv\222Bw,\357]}{""\"\331@_sc\357hema\307\000\":n\037ull,\"B\002\005\017\272\205\003\277s\":[{\"\322&\"\237:%d,\"\325\205\003\006\003e\214\211\210\001\366`deH\005\r\002W\003}\370\"\026u\003\037\033\200\001\360\010\000\377\005\035\320\034,\320,=\377\270Q\270a\330\004\032\320\377\032*\250!\320+Y\320\377Yd\320de\360\006\000\377\005\025\220A\330\004\n\210\177#\210Q\210c\220\023\t\001\377\007\200t\2103\210d\220\377#\220Q\220a\220u\230\377C\230q\330\010\017\210q\376\035\007\024\220R\220s\230!\3764\001$\210b\220\004\220D\377\230\001\230\021\230%\230s\377\240!\330\010\013\2101\210\367A\210U<\001\330\014\023\220\3771\330\010\023\220;\230a\366\032\000%\240G\000\013\2109\220\367B\220a\024\004\022\220(\230\377!\2303\230e\240:\250\367[\270\001:\0018\2202\220UQ3\004\016\222\000\021\207\000Z\200\001\375\021\234\001\220S\230\004\230B\257\230c\240\021\221\001zt\000#\357\230X\240Qs\0015\220\002\363\220!l\004\202\000\330\014\024\220\317G\2308\240~\000?\005V\230\376\213\000\013\2104\210r\220\024\373\220T\260\000!\2305\240\003\366\037\000\014\022\352\002c\230\024\230\275R\301\002\004\007\200w\330\000\001\376\363\004\007\200q\210\001\210\030\374\234\"\376\013\027\230\002\230#\230\325Q\204%\005\230 q\365\014\017\210\277w\220b\230\006\230\361\000\022\377\220*\230A\230S\240\005\336\257\000\014\017\210t\346\002\020\027\377\220q\340\014\021\220\025\220Ge\2306\325\000|\016\233\000$?\000\377\005\230T\240\021\240!\240\1775\250\003\2501\330\020\330 o\220A\220Uy\002\024\033\327\000\377\020\031\230\021\330\020\033\230\377;\240a\240s\250%\250\265q \0019\252 a\330\032\003\026K\220c\253\"Z\205@*\000\023\206\002\277\004\240B\240c\2506\000\027\373\220z\\\000#\240X\250Q\352Y\0015\326\000!2\004\023\2208\373\2301\206`x\240z\260\027\357\270\003\2703\312`\024\030\230\275\005\365\"\025\035\230Q\215@\030\377\250\032\2609\270C\270s\351\3003\000\t\02055\0002\270Q\366|\014V\240\305\0024\220r\230\367\025\230d\332\0001\240E\250?\023\250A\330\024\032\323!\345@G\024\240R\313\000\321D\245@(\354 \377R\230w\240h\250a\250\357s\260$\260""\307`\024\220H\377\230C\230r\240\027\250\010\277\260\001\260\023\260D\306`\014\337\020\220\003\2203\365 \004\230\375D\340@6\250\024\250S\260\177\003\2602\260T\270\026\237\002V\362!\330\014\226C\005\276@\010\344e\363U\230\300\204\002\241a\025\220d\230\375!\367\000E\240\023\240A\330\376\223o\013\2101\200\001\360\n\177\000\005\014\2105\220\001\276@\377g\230V\2408\2508\260\3776\270\021\200\001\360\024\000\377\005\031\230\017\240q\320(\337S\320ST\330\321`r\210\377\023\210B\210c\220\026\220\367s\230\"\226\000\004\240G\250\3775\260\006\260c\270\025\270\377c\300\037\320PQ\320Q\177X\320X[\320[\\\355\205\004\377\031\230\032\2406\250\021\250\377\"\250B\250b\260\002\320\3772B\300\"\300F\310\"\317\310B\310b,\000Q\001u\210\377C\210q\330\010\t\330\004\377\034\230A\330\004\035\230U{\240\"\254\000\004\032\230%\222 \277\022\2402\240Q\330\000\n\004\337\033\2305\240\002\"\000B\240\363a\330\000\n1\000\047\240\022\240e1G\001FB\001\331\001\027\220!\002w1\230HR\001\030\230\001\264\207\001\377\006\330\010\014\210E\220\025\357\220a\220q\226!!\2205\377\230\001\330\014\021\220\021\220\271%\017\000\017\013(\230/\300\000)\373\2601\355!t\2201\220E\337\230\027\240\001\330\375#\022\220\277.\240\001\240\025\240\232\205\002(?\230$\230c\240\032\300 )\000\370\017\010\337A\304A:\250X\260Q\366\263A{\230\270\206\001\004\240N\260\337!\2605\270\006\273 \026\300\377s\310.\320XY\320Y\377^\320^f\320fi\320\177ij\330\024\027\220{\251\205\007\351\027\250\001\363\205\0011x\001x\230\177z\301`w\277`\020\026\220h\373`\377#\240Z\250t\2601\260\377A\330\020\030\230\010\240\006\377\240c\250\032\2604\260q\216\313a\027\220q\352\204\003\244\001\t\001\007\337\230x\240q\250\360\000\017\210\367v\220S\371\000\020\024\220A\237\330\021\026\220b\006\003\220\211\001\031\376\204B\021\025\220Q\330\020\025\377\220X\230Q\320\036.\320\377.?\270q\300\006\300f\376\277@l\320Z\\\320\\]\377\340\020\027\220y\240\005\240\377S\250\t\260\032\2706\300\367\021\300!\304\206\0011\320\034,\377\250N\270!\2706\320A?U\320UV\320V)\001C\004\357\230f\240F""\222`L\270\002\373\270!\251\206\003\003\2301\330\024\366\233@\230\021\323\204\001r\220\022\220\3472\220S\227\210\004\345\204\005v\220Q\317\220c\230\023\244`\215\000W\230\243A\230\343\211\003\215@2\000\024\312\207\002&\212\212@\021\314C6G\001\312E\322F\014\177\025\220T\230\022\230<\373\000\376\353\205\001\024\260S\270\005\270U\377\300\"\300G\310<\320W\367X\320X\374 `\320`a\326\277\207\003\005\230\251\206\001l\243@6\270\335\022\331\000\022\3001\240l&\230\377\014\240A\240V\2502\250/Q\330\014\026\356\213\002A\353\213\003\335b\372\313\000\020\330\205\001\320\026/\250q\377\260\006\260l\300\"\300E\307\310\021\310\344\212\003\265\002\324v\020\220\375\007\264@\001\330\014\020\220\n\377\320\032+\2501\250D\260\377\001\260\024\260R\260w\270Wa\270q\236\213\001A\200\207\001q\207\204\001\377v\230T\240\024\240Q\240\376\266\000\031\230\026\230t\2404\340\334A\230A\236h\302A\202\212\001$\240d\257\250!\2501V\001\013\226\211\002v\3765\002\014\r\210Q\210e\220\2731\330\000\006\014\020\220\035\001B\277\230b\240\003\2408\177\000A\376\212\001\017\230q\240\003\2405\377\250\005\250Q\250d\260!z\t\0077\264\212\001\260\004\260A7\010\216\345\212\001G\2302\225\214\002\325\206\001\217%\022\373\220$\370\205\003\031\230\021\230*\377\320$5\260Q\260f\270\377C\270u\300A\300U\310\377#\310S\320PZ\320Z\376\207A\320ad\320df\320\377fj\320jk\330\032#\376\327\000t\2503\250i\260v\374\222\217\002\241\216\001\220E\230\025\230a\337\230q\330\013\014\350\216\002\340\010\177\014\210A\210Q\330\004\253\216\001\377A\320\000\025\220Q\340\004\362\203\213\0014\267\000\225\205\001\033\260E\270\371\021\370`\036\0008\2201\320\024\375$z\003d\320:J\310!\377\3101\320\000\033\320\0331\347\260\021\340>\000\225\211\003c\230\027\377\240\006\240e\250<\260q\377\320\000\035\320\0354\3204\337G\300q\330\021\005\000L\310\377A\330\021+\320+H\320\377H_\320_`\340\004\025\357\220[\240\004\222`Y\250c\377\260\032\2704\270q\300\001\377\330\004\030\230\003\2301\320\361\034R\000\276\211\t\342\204\001Q\330\010\017\367\320\017\037\225\002l\260-\270""\377|\3101\330 /\320/\377?\320?V\320VW\330\377 ,\250M\270\037\320H\377X\320Xf\320fg\330\377 1\3201C\300;\310\177l\320Za\320ab\377\210\001\365:\376`1\337\211\001\3200@\300\327\002\300!\223\211\0017\301\211\003\034\230\033L\250|\000 \240\313\221\002\350\210\r\374$\370\320\207\002\322\210\002\262\207\001\023\250A\250W\376\236 \023\270A\330\020\026\220\367e\2301\356\205\001\023\2203\220\377a\220w\230e\2403\240\365a\335\214\001)\366\217\001\021\220\027\230_\010\240\n\250!\207\214\003c\300\216\0017\023\2207\321\216\003\032\230 \001\324\216\002\370\327\211\001\323\206\003\242\222\001\020\033\2309\240\317A\330\021\024\307\221\002\033\003\022\220\252\201\212\001\003\247`Q\205\212\001\033\331\206\003\021\375\220\002\004\017\210s\220\"\220\335B\373\206\002B\230a\225\001i\230\275q\370\204\004\023\320\023#\221\003&?\240a\240v\250R\272\217\001\261\210\004\271\\\222\217\002\224\205\002\024\220D\304\220\002\024\177\032\230&\240\003\2407\263\000\376\333\211\0044\240r\250\021\330\030\337\036\230i\240q\271\216\001+\240\177Q\240d\250\"\250K\272\211\002\377\024\026\220g\230R\230t\374\352\216\001\244A\005\240Q\340\020\025\376\341\222\0032\220R\220|\2401\377\240F\250!\2504\250r\377\260\034\270Q\270c\300\022\377\3003\300b\310\003\3102\333\310Q\324\213\010\025\220\211\001&\250\375\002\254 \010\016\320\016\047\240\177q\250\006\250l\270\"\346 \277\010\014\210J\320\026\016\001\005(\272\002\222\214\013\227N\001\220G\014\371(\251\206\003\243C\230\300\206\r\273\206\t\214\216\001!\361\206\007q\264\333\207\002\302\224\002a\000\010\330\014\220\204\002w\373\240e\324\000\177\270a\270s\357\300\047\310\021\205\213\001_\240A\177\240Q\330\020\024\220K\202\207\002\370\213`\215\222\001\323&\030\230\n\240!\214\236c\002\006\340\020\322\215\005\261#\323\214\001,\347\250o\270\274\204<\336\206\006\032\230,\377\240c\250\030\260\037\300\003\237\3007\310!\330\350\206\001\275\206\001\023\377\260C\260x\320?O\310\365q\273\220\001|\276\204\001\330\010\020\220\377\t\230\021\230-\240z\260\375\021\375\221\001\260}\300H""\310A\365\330\202KC\260\206\002\010\016\210a\367\320\017 \333\216\002b\250\r\320\3775F\300a\300x\310ss\320R\215\221\002G\000\003\2201\376\227\001\376\264\217\001*\320\034-\250Q\250\177f\260M\300\027\320H\276\213\002\367\022\034\230\266\211\001\004\240J\250\377h\260m\320CS\320S\377b\320bk\320kl\330~\322\207\004\021\320\0003\2601\306\230\001Q\031\234\207\001\375\220\001\353\215\001\004\305\213\001q\335\230\001\177\t\210\005\210U\220!\204\230\001\300\236`\252\220\002\276\000\256\230\003\205\215\001\344\210\002U\220\375&\352\224\002\010\017\210u\220A\025\220\312\227\0021\312\220\001\027\326\230\001\327\227\003\247\000\316\013\004\320\031Z\262\216\004\265b\001\320\375\031\256\222\003^\320^c\320c\377e\320ef\330\004\t\210_\027\220\001\220\021\275\211\0013\216\213\001\003\220A";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 3893, 5007);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (3900 bytes) */
+static const char cstring[] = "\377.?Intern\377al: this\177 input \006\000\377the refe\377rence\047s \377to handl\277e.Note*\000a\377t Cython\376*\001deliber\377ately st\347ricS\000!\001n P\177EP-484 :\000\376N\000jects s\377ubclasse\377s of bui\377ltin typ\377es. If y\177ou needr\001\361p%\000%\t\226\000n se\375t\255\000e \047ann\377otation_\376<\000ing\047 di\355rb\000iv\242\000o F\377alse.add\375_%\000eodrad\377ek/proto\177col/_spd\000\377ups.pyxJ\377SONDecod\177eErrorR\010\000\367rd_?\000lbac\373k_\020\014_KEY_\377VALUE__P\353yx\001\000D\363\000_Ne\177xtRef__\223\004\377e____doc\356\003\001fun\003\002mai=n\023\001meta\203\"\010\002\357odul)\002mro\267_en\302 es9\001n\373am@\002prepa\275rK\002qual\017\005twesta\000com\036\000\277ss_crc\000\0013\3372c_de\r\006du\337mps_i\034\000or\373ou\353 e_loa\237ds_pyi\000\360\001_\377batchapp\377endasync\357io.c%\005sat\366\322@buj\000bbas=e\000\001_off\205@\006\002Osequ\245a\030\001sD\002\377esbinary\377blockbod\375i\016\000odybuf\373by\260\000cline\275_\204 tracL\000c\361k\271\005\301\005\320@coun\315t\000\002er\324\000\320\000da\251t\276@\252\002r\232Bs\332\007dOelta\222\000\003\002s\354\002\363en\320\007\006\003d_he\366\200`rs\343\000enum\356\257\204\002fir\301 tsf\377ixedgetg\373ot\037\004hkhlh\377shviincl\277ude_co\226@o\376\272\000dexinfogint\320\"\020\003s_\251A\274\343 \323\000nsac\224\204\001a\377litemsjj\372)\000k\374\000kekey\357klen\000\001sks\376\202Bmax_tsm\233ur\000\0002n\355B\204@n\376\311`now_msn\376\367@tsnstar\025t\276\204\004.\275\204\005.\274\204\006\t\016\235$\361.\326B\005\026\347(orde\177rorjson\243`~\246`sppairz\001\324\354@\201\001i\347\205\002l\300\"_e\257poch\r\006s\240\002p\376\261Bpcursor\377poppospr\375e\330 produc-e\342ces\010\004r>\004\027\003\377r_idpsiz\357eraw\216 rec~\341C_texts\354Dorend\000\001er\374d\371s\007\004\027\006turnr\357owsr\254\"sse\377ensetdefwaul\344 all\305\"\336P\002time\325 mp\356\275\207\001eto\232\204\002tot}a\047\000value\000\002\377svevendv_erify\340\205\001v\277@\336\000\001svsv\222Bw,\357]}{""\"\331@_sc\357hema\307\000\":n\037ull,\"B\002\005\017\272\205\003\277s\":[{\"\322&\"\237:%d,\"\325\205\003\006\003e\214\211\210\001\366`deH\005\r\002W\003}\370\"\026u\003\037\033\200\001\360\010\000\377\005\035\320\034,\320,=\377\270Q\270a\330\004\032\320\377\032*\250!\320+Y\320\377Yd\320de\360\006\000\377\005\025\220A\330\004\n\210\177#\210Q\210c\220\023\t\001\377\007\200t\2103\210d\220\377#\220Q\220a\220u\230\377C\230q\330\010\017\210q\376\035\007\024\220R\220s\230!\3764\001$\210b\220\004\220D\377\230\001\230\021\230%\230s\377\240!\330\010\013\2101\210\367A\210U<\001\330\014\023\220\3771\330\010\023\220;\230a\366\032\000%\240G\000\013\2109\220\367B\220a\024\004\022\220(\230\377!\2303\230e\240:\250\367[\270\001:\0018\2202\220UQ3\004\016\222\000\021\207\000Z\200\001\375\021\234\001\220S\230\004\230B\257\230c\240\021\221\001zt\000#\357\230X\240Qs\0015\220\002\363\220!l\004\202\000\330\014\024\220\317G\2308\240~\000?\005V\230\376\213\000\013\2104\210r\220\024\373\220T\260\000!\2305\240\003\366\037\000\014\022\352\002c\230\024\230\275R\301\002\004\007\200w\330\000\001\376\363\004\007\200q\210\001\210\030\374\234\"\376\013\027\230\002\230#\230\325Q\204%\005\230 q\365\014\017\210\277w\220b\230\006\230\361\000\022\377\220*\230A\230S\240\005\336\257\000\014\017\210t\346\002\020\027\377\220q\340\014\021\220\025\220Ge\2306\325\000|\016\233\000$?\000\377\005\230T\240\021\240!\240\1775\250\003\2501\330\020\330 o\220A\220Uy\002\024\033\327\000\377\020\031\230\021\330\020\033\230\377;\240a\240s\250%\250\265q \0019\252 a\330\032\003\026K\220c\253\"Z\205@*\000\023\206\002\277\004\240B\240c\2506\000\027\373\220z\\\000#\240X\250Q\352Y\0015\326\000!2\004\023\2208\373\2301\206`x\240z\260\027\357\270\003\2703\312`\024\030\230\275\005\365\"\025\035\230Q\215@\030\377\250\032\2609\270C\270s\351\3003\000\t\02055\0002\270Q\366|\014V\240\305\0024\220r\230\367\025\230d\332\0001\240E\250?\023\250A\330\024\032\323!\345@G\024\240R\313\000\321D\245@(\354 \377R\230w\240h\250a\250\357s\260$\260""\307`\024\220H\377\230C\230r\240\027\250\010\277\260\001\260\023\260D\306`\014\337\020\220\003\2203\365 \004\230\375D\340@6\250\024\250S\260\177\003\2602\260T\270\026\237\002V\362!\330\014\226C\005\276@\010\344e\363U\230\300\204\002\241a\025\220d\230\375!\367\000E\240\023\240A\330\376\223o\013\2101\200\001\360\n\177\000\005\014\2105\220\001\276@\377g\230V\2408\2508\260\3776\270\021\200\001\360\024\000\377\005\031\230\017\240q\320(\337S\320ST\330\321`r\210\377\023\210B\210c\220\026\220\367s\230\"\226\000\004\240G\250\3775\260\006\260c\270\025\270\377c\300\037\320PQ\320Q\177X\320X[\320[\\\355\205\004\377\031\230\032\2406\250\021\250\377\"\250B\250b\260\002\320\3772B\300\"\300F\310\"\317\310B\310b,\000Q\001u\210\377C\210q\330\010\t\330\004\377\034\230A\330\004\035\230U{\240\"\254\000\004\032\230%\222 \277\022\2402\240Q\330\000\n\004\337\033\2305\240\002\"\000B\240\363a\330\000\n1\000\047\240\022\240e1G\001FB\001\331\001\027\220!\002w1\230HR\001\030\230\001\264\207\001\377\006\330\010\014\210E\220\025\357\220a\220q\226!!\2205\377\230\001\330\014\021\220\021\220\271%\017\000\017\013(\230/\300\000)\373\2601\355!t\2201\220E\337\230\027\240\001\330\375#\022\220\277.\240\001\240\025\240\232\205\002(?\230$\230c\240\032\300 )\000\370\017\010\337A\304A:\250X\260Q\366\263A{\230\270\206\001\004\240N\260\337!\2605\270\006\273 \026\300\377s\310.\320XY\320Y\377^\320^f\320fi\320\177ij\330\024\027\220{\251\205\007\351\027\250\001\363\205\0011x\001x\230\177z\301`w\277`\020\026\220h\373`\377#\240Z\250t\2601\260\377A\330\020\030\230\010\240\006\377\240c\250\032\2604\260q\216\313a\027\220q\352\204\003\244\001\t\001\007\337\230x\240q\250\360\000\017\210\367v\220S\371\000\020\024\220A\237\330\021\026\220b\006\003\220\211\001\031\376\204B\021\025\220Q\330\020\025\377\220X\230Q\320\036.\320\377.?\270q\300\006\300f\376\277@l\320Z\\\320\\]w\340\020\023\273 \003\2301\243\206\002\373\230E\342\206\001\340\024\033\230:\337\240V\2501\250\213\000\033\230\3771\320\034,\250N\270!\377\2706\320AU\320UV""\363\320V5\001O\004\230f\240F~\236`L\270\002\270!\330D\005\266A\003\330\024\255@\230\021\345\204\001r?\220\022\2202\220S\251\210\004\367\204\005\177v\220Q\220c\230\023\266`\036\237\000W\230A\230\365\211\003\237@2\000U\024\334\207\002&\234@\021\336C6G\001\374\334E\344F\014\025\220T\230\022\363\230<\215 \375\205\001\024\260S\270\377\005\270U\300\"\300G\310\277<\320WX\320X\216@`\267\320`a\321\207\003\005\230\273\206\001l\376\265@6\270\022\2706\300\022\373\3001\262l&\230\014\240A~\371\0002\250Q\330\014\026\200\214\002\321A\375\213\003\357b\313\000\020\352\205\001\320\026\377/\250q\260\006\260l\300?\"\300E\310\021\310\366\212\003\265\002\356\346v\020\220\007\306@\001\330\014\277\020\220\n\320\032+\334 D\377\260\001\260\024\260R\260w\257\270a\270q\260\213\001A\222\207\001q\376\231\204\001v\230T\240\024\240Q\375\240\266\000\031\230\026\230t\240=4\356A\340\020\027\220\260h\324A\376\224\212\001$\240d\250!\2501\352V\001\013\250\211\002v5\002\014\r\210\277Q\210e\2201\330\000\006\014\373\020\220\035\001B\230b\240\003\373\2408\334B\014\020\220\017\230\377q\240\003\2405\250\005\250\277Q\250d\260!\330\n\0067\236\306\212\001\260\004\260A7\010\367\212\001G\343\2302\247\214\002\347\206\001\217%\022\220$\376\212\206\003\031\230\021\230*\320$\3775\260Q\260f\270C\270\377u\300A\300U\310#\310\277S\320PZ\320Z\207A\320\377ad\320df\320fj\277\320jk\330\032#\327\000t?\2503\250i\260v\244\217\002\263\216\001\377\220E\230\025\230a\230q\367\330\013\014\372\216\002\340\010\014\210\337A\210Q\330\004\275\216\001A\320\277\000\025\220Q\340\004\225\213\0014|\267\000\247\205\001\033\260E\270\021\376`~\036\0008\2201\320\024$z\003\377d\320:J\310!\3101\377\320\000\033\320\0331\260\021\371\340>\000\247\211\003c\230\027\240\006\377\240e\250<\260q\320\000\377\035\320\0354\3204G\300\367q\330\021\005\000L\310A\330\377\021+\320+H\320H_\377\320_`\340\004\025\220[\373\240\004\222`Y\250c\260\032\377\2704\270q\300\001\330\004\207\030\230\003\225\205\001R\000\320\211\t\342\204\001Q\277\330\010\017\320\017\037\225\002l""\377\260-\270|\3101\330 \377/\320/?\320?V\320\377VW\330 ,\250M\270\377\037\320HX\320Xf\320\377fg\330 1\3201C\377\300;\310l\320Za\320\363ab\221\211\001\367\205\003B\250b\320\2770@\300\002\300!\245\211\0017\336\323\211\003\034\230L\250|\000 \240\300\335\221\002\372\210\r\374$\342\207\002\344\210\002\304\207\001\023\250\367A\250W\236 \023\270A\330\277\020\026\220e\2301\356\205\001\023\377\2203\220a\220w\230e\257\2403\240a\357\214\001)\210\220\001\021\377\220\027\230\010\240\n\250!\272\231\214\003c\322\216\001\023\2207\343\216\003\032\301\230 \001\346\216\002\351\211\001\323\206\003\264\222\001\020\033\177\2309\240A\330\021\024\331\221\002V\033\003\022\220\223\212\001\003\247`Q\227\212\001\355\033\331\206\003\021\220\002\004\017\210s\357\220\"\220B\373\206\002B\230a\356\225\001i\230q\370\204\004\023\320\023\375#\221\003&\240a\240v\250\311R\314\217\001\303\210\004\\\244\217\002\224\205\002\024\220\375D\326\220\002\024\032\230&\240\003\363\2407\263\000\355\211\0044\240r\250\377\021\330\030\036\230i\240q\376\313\216\001+\240Q\240d\250\"\373\250K\314\211\002\024\026\220g\230\347R\230t\374\216\001\244A\005\240Q\367\340\020\025\363\222\0032\220R\220\377|\2401\240F\250!\250\3774\250r\260\034\270Q\270\377c\300\022\3003\300b\310\337\003\3102\310Q\346\213\010\025\220\356\211\001&\250\002\254 \010\016\320\377\016\047\240q\250\006\250l\373\270\"\346 \010\014\210J\320E\026\016\001\005\272\002\244\214\013\227N\001\220G\031\014\371(\251\206\003C\230\300\206\r\273\206\t\236\216\001\245!\361\206\007q\333\207\002\324\224\002a\000\010\330\335\014\220\204\002w\240e\324\000\177\270\177a\270s\300\047\310\021\227\213\001\377_\240A\240Q\330\020\024\303\220K\202\207\002\213`\237\222\001\323&\030\230g\n\240!\236c\002\006\340\020\344\215\005<\261#\345\214\001,\250o\270\274\204<\336\206\006\377\032\230,\240c\250\030\260\377\037\300\003\3007\310!\330\374\350\206\001\275\206\001\023\260C\260x\320\257?O\310q\315\220\001|\276\204\001\330\377\010\020\220\t\230\021\230-\357\240z\260\021\217\222\001\260}""\300\257H\310A\330\202KC\260\206\002\010\277\016\210a\320\017 \355\216\002b\377\250\r\3205F\300a\300\237x\310s\320R\237\221\002G\000\003\363\2201\220\230\001\306\217\001*\320\034-\377\250Q\250f\260M\300\027\273\320H\276\213\002\022\034\230\266\211\001\004\377\240J\250h\260m\320C\377S\320Sb\320bk\320\367kl\330\322\207\004\021\320\0003\213\2601\330\230\001\031\234\207\001\217\221\001\375\215\001\004\372\305\213\001q\357\230\001\t\210\005\210U\003\220!\226\230\001\236`\274\220\002\276\000\300\230\003\205\215\001\356\344\210\002U\220&\374\224\002\010\017\210\257u\220A\220\334\227\0021\334\220\001\027p\350\230\001\351\227\003\247\000\013\004\320\031Z\304\216\004\356\265b\001\320\031\300\222\003^\320^\377c\320ce\320ef\330\377\004\t\210\027\220\001\220\021\032\275\211\0013\216\213\001\220A";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 3900, 5025);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (5007 bytes) */
-static const char bytes[] = ".?Internal: this input is the reference\047s to handle.Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_noteodradek/protocol/_speedups.pyxJSONDecodeErrorRecord_Fallback_JSONDecodeError_KEY_VALUE__Pyx_PyDict_NextRef__annotate____doc____func____main____metaclass____module____mro_entries____name____prepare____qualname____test___compress_crc_crc32c_decompress_dumps_is_coroutine_loads_py_encode_batchappendasyncio.coroutinesattributesbbasebase_offsetbase_sequencebasesbatchesbinaryblockbodiesbodybufbytescline_in_tracebackcompresscompressioncountcountercrc32cdatadecode_recordsdecompressdelta_ofdeltasdumpsencode_batchencoded_headersendenumeratefirst_tsfixedgetgotheadershkhlhshviinclude_controlindexinfointis_controlis_nameis_transactionalitemsjjoinkbufkekeyklenklensksloadsmax_tsmurmur2nname_endnextnow_msnpartsnstartodradek.protocol._speedupsodradek.protocol.records.batchodradek.protocol.records.compressionorderorjsonoutoutsppairpart_ofpartition_leader_epochpartitionspartspcountpcursorpopposprefixproduce_batchesproducer_epochproducer_idpsizeraw_tsrecrecord_textsrecordsrendrender_offsetsrender_recordsreturnrowsrstartsseensetdefaultsmallstarttextstimestamp_typetobytestotaltsvaluevaluesvevendverify_crcvlenvlensvsvstartw,]}{\"key_schema_id\":null,\"value_schema_id\":null,\"offsets\":[{\"partition\":%d,\"offset\":%d,\"error_code\":null,\"error\":null}{\"partition\":%d,\"offset\":null,\"error_code\":null,\"error\":null}\200\001\360\010\000\005\035\320\034,\320,=\270Q\270a\330\004\032\320\032*\250!\320+Y\320Yd\320de\360\006\000\005\025\220A\330\004\n\210#\210Q\210c\220\023\220A\330\004\007\200t\2103\210d\220#\220Q\220a\220u\230C\230q\330\010\017\210q\330\004\n\210#\210Q\210c\220\024\220R\220s\230!\330\004\n\210$\210b\220\004\220D\230\001\230\021\230%\230s\240!\330\010\013\2101\210A\210U\220#\220Q\330\014\023\2201\330\010\023\220;\230a\230s\240%""\240q\330\010\013\2109\220B\220a\330\014\023\2201\330\010\022\220(\230!\2303\230e\240:\250[\270\001\330\010\013\2108\2202\220Q\330\014\023\2201\330\010\016\210c\220\021\220#\220Z\230q\330\010\021\220\023\220A\220S\230\004\230B\230c\240\021\330\010\017\210z\230\021\230#\230X\240Q\330\010\013\2105\220\002\220!\330\014\023\2201\330\010\013\2101\330\014\024\220G\2308\2401\330\010\016\210c\220\021\220#\220V\2301\330\010\013\2104\210r\220\024\220T\230\021\230!\2305\240\003\2401\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\004\007\200w\210b\220\001\330\010\017\210q\330\004\007\200q\210\001\210\030\220\023\220A\330\010\017\210q\330\004\n\210#\210Q\210c\220\027\230\002\230#\230Q\330\004\n\210$\210b\220\005\220R\220q\330\010\013\2101\210A\210U\220#\220Q\330\014\017\210w\220b\230\006\230a\330\014\022\220*\230A\230S\240\005\240Q\330\014\017\210t\2202\220Q\330\020\027\220q\340\014\021\220\025\220e\2306\240\021\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\014\022\220$\220b\230\005\230T\240\021\240!\2405\250\003\2501\330\020\023\2201\220A\220U\230#\230Q\330\024\033\2301\330\020\031\230\021\330\020\033\230;\240a\240s\250%\250q\330\020\023\2209\230B\230a\330\024\033\2301\330\020\026\220c\230\021\230#\230Z\240q\330\020\031\230\023\230A\230S\240\004\240B\240c\250\021\330\020\027\220z\240\021\240#\240X\250Q\330\020\023\2205\230\002\230!\330\024\033\2301\330\020\023\2208\2301\230C\230x\240z\260\027\270\003\2703\270a\330\024\030\230\005\230X\240Q\330\025\035\230Q\230c\240\030\250\032\2609\270C\270s\300!\330\024\030\230\005\230X\240Q\330\025\035\230Q\230c\240\030\250\032\2605\270\003\2702\270Q\330\024\033\2301\330\020\026\220c\230\021\230#\230V\2401\330\020\023\2204\220r\230\025\230d\240!\2401\240E\250\023\250A\330\024\032\230#\230Q\230c\240\024\240R\240s\250!\330\014\023\2201\330\014\022\220(\230#\230R\230w\240h\250a\250s\260$\260a\330\014\024\220H\230C\230r\240\027\250\010\260\001\260\023\260D\270\001\330\014\020\220\003\2203\220b\230\004\230D\240\003\2406\250\024\250S""\260\003\2602\260T\270\026\270s\300!\330\020\027\220q\330\014\017\210w\220b\230\005\230Q\330\010\016\210c\220\021\220#\220U\230!\330\010\013\2104\210r\220\025\220d\230!\2301\230E\240\023\240A\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\004\013\2101\200\001\360\n\000\005\014\2105\220\001\220\025\220g\230V\2408\2508\2606\270\021\200\001\360\024\000\005\031\230\017\240q\320(S\320ST\330\004\007\200r\210\023\210B\210c\220\026\220s\230\"\230D\240\004\240G\2505\260\006\260c\270\025\270c\300\037\320PQ\320QX\320X[\320[\\\330\010\017\210q\330\004\031\230\032\2406\250\021\250\"\250B\250b\260\002\3202B\300\"\300F\310\"\310B\310b\320PQ\330\004\007\200u\210C\210q\330\010\t\330\004\034\230A\330\004\035\230U\240\"\240A\330\004\032\230%\230r\240\022\2402\240Q\330\004\032\230%\230r\240\022\2402\240Q\330\004\033\2305\240\002\240\"\240B\240a\330\004\033\2305\240\002\240\"\240B\240a\330\004\032\230\047\240\022\2401\330\004\034\230F\240\"\240A\360\n\000\005\027\220a\330\004\033\2301\230H\240A\330\004\030\230\001\360\006\000\005\006\330\010\014\210E\220\025\220a\220q\330\014\022\220!\2205\230\001\330\014\021\220\021\220%\220q\330\010\014\210E\220\025\220a\220q\330\014\022\220(\230/\250\021\250)\2601\330\014\017\210t\2201\220E\230\027\240\001\330\020\027\220q\330\014\022\220.\240\001\240\025\240a\330\014\022\220(\230$\230c\240\032\2508\2601\330\014\022\220.\240\001\240\025\240a\330\014\024\220H\230D\240\003\240:\250X\260Q\330\014\017\210{\230!\2305\240\004\240N\260!\2605\270\006\270c\300\026\300s\310.\320XY\320Y^\320^f\320fi\320ij\330\024\027\220{\240!\2405\250\003\2501\330\020\027\220q\330\014\017\210t\2201\330\020\027\220x\230\177\250a\250w\260a\330\020\026\220h\230d\240#\240Z\250t\2601\260A\330\020\030\230\010\240\006\240c\250\032\2604\260q\270\001\330\014\027\220q\230\005\230X\240Q\240a\330\014\027\220q\230\007\230x\240q\250\001\330\014\017\210v\220S\230\001\330\020\024\220A\330\021\026\220b\230\001\330\020\024\220D\230\001\230\031\240\"\240A\330\021\025\220Q\330\020\025\220X""\230Q\320\036.\320.?\270q\300\006\300f\310B\310l\320Z\\\320\\]\340\020\027\220y\240\005\240S\250\t\260\032\2706\300\021\300!\330\020\033\2301\320\034,\250N\270!\2706\320AU\320UV\320V\\\320\\]\330\020\025\220X\230Q\230f\240F\250\"\250L\270\002\270!\330\020\023\2205\230\003\2301\330\024\030\230\001\230\021\330\014\017\210r\220\022\2202\220S\230\002\230#\230Q\330\020\027\220q\330\014\017\210v\220Q\220c\230\023\230A\330\020\025\220W\230A\230Q\330\014\023\2201\220E\230\021\330\014\024\220A\220U\230&\240\001\240\021\330\014\022\220!\2206\230\021\330\014\021\220\021\220%\220q\330\014\021\220\021\220%\220q\330\014\025\220T\230\022\230<\240q\250\010\260\001\260\024\260S\270\005\270U\300\"\300G\310<\320WX\320X^\320^`\320`a\330\020\023\2205\230\005\230R\230w\240l\260!\2606\270\022\2706\300\022\3001\330\014\022\220!\2205\230\001\330\014\021\220\021\220&\230\014\240A\240V\2502\250Q\330\014\026\220a\220u\230A\330\010\017\210q\330\010\014\210E\220\021\330\014\020\220\001\220\025\320\026/\250q\260\006\260l\300\"\300E\310\021\310!\330\014\023\2201\220E\230\021\330\010\014\210E\220\025\220a\220q\330\014\022\220(\230/\250\021\250)\2601\330\014\020\220\007\220q\230\001\330\014\020\220\n\320\032+\2501\250D\260\001\260\024\260R\260w\270a\270q\330\014\024\220A\330\014\017\210q\330\020\027\220v\230T\240\024\240Q\240a\330\020\031\230\026\230t\2404\240q\250\001\340\020\027\220x\230\177\250a\250w\260a\330\020\025\220X\230T\240\021\240$\240d\250!\2501\330\014\020\220\013\2301\230C\230v\240Q\240a\330\014\r\210Q\210e\2201\330\014\r\210Q\210e\2201\330\014\020\220\013\2301\230B\230b\240\003\2408\2501\250A\330\014\020\220\017\230q\240\003\2405\250\005\250Q\250d\260!\330\014\020\220\017\230q\240\003\2407\250%\250q\260\004\260A\330\014\r\210Q\210e\2201\330\014\023\2201\220G\2302\230R\230s\240\"\240A\330\010\014\210E\220\021\330\014\022\220$\220a\220q\330\014\031\230\021\230*\320$5\260Q\260f\270C\270u\300A\300U\310#\310S\320PZ\320Z`\320`a\320ad\320df\320fj\320jk\330\032#\2404\240t\2503\250i\260v\270Q""\270a\330\014\023\2201\220E\230\025\230a\230q\330\013\014\330\010\017\210q\340\010\014\210A\210Q\330\004\013\2109\220A\320\000\025\220Q\340\004\023\2208\2304\230q\240\006\240c\250\033\260E\270\021\270!\330\004\013\2108\2201\320\024$\320$5\260Q\260d\320:J\310!\3101\320\000\033\320\0331\260\021\340\004\013\2105\220\001\220\025\220c\230\027\240\006\240e\250<\260q\320\000\035\320\0354\3204G\300q\330\0214\3204L\310A\330\021+\320+H\320H_\320_`\340\004\025\220[\240\004\240A\240Y\250c\260\032\2704\270q\300\001\330\004\030\230\003\2301\320\0341\260\021\330\004\007\200r\210\023\210B\210c\220\022\2202\220Q\330\010\017\320\017\037\230q\240\006\240l\260-\270|\3101\330 /\320/?\320?V\320VW\330 ,\250M\270\037\320HX\320Xf\320fg\330 1\3201C\300;\310l\320Za\320ab\330\004\033\230:\240V\2501\250B\250b\3200@\300\002\300!\330\004\033\2307\240\"\240A\330\004\034\230L\250\001\330\004 \240\001\360\010\000\005\006\330\010\014\210E\220\025\220a\220q\330\014\022\220$\220a\220q\330\014\017\210t\2201\220E\230\027\240\006\240c\250\023\250A\250W\260E\270\023\270A\330\020\026\220e\2301\230A\330\020\023\2203\220a\220w\230e\2403\240a\330\024\032\230)\2401\330\014\021\220\027\230\010\240\n\250!\330\014\017\210w\220c\230\021\330\020\023\2207\230#\230Q\330\024\032\230)\2401\330\020\031\230\021\330\014\021\220\021\330\014\017\210r\220\023\220A\330\020\033\2309\240A\330\021\024\220B\220a\330\020\031\230\021\330\014\022\220!\2205\230\003\2302\230Q\330\014\021\220\033\230A\230Q\330\014\021\220\033\230A\230Q\330\014\017\210s\220\"\220B\220c\230\023\230B\230a\330\020\026\220i\230q\330\014\017\210q\330\020\023\320\023#\2403\240a\330\024&\240a\240v\250R\250q\330\020\025\220Q\330\020\025\220\\\240\021\240#\240Q\240a\330\020\024\220D\230\006\230a\330\024\032\230&\240\003\2407\250!\330\024\027\220{\240!\2404\240r\250\021\330\030\036\230i\240q\330\024\032\230+\240Q\240d\250\"\250K\260q\270\001\330\024\026\220g\230R\230t\2401\330\020\037\230q\240\005\240Q\340\020\025\220Q\330\014\023\2202\220R\220|\2401\240F\250!""\2504\250r\260\034\270Q\270c\300\022\3003\300b\310\003\3102\310Q\330\014\022\220!\2205\230\001\330\014\025\220\\\240\021\240&\250\002\250!\330\010\016\320\016\047\240q\250\006\250l\270\"\270A\330\010\014\210J\320\026\047\240q\250\005\250R\250q\330\010\014\210E\220\025\220a\220q\330\014\022\220$\220a\220q\330\014\017\210t\2201\220E\230\027\240\001\330\020\026\220e\2301\230A\330\014\021\220\027\230\010\240\n\250!\330\014\020\220\013\2301\230C\230v\240Q\240a\330\014\r\210Q\210e\2201\330\014\020\220\013\2301\230B\230b\240\003\2406\250\021\250!\330\014\020\220\013\2301\230C\230q\330\014\020\220\n\230!\2303\230a\330\014\020\220\n\230!\2303\230a\330\014\017\320\017\037\230w\240e\2504\250\177\270a\270s\300\047\310\021\330\020\025\220_\240A\240Q\330\020\024\220K\230q\240\003\2403\240a\240q\330\020\024\220D\230\006\230a\330\024\030\230\n\240!\2403\240a\330\024\030\230\n\240!\2403\240a\340\020\021\220\021\220%\220q\330\020\025\220Q\330\014\027\220{\240,\250o\270Q\330\010\017\320\017\037\230q\240\006\240l\260-\270|\3101\330 /\320/?\320?V\320VW\330 ,\250M\270\037\320HX\320Xf\320fg\330 1\3201C\300;\310l\320Za\320ab\340\010\014\210A\210Q\330\004\032\230,\240c\250\030\260\037\300\003\3007\310!\330\004\023\2208\320\0331\260\023\260C\260x\320?O\310q\330\004\007\200|\2203\220a\330\010\020\220\t\230\021\230-\240z\260\021\260$\260a\260}\300H\310A\330\010\016\320\016\047\240q\250\006\250l\270\"\270C\270q\300\001\330\010\016\210a\320\017 \240\001\240\025\240b\250\r\3205F\300a\300x\310s\320RS\320ST\330\010\020\220\003\2201\220A\330\004\021\220\021\220*\320\034-\250Q\250f\260M\300\027\320H`\320`a\330\022\034\230B\230b\240\004\240J\250h\260m\320CS\320Sb\320bk\320kl\330\004\013\2105\220\001\220\021\320\0003\2601\360\006\000\005\031\230\003\2301\230A\330\004\025\220Q\330\004\026\220a\220q\360\006\000\005\t\210\005\210U\220!\2201\330\010\014\210J\220a\220q\330\010\020\220\004\220D\230\001\230\023\230A\330\010\014\210A\210U\220&\230\002\230!\330\010\017\210u\220A\220Q\330\010\013\2101\330\014""\021\220\027\230\001\230\021\330\010\013\2105\220\003\2201\330\014\021\220\027\230\001\320\031Z\320Z\\\320\\]\340\014\021\220\027\230\001\320\031X\320X[\320[^\320^c\320ce\320ef\330\004\t\210\027\220\001\220\021\330\004\013\2103\210e\2201\220A";
+    #else /* compression: none (5025 bytes) */
+static const char bytes[] = ".?Internal: this input is the reference\047s to handle.Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_noteodradek/protocol/_speedups.pyxJSONDecodeErrorRecord_Fallback_JSONDecodeError_KEY_VALUE__Pyx_PyDict_NextRef__annotate____doc____func____main____metaclass____module____mro_entries____name____prepare____qualname____test___compress_crc_crc32c_decompress_dumps_is_coroutine_loads_py_encode_batchappendasyncio.coroutinesattributesbbasebase_offsetbase_sequencebasesbatchesbinaryblockbodiesbodybufbytescline_in_tracebackcompresscompressioncountcountercrc32cdatadecode_recordsdecompressdelta_ofdeltasdumpsencode_batchencoded_headersendenumeratefirst_tsfixedgetgotheadershkhlhshviinclude_controlindexinfointis_controlis_nameis_transactionalitemsjjoinkbufkekeyklenklensksloadsmax_tsmurmur2nname_endnextnow_msnpartsnstartodradek.protocol._speedupsodradek.protocol.records.batchodradek.protocol.records.compressionorderorjsonoutoutsppairpart_ofpartition_leader_epochpartitionspartspcountpcursorpopposprefixproduce_batchesproducer_epochproducer_idpsizeraw_tsrecrecord_textsrecordsrendrender_offsetsrender_recordsreturnrowsrstartsseensetdefaultsmallstarttextstimestamp_typetobytestotaltsvaluevaluesvevendverify_crcvlenvlensvsvstartw,]}{\"key_schema_id\":null,\"value_schema_id\":null,\"offsets\":[{\"partition\":%d,\"offset\":%d,\"error_code\":null,\"error\":null}{\"partition\":%d,\"offset\":null,\"error_code\":null,\"error\":null}\200\001\360\010\000\005\035\320\034,\320,=\270Q\270a\330\004\032\320\032*\250!\320+Y\320Yd\320de\360\006\000\005\025\220A\330\004\n\210#\210Q\210c\220\023\220A\330\004\007\200t\2103\210d\220#\220Q\220a\220u\230C\230q\330\010\017\210q\330\004\n\210#\210Q\210c\220\024\220R\220s\230!\330\004\n\210$\210b\220\004\220D\230\001\230\021\230%\230s\240!\330\010\013\2101\210A\210U\220#\220Q\330\014\023\2201\330\010\023\220;\230a\230s\240%""\240q\330\010\013\2109\220B\220a\330\014\023\2201\330\010\022\220(\230!\2303\230e\240:\250[\270\001\330\010\013\2108\2202\220Q\330\014\023\2201\330\010\016\210c\220\021\220#\220Z\230q\330\010\021\220\023\220A\220S\230\004\230B\230c\240\021\330\010\017\210z\230\021\230#\230X\240Q\330\010\013\2105\220\002\220!\330\014\023\2201\330\010\013\2101\330\014\024\220G\2308\2401\330\010\016\210c\220\021\220#\220V\2301\330\010\013\2104\210r\220\024\220T\230\021\230!\2305\240\003\2401\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\004\007\200w\210b\220\001\330\010\017\210q\330\004\007\200q\210\001\210\030\220\023\220A\330\010\017\210q\330\004\n\210#\210Q\210c\220\027\230\002\230#\230Q\330\004\n\210$\210b\220\005\220R\220q\330\010\013\2101\210A\210U\220#\220Q\330\014\017\210w\220b\230\006\230a\330\014\022\220*\230A\230S\240\005\240Q\330\014\017\210t\2202\220Q\330\020\027\220q\340\014\021\220\025\220e\2306\240\021\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\014\022\220$\220b\230\005\230T\240\021\240!\2405\250\003\2501\330\020\023\2201\220A\220U\230#\230Q\330\024\033\2301\330\020\031\230\021\330\020\033\230;\240a\240s\250%\250q\330\020\023\2209\230B\230a\330\024\033\2301\330\020\026\220c\230\021\230#\230Z\240q\330\020\031\230\023\230A\230S\240\004\240B\240c\250\021\330\020\027\220z\240\021\240#\240X\250Q\330\020\023\2205\230\002\230!\330\024\033\2301\330\020\023\2208\2301\230C\230x\240z\260\027\270\003\2703\270a\330\024\030\230\005\230X\240Q\330\025\035\230Q\230c\240\030\250\032\2609\270C\270s\300!\330\024\030\230\005\230X\240Q\330\025\035\230Q\230c\240\030\250\032\2605\270\003\2702\270Q\330\024\033\2301\330\020\026\220c\230\021\230#\230V\2401\330\020\023\2204\220r\230\025\230d\240!\2401\240E\250\023\250A\330\024\032\230#\230Q\230c\240\024\240R\240s\250!\330\014\023\2201\330\014\022\220(\230#\230R\230w\240h\250a\250s\260$\260a\330\014\024\220H\230C\230r\240\027\250\010\260\001\260\023\260D\270\001\330\014\020\220\003\2203\220b\230\004\230D\240\003\2406\250\024\250S""\260\003\2602\260T\270\026\270s\300!\330\020\027\220q\330\014\017\210w\220b\230\005\230Q\330\010\016\210c\220\021\220#\220U\230!\330\010\013\2104\210r\220\025\220d\230!\2301\230E\240\023\240A\330\014\022\220#\220Q\220c\230\024\230R\230s\240!\330\004\013\2101\200\001\360\n\000\005\014\2105\220\001\220\025\220g\230V\2408\2508\2606\270\021\200\001\360\024\000\005\031\230\017\240q\320(S\320ST\330\004\007\200r\210\023\210B\210c\220\026\220s\230\"\230D\240\004\240G\2505\260\006\260c\270\025\270c\300\037\320PQ\320QX\320X[\320[\\\330\010\017\210q\330\004\031\230\032\2406\250\021\250\"\250B\250b\260\002\3202B\300\"\300F\310\"\310B\310b\320PQ\330\004\007\200u\210C\210q\330\010\t\330\004\034\230A\330\004\035\230U\240\"\240A\330\004\032\230%\230r\240\022\2402\240Q\330\004\032\230%\230r\240\022\2402\240Q\330\004\033\2305\240\002\240\"\240B\240a\330\004\033\2305\240\002\240\"\240B\240a\330\004\032\230\047\240\022\2401\330\004\034\230F\240\"\240A\360\n\000\005\027\220a\330\004\033\2301\230H\240A\330\004\030\230\001\360\006\000\005\006\330\010\014\210E\220\025\220a\220q\330\014\022\220!\2205\230\001\330\014\021\220\021\220%\220q\330\010\014\210E\220\025\220a\220q\330\014\022\220(\230/\250\021\250)\2601\330\014\017\210t\2201\220E\230\027\240\001\330\020\027\220q\330\014\022\220.\240\001\240\025\240a\330\014\022\220(\230$\230c\240\032\2508\2601\330\014\022\220.\240\001\240\025\240a\330\014\024\220H\230D\240\003\240:\250X\260Q\330\014\017\210{\230!\2305\240\004\240N\260!\2605\270\006\270c\300\026\300s\310.\320XY\320Y^\320^f\320fi\320ij\330\024\027\220{\240!\2405\250\003\2501\330\020\027\220q\330\014\017\210t\2201\330\020\027\220x\230\177\250a\250w\260a\330\020\026\220h\230d\240#\240Z\250t\2601\260A\330\020\030\230\010\240\006\240c\250\032\2604\260q\270\001\330\014\027\220q\230\005\230X\240Q\240a\330\014\027\220q\230\007\230x\240q\250\001\330\014\017\210v\220S\230\001\330\020\024\220A\330\021\026\220b\230\001\330\020\024\220D\230\001\230\031\240\"\240A\330\021\025\220Q\330\020\025\220X""\230Q\320\036.\320.?\270q\300\006\300f\310B\310l\320Z\\\320\\]\340\020\023\2205\230\003\2301\330\024\033\2301\230E\240\021\240!\340\024\033\230:\240V\2501\250A\330\020\033\2301\320\034,\250N\270!\2706\320AU\320UV\320V\\\320\\]\330\020\025\220X\230Q\230f\240F\250\"\250L\270\002\270!\330\020\023\2205\230\003\2301\230E\240\021\240!\330\024\030\230\001\230\021\330\014\017\210r\220\022\2202\220S\230\002\230#\230Q\330\020\027\220q\330\014\017\210v\220Q\220c\230\023\230A\330\020\025\220W\230A\230Q\330\014\023\2201\220E\230\021\330\014\024\220A\220U\230&\240\001\240\021\330\014\022\220!\2206\230\021\330\014\021\220\021\220%\220q\330\014\021\220\021\220%\220q\330\014\025\220T\230\022\230<\240q\250\010\260\001\260\024\260S\270\005\270U\300\"\300G\310<\320WX\320X^\320^`\320`a\330\020\023\2205\230\005\230R\230w\240l\260!\2606\270\022\2706\300\022\3001\330\014\022\220!\2205\230\001\330\014\021\220\021\220&\230\014\240A\240V\2502\250Q\330\014\026\220a\220u\230A\330\010\017\210q\330\010\014\210E\220\021\330\014\020\220\001\220\025\320\026/\250q\260\006\260l\300\"\300E\310\021\310!\330\014\023\2201\220E\230\021\330\010\014\210E\220\025\220a\220q\330\014\022\220(\230/\250\021\250)\2601\330\014\020\220\007\220q\230\001\330\014\020\220\n\320\032+\2501\250D\260\001\260\024\260R\260w\270a\270q\330\014\024\220A\330\014\017\210q\330\020\027\220v\230T\240\024\240Q\240a\330\020\031\230\026\230t\2404\240q\250\001\340\020\027\220x\230\177\250a\250w\260a\330\020\025\220X\230T\240\021\240$\240d\250!\2501\330\014\020\220\013\2301\230C\230v\240Q\240a\330\014\r\210Q\210e\2201\330\014\r\210Q\210e\2201\330\014\020\220\013\2301\230B\230b\240\003\2408\2501\250A\330\014\020\220\017\230q\240\003\2405\250\005\250Q\250d\260!\330\014\020\220\017\230q\240\003\2407\250%\250q\260\004\260A\330\014\r\210Q\210e\2201\330\014\023\2201\220G\2302\230R\230s\240\"\240A\330\010\014\210E\220\021\330\014\022\220$\220a\220q\330\014\031\230\021\230*\320$5\260Q\260f\270C\270u\300A\300U\310#\310S\320PZ\320Z`\320`a\320ad\320d""f\320fj\320jk\330\032#\2404\240t\2503\250i\260v\270Q\270a\330\014\023\2201\220E\230\025\230a\230q\330\013\014\330\010\017\210q\340\010\014\210A\210Q\330\004\013\2109\220A\320\000\025\220Q\340\004\023\2208\2304\230q\240\006\240c\250\033\260E\270\021\270!\330\004\013\2108\2201\320\024$\320$5\260Q\260d\320:J\310!\3101\320\000\033\320\0331\260\021\340\004\013\2105\220\001\220\025\220c\230\027\240\006\240e\250<\260q\320\000\035\320\0354\3204G\300q\330\0214\3204L\310A\330\021+\320+H\320H_\320_`\340\004\025\220[\240\004\240A\240Y\250c\260\032\2704\270q\300\001\330\004\030\230\003\2301\320\0341\260\021\330\004\007\200r\210\023\210B\210c\220\022\2202\220Q\330\010\017\320\017\037\230q\240\006\240l\260-\270|\3101\330 /\320/?\320?V\320VW\330 ,\250M\270\037\320HX\320Xf\320fg\330 1\3201C\300;\310l\320Za\320ab\330\004\033\230:\240V\2501\250B\250b\3200@\300\002\300!\330\004\033\2307\240\"\240A\330\004\034\230L\250\001\330\004 \240\001\360\010\000\005\006\330\010\014\210E\220\025\220a\220q\330\014\022\220$\220a\220q\330\014\017\210t\2201\220E\230\027\240\006\240c\250\023\250A\250W\260E\270\023\270A\330\020\026\220e\2301\230A\330\020\023\2203\220a\220w\230e\2403\240a\330\024\032\230)\2401\330\014\021\220\027\230\010\240\n\250!\330\014\017\210w\220c\230\021\330\020\023\2207\230#\230Q\330\024\032\230)\2401\330\020\031\230\021\330\014\021\220\021\330\014\017\210r\220\023\220A\330\020\033\2309\240A\330\021\024\220B\220a\330\020\031\230\021\330\014\022\220!\2205\230\003\2302\230Q\330\014\021\220\033\230A\230Q\330\014\021\220\033\230A\230Q\330\014\017\210s\220\"\220B\220c\230\023\230B\230a\330\020\026\220i\230q\330\014\017\210q\330\020\023\320\023#\2403\240a\330\024&\240a\240v\250R\250q\330\020\025\220Q\330\020\025\220\\\240\021\240#\240Q\240a\330\020\024\220D\230\006\230a\330\024\032\230&\240\003\2407\250!\330\024\027\220{\240!\2404\240r\250\021\330\030\036\230i\240q\330\024\032\230+\240Q\240d\250\"\250K\260q\270\001\330\024\026\220g\230R\230t\2401\330\020\037\230q\240\005\240Q\340\020""\025\220Q\330\014\023\2202\220R\220|\2401\240F\250!\2504\250r\260\034\270Q\270c\300\022\3003\300b\310\003\3102\310Q\330\014\022\220!\2205\230\001\330\014\025\220\\\240\021\240&\250\002\250!\330\010\016\320\016\047\240q\250\006\250l\270\"\270A\330\010\014\210J\320\026\047\240q\250\005\250R\250q\330\010\014\210E\220\025\220a\220q\330\014\022\220$\220a\220q\330\014\017\210t\2201\220E\230\027\240\001\330\020\026\220e\2301\230A\330\014\021\220\027\230\010\240\n\250!\330\014\020\220\013\2301\230C\230v\240Q\240a\330\014\r\210Q\210e\2201\330\014\020\220\013\2301\230B\230b\240\003\2406\250\021\250!\330\014\020\220\013\2301\230C\230q\330\014\020\220\n\230!\2303\230a\330\014\020\220\n\230!\2303\230a\330\014\017\320\017\037\230w\240e\2504\250\177\270a\270s\300\047\310\021\330\020\025\220_\240A\240Q\330\020\024\220K\230q\240\003\2403\240a\240q\330\020\024\220D\230\006\230a\330\024\030\230\n\240!\2403\240a\330\024\030\230\n\240!\2403\240a\340\020\021\220\021\220%\220q\330\020\025\220Q\330\014\027\220{\240,\250o\270Q\330\010\017\320\017\037\230q\240\006\240l\260-\270|\3101\330 /\320/?\320?V\320VW\330 ,\250M\270\037\320HX\320Xf\320fg\330 1\3201C\300;\310l\320Za\320ab\340\010\014\210A\210Q\330\004\032\230,\240c\250\030\260\037\300\003\3007\310!\330\004\023\2208\320\0331\260\023\260C\260x\320?O\310q\330\004\007\200|\2203\220a\330\010\020\220\t\230\021\230-\240z\260\021\260$\260a\260}\300H\310A\330\010\016\320\016\047\240q\250\006\250l\270\"\270C\270q\300\001\330\010\016\210a\320\017 \240\001\240\025\240b\250\r\3205F\300a\300x\310s\320RS\320ST\330\010\020\220\003\2201\220A\330\004\021\220\021\220*\320\034-\250Q\250f\260M\300\027\320H`\320`a\330\022\034\230B\230b\240\004\240J\250h\260m\320CS\320Sb\320bk\320kl\330\004\013\2105\220\001\220\021\320\0003\2601\360\006\000\005\031\230\003\2301\230A\330\004\025\220Q\330\004\026\220a\220q\360\006\000\005\t\210\005\210U\220!\2201\330\010\014\210J\220a\220q\330\010\020\220\004\220D\230\001\230\023\230A\330\010\014\210A\210U\220&\230\002\230!""\330\010\017\210u\220A\220Q\330\010\013\2101\330\014\021\220\027\230\001\230\021\330\010\013\2105\220\003\2201\330\014\021\220\027\230\001\320\031Z\320Z\\\320\\]\340\014\021\220\027\230\001\320\031X\320X[\320[^\320^c\320ce\320ef\330\004\t\210\027\220\001\220\021\330\004\013\2103\210e\2201\220A";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
@@ -18753,22 +18776,22 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_odradek_protocol__speedups_pyx, __pyx_mstate->__pyx_n_u_produce_batches, __pyx_mstate->__pyx_kp_b_iso88591_q_SST_r_Bc_s_D_G5_c_c_PQQXX_q_6, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 527};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 530};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_partitions, __pyx_mstate->__pyx_n_u_bases, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_seen, __pyx_mstate->__pyx_n_u_parts, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_index};
     __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_odradek_protocol__speedups_pyx, __pyx_mstate->__pyx_n_u_render_offsets, __pyx_mstate->__pyx_kp_b_iso88591_31_1A_Q_aq_U_1_Jaq_D_A_AU_uAQ_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 18, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 663};
+    const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 18, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 666};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_body, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_pos, __pyx_mstate->__pyx_n_u_name_end, __pyx_mstate->__pyx_n_u_vstart, __pyx_mstate->__pyx_n_u_vend, __pyx_mstate->__pyx_n_u_rstart, __pyx_mstate->__pyx_n_u_rend, __pyx_mstate->__pyx_n_u_ks, __pyx_mstate->__pyx_n_u_ke, __pyx_mstate->__pyx_n_u_vs, __pyx_mstate->__pyx_n_u_ve, __pyx_mstate->__pyx_n_u_nstart, __pyx_mstate->__pyx_n_u_is_name, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_key, __pyx_mstate->__pyx_n_u_value};
     __pyx_mstate_global->__pyx_codeobj_tab[4] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_odradek_protocol__speedups_pyx, __pyx_mstate->__pyx_n_u_record_texts, __pyx_mstate->__pyx_kp_b_iso88591_Qa_YYdde_A_Qc_A_t3d_QauCq_q_Qc, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[4])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {1, 0, 2, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1001};
+    const __Pyx_PyCode_New_function_description descr = {1, 0, 2, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1004};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_verify_crc, __pyx_mstate->__pyx_n_u_include_control};
     __pyx_mstate_global->__pyx_codeobj_tab[5] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_odradek_protocol__speedups_pyx, __pyx_mstate->__pyx_n_u_decode_records, __pyx_mstate->__pyx_kp_b_iso88591_1_5_c_e_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[5])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1006};
+    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1009};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_prefix, __pyx_mstate->__pyx_n_u_binary};
     __pyx_mstate_global->__pyx_codeobj_tab[6] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_odradek_protocol__speedups_pyx, __pyx_mstate->__pyx_n_u_render_records, __pyx_mstate->__pyx_kp_b_iso88591_5_gV886, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[6])) goto bad;
   }

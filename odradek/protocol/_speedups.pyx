@@ -470,10 +470,13 @@ def produce_batches(list records, list texts, bint binary, Py_ssize_t count, Py_
             elif not binary:
                 p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), klen) & 0x7FFFFFFF) % count
             else:
-                kbuf = small if klen <= 192 else <uint8_t*>malloc(klen)
+                if klen <= 192:
+                    kbuf = &small[0]
+                else:
+                    kbuf = <uint8_t*>malloc(klen)
                 _b64_decode(<const uint8_t*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key), kbuf)
                 p = (_murmur2(kbuf, klen) & 0x7FFFFFFF) % count
-                if kbuf != small:
+                if kbuf != &small[0]:
                     free(kbuf)
             if p < 0 or p >= count:
                 return None

@@ -515,3 +515,46 @@ class UnknownLeaderEpochError(OdradekError):
     error_code = 40920
     http_status = 409
     retriable = True
+
+
+# ------------------------------------------------------------------------------ idempotence (KIP-98)
+
+
+class OutOfOrderSequenceNumberError(OdradekError):
+    """A producer batch whose first sequence is not the one after the last the leader holds for its producer
+    id and epoch (a gap: an earlier batch is missing), or a new epoch not starting at 0. Not retriable as is:
+    retrying the same batch can only fail again until the missing one is written."""
+
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    kafka_code = 45
+    error_code = 42212
+    http_status = 422
+
+
+class DuplicateSequenceNumberError(OdradekError):
+    """A batch that repeats sequences the leader wrote, but not as one of the batches it still remembers
+    (Kafka's code 46; a remembered duplicate gets its original offsets instead)."""
+
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+    kafka_code = 46
+    error_code = 42213
+    http_status = 422
+
+
+class InvalidProducerEpochError(OdradekError):
+    """A batch from an older epoch of a producer id than the leader has seen: the sender is a fenced zombie."""
+
+    name = "INVALID_PRODUCER_EPOCH"
+    kafka_code = 47
+    error_code = 40921
+    http_status = 409
+
+
+class UnknownProducerIdError(OdradekError):
+    """A batch with a non-zero sequence from a producer id the leader holds no state for (it expired, or the
+    log that carried it is gone): the producer must take a new id to go on."""
+
+    name = "UNKNOWN_PRODUCER_ID"
+    kafka_code = 59
+    error_code = 42214
+    http_status = 422

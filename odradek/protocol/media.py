@@ -27,3 +27,4 @@ LOG_START_OFFSET = "Odradek-Log-Start-Offset"
 LOG_END_OFFSET = "Odradek-Log-End-Offset"
 LEADER_EPOCH = "Odradek-Leader-Epoch"
 LEADER = "Odradek-Leader"
+IDEMPOTENCY_KEY = "Idempotency-Key"  # REST produce: a retry with the same key is not written twice

@@ -56,9 +56,11 @@ class TopicAssignment:
 class LeaderAndIsr:
     """A partition's leadership as the controller (or, for ISR changes, the leader) last wrote it.
 
-    Every change goes through ``new_leader`` / ``new_leader_and_isr`` / ``new_isr``, which bump the leader epoch
-    (as Kafka's ``LeaderAndIsr.newLeader``/``newLeaderAndIsr`` do), so no caller can forget the bump that fences
-    the previous leader. The ISR is never empty once a partition has been created.
+    The controller's changes go through ``new_leader`` / ``new_leader_and_isr``, which bump the leader epoch (as
+    Kafka's ``LeaderAndIsr.newLeader``/``newLeaderAndIsr`` do), so no caller can forget the bump that fences the
+    previous leader. A leader's own ISR change (``new_isr``) keeps the epoch, as Kafka's ZK-mode leader does: a
+    bump would fail every acks=all request waiting in that epoch and look like a leadership change. The ISR is
+    never empty once a partition has been created.
     """
 
     leader: int
@@ -83,5 +85,6 @@ class LeaderAndIsr:
         return LeaderAndIsr(leader, self.leader_epoch + 1, list(isr), controller_epoch)
 
     def new_isr(self, isr: Iterable[int]) -> LeaderAndIsr:
-        """An ISR change by the leader itself: same leader, same controller epoch, one more leader epoch."""
-        return LeaderAndIsr(self.leader, self.leader_epoch + 1, list(isr), self.controller_epoch)
+        """An ISR change by the leader itself: same leader, leader epoch and controller epoch; only the znode's
+        version moves (the conditional write fences a leader that lost the partition)."""
+        return LeaderAndIsr(self.leader, self.leader_epoch, list(isr), self.controller_epoch)

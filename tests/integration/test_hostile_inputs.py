@@ -24,6 +24,7 @@ import pytest
 from odradek.protocol.records import GZIP, encode_batch
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, metadata, request
+from tests.harness.sockets import ESTABLISHED, socket_inodes, tcp_sockets
 from tests.harness.wait import wait_until
 from tests.unit.api.hostile_batches import craft_batch, gzip_bomb, records_block
 
@@ -341,9 +342,23 @@ def test_forwarded_long_polls_share_a_bounded_pool(c: LocalProcessBackend) -> No
     lead = leader(c, topic)
     other = next(b for b in c.broker_ids() if b != lead)
     target = f"{url(c, other)}/topics/{topic}/partitions/0/records?offset=0&timeout=1500"
+    other_pid, lead_port = c.broker_pid(other), urllib.parse.urlsplit(url(c, lead)).port
+    assert other_pid is not None
+
+    def to_leader() -> int:  # connections the forwarding broker holds open to the leader
+        mine = socket_inodes(other_pid)
+        return sum(1 for t in tcp_sockets() if t.inode in mine and t.remote_port == lead_port
+                   and t.state == ESTABLISHED)
+
+    peak = 0
     with concurrent.futures.ThreadPoolExecutor(40) as pool:
-        results = list(pool.map(lambda _: request("GET", target, accept=JSON_V2)[0], range(40)))
+        futures = [pool.submit(lambda: request("GET", target, accept=JSON_V2)[0]) for _ in range(40)]
+        while not all(f.done() for f in futures):
+            peak = max(peak, to_leader())
+        results = [f.result() for f in futures]
     assert all(s == 200 for s in results), results
+    # 8 pooled forwarding connections, plus the replica fetchers' own (a few): never one per long-poll
+    assert peak < 25, peak
 
 
 # ----------------------------------------------------------------------------------------- 4. binary path

@@ -262,7 +262,8 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     cluster.kill_broker(leader)  # the whole ISR is gone now
     cluster.start_broker(other)  # alive, but out of sync
     other_url = cluster.broker_url(other)
-    assert partition_state(other_url, TOPIC)["leader"] == -1
+    # The killed leader's session must expire before the controller takes the partition offline (leader -1).
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, 15, "the partition to go offline")
     # A produce waits up to its timeout for a leader (as it does right after a topic creation): no clean leader
     # may appear meanwhile, so after 3 s it answers LEADER_NOT_AVAILABLE.
     status, body = produce(other_url, TOPIC, 0, ["x"], timeout_ms=3000)

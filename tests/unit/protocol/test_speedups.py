@@ -1,0 +1,159 @@
+"""The compiled record codec against the pure Python reference: byte-identical output, or the reference's error.
+
+Why property tests: the two implementations share no code, so only many generated inputs (odd lengths for
+murmur2, every base64 padding case, nested JSON with whitespace and escapes, corrupt batches) show they agree.
+Under ODRADEK_NO_EXTENSIONS=1 the compiled side is absent and these tests skip; CI then runs the REST tests on
+the reference (tests/unit/protocol/test_speedups_selection.py checks which one is loaded).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.api import raw_json
+from broker.api.embedded import record_json
+from odradek.protocol import speedups
+from odradek.protocol.errors import OdradekError
+from odradek.protocol.partitioner import murmur2 as py_murmur2
+from odradek.protocol.records import GZIP, NONE, ZSTD, decode_records, encode_batch
+
+if not speedups.COMPILED:
+    pytest.skip("the compiled codec is not in use (ODRADEK_NO_EXTENSIONS=1 or no compiler)", allow_module_level=True)
+
+from odradek.protocol import _speedups as c
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+maybe_bytes = st.none() | st.binary(max_size=300)
+header = st.tuples(st.text(max_size=8), maybe_bytes)
+record = st.tuples(maybe_bytes, maybe_bytes, st.none() | st.integers(0, 1 << 42), st.lists(header, max_size=3))
+
+
+@SETTINGS
+@given(st.binary(max_size=64))
+def test_murmur2(data: bytes) -> None:
+    assert c.murmur2(data) == py_murmur2(data)
+    assert c.murmur2(bytearray(data)) == py_murmur2(data)
+
+
+@SETTINGS
+@given(st.lists(record, min_size=1, max_size=30), st.sampled_from([NONE, GZIP, ZSTD]), st.integers(0, 1 << 40),
+       st.integers(-1, 1000), st.booleans())
+def test_encode_batch(records: list, codec: int, base: int, epoch: int, log_append: bool) -> None:
+    kwargs = {"base_offset": base, "compression": codec, "partition_leader_epoch": epoch,
+              "timestamp_type": 1 if log_append else 0, "now_ms": 1_700_000_000_000}
+    assert c.encode_batch(records, **kwargs) == encode_batch(records, **kwargs)
+
+
+def test_encode_batch_errors_are_the_references() -> None:
+    for bad in ([], [(None, b"v", None, ())]):
+        with pytest.raises(OdradekError):
+            encode_batch(bad)
+        with pytest.raises(OdradekError):
+            c.encode_batch(bad)
+    assert c.encode_batch([(bytearray(b"k"), b"v", 5, ())]) == encode_batch([(bytearray(b"k"), b"v", 5, ())])
+
+
+@SETTINGS
+@given(st.lists(st.lists(record, min_size=1, max_size=10), min_size=1, max_size=4),
+       st.sampled_from([NONE, GZIP]), st.booleans())
+def test_decode_records_and_render(batches: list, codec: int, binary: bool) -> None:
+    buf = b"".join(encode_batch(rs, base_offset=100 * i, compression=codec, now_ms=7) for i, rs in enumerate(batches))
+    assert c.decode_records(buf) == decode_records(buf)
+    prefix = speedups.read_prefix("t-1", 3)
+    rendered = c.render_records(buf, 150, prefix, binary)
+    assert rendered == speedups.py_render_records(buf, 150, prefix, binary)
+    fmt = "binary" if binary else "json"
+    expected = orjson.dumps([record_json("t-1", 3, r, fmt) for r in decode_records(buf) if r.offset >= 150])
+    assert rendered == expected
+
+
+@SETTINGS
+@given(st.binary(min_size=61, max_size=400), st.integers(0, 400))
+def test_corrupt_batches_go_to_the_reference(noise: bytes, cut: int) -> None:
+    good = encode_batch([(b"k", b"v" * 20, 1, [("h", b"x")])] * 3)
+    for buf in (noise, good[:cut], good[:cut] + noise[: len(good) - cut]):
+        try:
+            expected = decode_records(buf)
+        except OdradekError:
+            expected = None
+        got = c.decode_records(buf)
+        assert got is None or got == expected
+        assert speedups.decode_records(buf) == expected if expected is not None else True
+
+
+def test_json_values_render_as_stored() -> None:
+    stored = [(None, b'{"n":123456789012345678901234567890,"n":1}', 1, ()), (b'"k"', b"not json \xff", 2, ())]
+    buf = encode_batch(stored)
+    prefix = speedups.read_prefix("t", 0)
+    out = c.render_records(buf, 0, prefix, False)
+    assert out == speedups.py_render_records(buf, 0, prefix, False)
+    assert b'"value":{"n":123456789012345678901234567890,"n":1}' in out
+
+
+b64_text = st.one_of(st.binary(max_size=40).map(lambda b: base64.b64encode(b).decode()),
+                     st.text(alphabet="QUJDRA==+/x-_ é", max_size=12))
+plain = st.fixed_dictionaries({}, optional={"key": st.none() | b64_text, "value": st.none() | b64_text})
+
+
+@SETTINGS
+@given(st.lists(plain | st.just({"key": "YQ==", "partition": 1}) | st.just(3), min_size=1, max_size=40),
+       st.integers(1, 12), st.integers(-1, 2))
+def test_produce_batches_binary(records: list, count: int, fixed: int) -> None:
+    fixed = fixed if fixed < count else -1
+    got = c.produce_batches(records, None, True, count, fixed, itertools.count(5), 1_700_000_000_000)
+    want = speedups.py_produce_batches(records, None, True, count, fixed, itertools.count(5), 1_700_000_000_000)
+    assert got == want
+
+
+int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+json_value = st.recursive(st.none() | st.booleans() | int64 | st.floats(allow_nan=False) | st.text(),
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                      max_size=3), max_leaves=8)
+
+
+def _spaced(doc: object, rnd: int) -> bytes:
+    """JSON text with insignificant whitespace sprinkled in (the stored text must be compacted identically)."""
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2) if rnd % 2 else orjson.dumps(doc)
+    return text.replace(b":", b" : ") if rnd % 3 == 0 else text
+
+
+@SETTINGS
+@given(st.lists(st.fixed_dictionaries({}, optional={"key": json_value, "value": json_value})
+                | st.integers(0, 999), min_size=1, max_size=12), st.integers(0, 5), st.integers(1, 8))
+def test_record_texts_and_json_produce(records: list, rnd: int, count: int) -> None:
+    body = _spaced({"records": records}, rnd)
+    texts = c.record_texts(body)
+    reference = [(None if k is None else k.encode(), None if v is None else v.encode())
+                 for k, v in raw_json.record_texts(body.decode())]
+    if texts is None:  # deep nesting: the reference decides; nothing here is that deep
+        pytest.fail("record_texts gave up on an ordinary body")
+    assert texts == reference
+    parsed = orjson.loads(body)["records"]
+    got = c.produce_batches(parsed, texts, False, count, -1, itertools.count(), 9)
+    assert got == speedups.py_produce_batches(parsed, reference, False, count, -1, itertools.count(), 9)
+
+
+def test_record_texts_edge_cases() -> None:
+    cases = [b'{"records":[]}', b'{"key_schema": {"a": [1, 2]}, "records": [{"value": [1, {"b": " x "}]}]}',
+             b'{"records": [{"key": "a\\"b", "value": 1e400}], "records": [{"value": {"x" : 1}}]}',
+             b' \n{ "records" : [ {"value":"\\u00e9 \\\\"} , 5 , {"key" : null} ] }']
+    for body in cases:
+        texts = c.record_texts(body)
+        assert texts == [(None if k is None else k.encode(), None if v is None else v.encode())
+                         for k, v in raw_json.record_texts(body.decode())]
+    assert c.record_texts(b'{"rec\\u006frds": [{"value": 1}]}') is None  # escaped names: the reference
+    deep = b"[" * 200 + b"]" * 200
+    assert c.record_texts(b'{"records": [{"value": ' + deep + b"}]}") is None
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=50), st.booleans())
+def test_render_offsets(partitions: list[int], acks0: bool) -> None:
+    bases: dict[int, int | None] = {p: None if acks0 else p * 1000 for p in set(partitions)}
+    assert c.render_offsets(partitions, bases) == speedups.py_render_offsets(partitions, bases)
