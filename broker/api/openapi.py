@@ -32,6 +32,7 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("POST", "/topics/{topic}/partitions/{partition}/batches"): "Produce whole v2 record batches (binary path)",
     ("GET", "/topics/{topic}/partitions/{partition}/epoch_end_offset"):
         "Where a leader epoch ended on the leader (followers' divergence check)",
+    ("POST", "/producer_ids"): "InitProducerId: a producer id and epoch for an idempotent producer (any broker)",
     ("POST", "/controller/controlled_shutdown"): "A stopping broker asks the controller to move its leaderships",
     ("POST", "/admin/preferred_leader_election"): "Give leadership back to preferred replicas (all or listed)",
     ("GET", "/admin/reassign_partitions"): "Running partition reassignments: target, adding and removing replicas",

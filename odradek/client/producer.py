@@ -75,8 +75,9 @@ class Producer:
     leader's append, ``0`` answers at once and offsets come back as -1. Retriable errors (leader moved, broker
     down, not enough replicas, timeouts) refresh metadata and resend the same batch, in order, after
     ``retry_backoff_ms``, until ``retries`` or ``delivery_timeout_ms`` run out; other errors fail every record of
-    the batch with the typed error. Without idempotence a retry after an ambiguous failure can duplicate a
-    batch, as in Kafka with ``enable.idempotence=false``.
+    the batch with the typed error. Idempotent (the default with acks="all"; ``enable_idempotence``): batches
+    carry a producer id and per-partition sequences, so a retry after an ambiguous failure is recognised by the
+    leader and never written twice; without it a retry can duplicate a batch (docs/transactions.md).
 
     Args:
         bootstrap_servers: ``"host:port,host:port"`` or a list; ``http://`` is optional.
