@@ -97,6 +97,18 @@ def new_cluster_id() -> str:
     return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def _secure_kazoo_kwargs(digest: str | None, set_acl: bool) -> dict[str, Any]:
+    """kazoo arguments for a digest identity (and secure default ACLs); none for an open cluster."""
+    if not digest:
+        return {"cls": KazooClient}
+    from zk.acls import SecuredKazooClient, digest_auth
+
+    auth, user, password = digest_auth(digest)
+    if not set_acl:
+        return {"cls": KazooClient, "auth_data": auth}
+    return {"cls": SecuredKazooClient, "auth_data": auth, "digest_user": user, "digest_password": password}
+
+
 class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
     """A ZooKeeper session and the verbs Odradek needs.
 
@@ -105,13 +117,18 @@ class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
     """
 
     def __init__(self, connect: str, *, session_timeout_s: float = 6.0, connect_timeout_s: float = 15.0,
-                 op_deadline_s: float | None = None):
+                 op_deadline_s: float | None = None, digest: str | None = None, set_acl: bool = False):
         self.connect = connect
         self._hosts, self._chroot = split_chroot(connect)
         self._connect_timeout_s = connect_timeout_s
         self.op_deadline_s = op_deadline_s if op_deadline_s is not None else session_timeout_s
         self._connected = threading.Event()
-        self._kazoo = KazooClient(
+        # Security (zk/acls.py): a digest identity (kazoo auth_data) and, with set_acl, secure ACLs on every
+        # znode this session creates (Kafka's zookeeper.set.acl).
+        self._secure_kwargs = _secure_kazoo_kwargs(digest, set_acl)
+        kazoo_cls = self._secure_kwargs.pop("cls")
+        self._kazoo = kazoo_cls(
+            **self._secure_kwargs,
             hosts=connect,
             timeout=session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
@@ -136,7 +153,7 @@ class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
             ) from e
 
     def _ensure_chroot(self) -> None:
-        bootstrap = KazooClient(hosts=self._hosts, timeout=self._connect_timeout_s)
+        bootstrap = type(self._kazoo)(hosts=self._hosts, timeout=self._connect_timeout_s, **self._secure_kwargs)
         try:
             bootstrap.start(timeout=self._connect_timeout_s)
         except KazooTimeoutError as e:

@@ -125,8 +125,9 @@ class BrokerIdZNode:
             "port": info.port,
             "jmx_port": -1,
             "timestamp": str(info.timestamp_ms or int(time.time() * 1000)),
-            "endpoints": [f"HTTP://{info.host}:{info.port}"],
-            "listener_security_protocol_map": {"HTTP": "PLAINTEXT"},
+            "endpoints": [e for e, _ in info.endpoints] or [f"HTTP://{info.host}:{info.port}"],
+            "listener_security_protocol_map": {e.partition(":")[0]: proto for e, proto in info.endpoints}
+            or {"HTTP": "PLAINTEXT"},
             "features": {},
         }
         if info.rack is not None:
@@ -136,13 +137,21 @@ class BrokerIdZNode:
     @staticmethod
     def decode(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
         obj = _loads(data)
+        host, port = str(obj["host"]), int(obj["port"])
+        protocols = obj.get("listener_security_protocol_map") or {}
+        endpoints = tuple((str(e), str(protocols.get(str(e).partition(":")[0], "PLAINTEXT")))
+                          for e in obj.get("endpoints") or [])
+        # host:port is the inter-broker listener's: its protocol says whether the broker's URL is https.
+        tls = any(e.endswith(f"://{host}:{port}") and proto in ("SSL", "SASL_SSL") for e, proto in endpoints)
         return BrokerInfo(
             broker_id=broker_id,
-            host=str(obj["host"]),
-            port=int(obj["port"]),
+            host=host,
+            port=port,
             rack=obj.get("rack"),
             timestamp_ms=int(obj.get("timestamp", 0)),
             epoch=czxid,
+            scheme="https" if tls else "http",
+            endpoints=endpoints,
         )
 
 

@@ -36,10 +36,13 @@ class BrokerInfo:
     rack: str | None = None
     timestamp_ms: int = 0
     epoch: int = -1  # the registration znode's czxid (Kafka's broker epoch, KIP-380); read, never written
+    # "https" when host:port is a TLS listener (SSL or SASL_SSL); every listener, as (NAME://HOST:PORT, protocol).
+    scheme: str = "http"
+    endpoints: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
