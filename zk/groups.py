@@ -33,6 +33,7 @@ from zk.znodes import (
 )
 
 Watch = Callable[[], None]
+TP = tuple[str, int]
 Offset = tuple[int, str, int]  # offset, metadata, commit timestamp (ms)
 
 
@@ -206,26 +207,36 @@ class GroupStore:
         self._run(release)
 
     def get_owners(self, group: str) -> dict[tuple[str, int], str]:
-        def get() -> dict[tuple[str, int], str]:
-            out: dict[tuple[str, int], str] = {}
-            base = ConsumerGroupOwnersZNode.path(group)
+        return self._read_partition_tree(ConsumerGroupOwnersZNode.path(group),
+                                         lambda topic: ConsumerGroupOwnersZNode.topic_path(group, topic),
+                                         lambda topic, p: ConsumerGroupOwnerZNode.path(group, topic, p),
+                                         ConsumerGroupOwnerZNode.decode)
+
+    def _read_partition_tree(self, base: str, topic_path: Callable[[str], str],
+                             leaf_path: Callable[[str, int], str], decode: Callable[[bytes], Any]) -> dict[TP, Any]:
+        """``base/<topic>/<partition>`` leaves (owners, offsets), the leaves read in one pipelined round trip.
+        A leaf that vanished or does not decode is skipped: one bad node must not hide the rest of the group."""
+
+        def get() -> dict[TP, Any]:
             try:
                 topics = self._k.get_children(base)
             except NoNodeError:
-                return out
+                return {}
+            keys: list[TP] = []
             for topic in topics:
                 try:
-                    partitions = self._k.get_children(ConsumerGroupOwnersZNode.topic_path(group, topic))
+                    partitions = self._k.get_children(topic_path(topic))
                 except NoNodeError:
                     continue
-                for p in partitions:
-                    if not p.isdigit():
-                        continue
-                    try:
-                        data, _ = self._k.get(ConsumerGroupOwnerZNode.path(group, topic, int(p)))
-                    except NoNodeError:
-                        continue
-                    out[(topic, int(p))] = ConsumerGroupOwnerZNode.decode(data)
+                keys += [(topic, int(p)) for p in partitions if p.isascii() and p.isdigit()]
+            pending = [(key, self._k.get_async(leaf_path(*key))) for key in keys]
+            out: dict[TP, Any] = {}
+            for key, result in pending:
+                try:
+                    data, _ = result.get()
+                    out[key] = decode(data)
+                except (NoNodeError, ValueError, KeyError):
+                    continue
             return out
 
         return dict(self._run(get))
@@ -248,31 +259,10 @@ class GroupStore:
         self._run(commit)
 
     def get_offsets(self, group: str) -> dict[tuple[str, int], Offset]:
-        def get() -> dict[tuple[str, int], Offset]:
-            out: dict[tuple[str, int], Offset] = {}
-            try:
-                topics = self._k.get_children(ConsumerGroupOffsetsZNode.path(group))
-            except NoNodeError:
-                return out
-            for topic in topics:
-                try:
-                    partitions = self._k.get_children(ConsumerGroupOffsetsZNode.topic_path(group, topic))
-                except NoNodeError:
-                    continue
-                for p in partitions:
-                    if not p.isdigit():
-                        continue
-                    try:
-                        data, _ = self._k.get(ConsumerGroupOffsetZNode.path(group, topic, int(p)))
-                    except NoNodeError:
-                        continue
-                    try:
-                        out[(topic, int(p))] = ConsumerGroupOffsetZNode.decode(data)
-                    except (ValueError, KeyError):
-                        continue  # an unreadable node is skipped, not fatal for the whole group
-            return out
-
-        return dict(self._run(get))
+        return self._read_partition_tree(ConsumerGroupOffsetsZNode.path(group),
+                                         lambda topic: ConsumerGroupOffsetsZNode.topic_path(group, topic),
+                                         lambda topic, p: ConsumerGroupOffsetZNode.path(group, topic, p),
+                                         ConsumerGroupOffsetZNode.decode)
 
     def delete_offsets(self, group: str, topic: str | None = None) -> None:
         """Offsets of one topic (a deleted topic), or all of a group's offsets (retention of an empty group)."""
