@@ -33,9 +33,20 @@ LIMIT_FLAGS: dict[str, str] = {
 
 def _broker(args: argparse.Namespace) -> int:
     from broker.config import BrokerConfig
+    from broker.security.settings import from_args
     from broker.server import run_broker
 
-    host, port = BrokerConfig.parse_listen(args.listen)
+    try:
+        security = from_args(args)
+        inter_broker = security.inter_broker()
+    except ValueError as e:
+        raise SystemExit(f"odradek broker: {e}") from None
+    if inter_broker is not None:  # --listeners: the inter-broker listener is the registered address
+        host, port = inter_broker.host, inter_broker.port
+    elif args.listen:
+        host, port = BrokerConfig.parse_listen(args.listen)
+    else:
+        raise SystemExit("odradek broker: give --listen HOST:PORT or --listeners NAME://HOST:PORT,...")
     config = BrokerConfig(
         broker_id=args.id,
         zk_connect=args.zk,
@@ -56,6 +67,7 @@ def _broker(args: argparse.Namespace) -> int:
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
         log_file=Path(args.log_file) if args.log_file else None,
+        security=security,
     )
     return run_broker(config)
 
@@ -72,6 +84,8 @@ def _cluster_up(args: argparse.Namespace) -> int:
         zk_base_port=args.zk_base_port,
         tick_ms=args.tick_ms,
         session_timeout_ms=args.session_timeout_ms,
+        tls=args.tls,
+        zk_digest=args.zk_digest or os.environ.get("ODRADEK_ZK_DIGEST"),
     )
     try:
         cluster.up(timeout=args.timeout)
@@ -89,6 +103,8 @@ def _print_status(status: dict) -> None:
     for z in status["zookeepers"]:
         print(f"  zk {z['id']}: 127.0.0.1:{z['client_port']} pid {z['pid']} mode {z['mode']}")
     print(f"controller: broker {status['controller']}")
+    if status.get("tls"):
+        print(f"tls: CA {status['tls']['ssl_cafile']}, admin certificate {status['tls']['ssl_certfile']}")
     for b in status["brokers"]:
         state = "registered" if b["registered"] else ("running" if b["alive"] else "down")
         print(f"  broker {b['id']}: {b['url']} pid {b['pid']} {state}")
@@ -157,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="run one broker in the foreground")
     b.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
     b.add_argument("--zk", required=True, help="ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182/odradek")
-    b.add_argument("--listen", required=True, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092")
+    b.add_argument("--listen", default=None, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092 (or --listeners)")
     b.add_argument("--data-dir", required=True, help="directory for this broker's logs")
     b.add_argument("--rack", default=None)
     b.add_argument("--advertised-url", default=None,
@@ -175,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     defaults = BrokerConfig(broker_id=0, zk_connect="", host="", port=0, data_dir=Path("."))
     b.add_argument("--log-file", default=None, help="log to this file, rotated (default: stderr)")
+    from broker.security.settings import add_flags as add_security_flags
+
+    add_security_flags(b)
     for name, help_ in LIMIT_FLAGS.items():
         b.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
     b.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
@@ -194,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
     up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")
     up.add_argument("--timeout", type=float, default=60.0)
+    up.add_argument("--tls", action="store_true",
+                    help="TLS + authentication + ACLs, with a throwaway CA in <data-dir>/tls (docs/security.md)")
+    up.add_argument("--zk-digest", default=None,
+                    help="USER:PASSWORD: brokers authenticate to ZooKeeper and set ACLs on every znode")
     up.set_defaults(func=_cluster_up)
 
     st = c.add_parser("status", parents=[data_dir], help="show what runs")

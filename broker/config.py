@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from broker.security.settings import SecuritySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class BrokerConfig:
     log_file: Path | None = None
     log_max_bytes: int = 10 * 1024 * 1024
     log_backup_count: int = 5
+    # Listeners, TLS, authentication, ACLs, ZooKeeper credentials (docs/security.md); the default is open.
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:
@@ -77,6 +81,6 @@ class BrokerConfig:
         if not self.advertised_url:
             return self.host, self.port
         scheme, sep, rest = self.advertised_url.partition("://")
-        if not sep or scheme.lower() != "http":
-            raise ValueError(f"--advertised-url must be http://HOST:PORT, got {self.advertised_url!r}")
+        if not sep or scheme.lower() not in ("http", "https"):
+            raise ValueError(f"--advertised-url must be http(s)://HOST:PORT, got {self.advertised_url!r}")
         return self.parse_listen(rest.rstrip("/"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.security.local import admin_files, ensure_local_pki, local_client_context, local_security_args
 from zk.client import ZkClient
 from zk.ensemble import ZkEnsemble
 from zk.processes import ManagedProcess, log_tail, terminate_all
@@ -42,10 +43,11 @@ class BrokerSlot:
     broker_id: int
     port: int
     dir: Path
+    scheme: str = "http"  # https on a --tls cluster
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"{self.scheme}://{HOST}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -77,6 +79,8 @@ class LocalCluster:
         ensemble: ZkEnsemble | None = None,
         broker_args: list[str] | None = None,
         python: str = sys.executable,
+        tls: bool = False,
+        zk_digest: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.owns_ensemble = ensemble is None
@@ -87,8 +91,13 @@ class LocalCluster:
         self.session_timeout_ms = session_timeout_ms
         self.broker_args = list(broker_args or [])
         self.python = python
+        # Security (docs/security.md): TLS + SASL_SSL listeners with a throwaway CA under <data-dir>/tls, and
+        # ZooKeeper digest credentials with ZooKeeper ACLs on every znode.
+        self.tls = tls
+        self.zk_digest = zk_digest
         self.slots: dict[int, BrokerSlot] = {
-            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}") for i in range(1, brokers + 1)
+            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}", "https" if tls else "http")
+            for i in range(1, brokers + 1)
         }
         self._procs: dict[int, ManagedProcess] = {}
 
@@ -103,6 +112,8 @@ class LocalCluster:
         if (self.data_dir / STATE_FILE).exists() and any(p.is_alive() for p in self._procs.values()):
             raise ClusterError(f"a cluster is already running from {self.data_dir}; run `odradek cluster down`")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.tls:
+            ensure_local_pki(self)
         deadline = time.monotonic() + timeout
         if self.owns_ensemble:
             self.ensemble.start(timeout=timeout)
@@ -129,6 +140,7 @@ class LocalCluster:
             "--listen", f"{HOST}:{slot.port}",
             "--data-dir", str(slot.data_dir),
             "--zk-session-timeout-ms", str(self.session_timeout_ms),
+            *local_security_args(self, broker_id),
             *self.broker_args,
         ]  # fmt: skip
 
@@ -136,7 +148,8 @@ class LocalCluster:
         """Grow the cluster by one broker slot (start it with ``start_broker``)."""
         if broker_id in self.slots:
             raise ClusterError(f"broker {broker_id} already exists")
-        self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}")
+        self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}",
+                                           "https" if self.tls else "http")
         self.save()
 
     def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0,
@@ -151,6 +164,8 @@ class LocalCluster:
         env = dict(os.environ)
         repo_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if self.zk_digest:
+            env["ODRADEK_ZK_DIGEST"] = self.zk_digest  # not on the command line, where ps shows it
         proc = ManagedProcess.spawn(self.broker_command(broker_id), log_path=slot.log_path, env=env)
         self._procs[broker_id] = proc
         self.save()
@@ -218,7 +233,8 @@ class LocalCluster:
     # --------------------------------------------------------------------------------------------- queries
 
     def zk_client(self, session_timeout_s: float = 10.0) -> ZkClient:
-        client = ZkClient(self.zk_connect, session_timeout_s=session_timeout_s, connect_timeout_s=10.0)
+        client = ZkClient(self.zk_connect, session_timeout_s=session_timeout_s, connect_timeout_s=10.0,
+                          digest=self.zk_digest)
         client.start()
         return client
 
@@ -248,7 +264,8 @@ class LocalCluster:
     def _serving(self, broker_id: int) -> bool:
         """The broker answers /health with status ok (registered and its metadata loaded)."""
         try:
-            with urllib.request.urlopen(self.slots[broker_id].url + "/health", timeout=2) as resp:
+            with urllib.request.urlopen(self.slots[broker_id].url + "/health", timeout=2,
+                                        context=local_client_context(self)) as resp:
                 return json.loads(resp.read()).get("status") == "ok"
         except (OSError, ValueError):
             return False
@@ -260,7 +277,7 @@ class LocalCluster:
         try:
             if not any(z.serving for z in zookeepers):
                 raise ConnectionError("no ZooKeeper node serves")
-            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=3.0)
+            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=3.0, digest=self.zk_digest)
             client.start()
             try:
                 controller = client.get_controller()
@@ -272,6 +289,7 @@ class LocalCluster:
         return {
             "zk_connect": self.zk_connect,
             "controller": controller,
+            "tls": admin_files(self) if self.tls else None,  # the CA and the admin (super user) certificate
             "zookeepers": [
                 {"id": s.id, "client_port": s.client_port, "pid": s.pid, "mode": s.mode}
                 for s in zookeepers
@@ -299,6 +317,8 @@ class LocalCluster:
             "ensemble_dir": str(self.ensemble.base_dir),
             "broker_args": self.broker_args,
             "python": self.python,
+            "tls": self.tls,
+            "zk_digest": self.zk_digest,
             "processes": {str(b): p.to_json() for b, p in sorted(self._procs.items())},
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -324,10 +344,13 @@ class LocalCluster:
             ensemble=ensemble,
             broker_args=list(state.get("broker_args", [])),
             python=state.get("python", sys.executable),
+            tls=bool(state.get("tls", False)),
+            zk_digest=state.get("zk_digest"),
         )
         cluster.owns_ensemble = bool(state.get("owns_ensemble", True))
         cluster.slots = {
-            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}") for b, port in state["brokers"].items()
+            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}", "https" if cluster.tls else "http")
+            for b, port in state["brokers"].items()
         }
         cluster._procs = {int(b): ManagedProcess.from_json(p) for b, p in state.get("processes", {}).items()}
         return cluster

@@ -159,7 +159,8 @@ def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]
             amount = request.content_length or 0
         else:
             body = getattr(response, "body", None)
-            amount = len(body) if isinstance(body, bytes | bytearray) else 0
+            # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts
+            amount = len(body) if isinstance(body, bytes | bytearray) else (response.content_length or 0)
         throttle_ms = quotas.record(kind, client_id, amount)
         throttle_ms = max(throttle_ms, quotas.record(REQUEST, client_id, time.perf_counter() - started))
         response.headers[THROTTLE_TIME_MS] = str(throttle_ms)

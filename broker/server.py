@@ -30,6 +30,7 @@ import aiohttp
 from aiohttp import web
 
 from broker.admin.topics import TopicAdmin
+from broker.api import transactions as transactions_api
 from broker.api.app import make_runner
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
@@ -42,6 +43,10 @@ from broker.metrics import BrokerMetrics
 from broker.produce.service import ProduceService
 from broker.quotas import ClientQuotaManager
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.listeners import inter_broker_headers, listener_sites, registration
+from broker.security.middleware import SecurityService
+from broker.security.tls import broker_client_context
+from broker.txn.coordinator import TxnCoordinator
 from consumer_coordinator.coordinator import GroupCoordinator
 from consumer_coordinator.rest_instances import RestInstanceManager
 from odradek.protocol.errors import BrokerIdInUseError, OdradekError
@@ -96,7 +101,13 @@ class Broker:
             config.zk_connect,
             session_timeout_s=config.zk_session_timeout_ms / 1000,
             connect_timeout_s=config.zk_connect_timeout_ms / 1000,
+            digest=config.security.zk_digest, set_acl=config.security.zk_set_acl,
         )
+        # Security (broker/security/, docs/security.md): None on an open cluster, as before issue 18.
+        sec = config.security
+        self.security = SecurityService(sec, self.zk) if sec.secured or sec.authorizer_enabled else None
+        self.client_ssl = broker_client_context(sec)  # every inter-broker session trusts the same CA
+        self.client_headers = inter_broker_headers(sec)
         self.cache = MetadataCache()
         self.quotas = ClientQuotaManager(self.cache)  # client quotas (KIP-219), read from the cache
         self.admin = TopicAdmin(self.zk)
@@ -135,14 +146,18 @@ class Broker:
             self._zk_state = CONNECTED
             await asyncio.to_thread(self.zk.ensure_persistent_paths)
             self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+            if self.security is not None:
+                await self.security.start()
+            self.replicas.client_ssl, self.replicas.client_headers = self.client_ssl, self.client_headers
             await self.replicas.start()
             self.replicas.broker_epoch = lambda: self.broker_epoch  # follower fetches carry it (replica_epoch)
             # Forwarded produces and reads, group and admin calls: a bounded pool (inter_broker_max_connections),
             # so a thousand forwarded long-polls wait for a connection instead of opening a thousand.
             self.http_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2),
+                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2), headers=self.client_headers,
                 connector=aiohttp.TCPConnector(limit=self.config.inter_broker_max_connections,
-                                               limit_per_host=self.config.inter_broker_max_connections))
+                                               limit_per_host=self.config.inter_broker_max_connections,
+                                               ssl=self.client_ssl or True))
             self.produce = ProduceService(
                 self.replicas, self.http_session, metadata_changed=self.metadata.changed,
                 lookup_topic=lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic),
@@ -151,6 +166,9 @@ class Broker:
                 self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, changed=self.metadata.changed,
                 offsets_retention_minutes=self.config.offsets_retention_minutes,
                 initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
+            self.txn = TxnCoordinator(  # transactions (broker/txn/); state in ZooKeeper, markers via the leaders
+                self.broker_id, self.zk, lambda: self.broker_epoch, self.replicas.producer_ids.next_id,
+                transactions_api.marker_writer(self))
             self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
                 self, instance_timeout_ms=self.config.consumer_instance_timeout_ms)
             runner = await self._start_http()
@@ -172,6 +190,7 @@ class Broker:
         await self.metadata.start()
         self.ready.set()
         await self.groups.start()
+        await self.txn.start()
         tasks.append(asyncio.create_task(self._pause_detector()))
         log.info("broker %d started on %s (cluster %s, broker epoch %s)", self.broker_id,
                  self.info().url, self.cluster_id, self.broker_epoch)
@@ -182,12 +201,13 @@ class Broker:
     async def _start_http(self) -> web.AppRunner:
         runner = make_runner(self)
         await runner.setup()
-        site = web.TCPSite(runner, self.config.host, self.config.port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as e:
-            await runner.cleanup()
-            raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from e
+        for host, port, ssl_context in listener_sites(self.config):  # one site per listener (TLS or not)
+            site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
+            try:
+                await site.start()
+            except OSError as e:
+                await runner.cleanup()
+                raise StartupError(f"cannot listen on {host}:{port}: {e.strerror}") from e
         return runner
 
     async def _controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5, budget_s: float = 10.0) -> None:
@@ -241,7 +261,10 @@ class Broker:
         await self._bounded(tasks[1], "resigning the controller role")
         await self._bounded(asyncio.to_thread(self.candidate.stop), "leaving the controller election")
         await self._bounded(self.rest_consumers.close(), "closing REST consumer instances")
+        await self._bounded(self.txn.stop(), "stopping the transaction coordinator")
         await self._bounded(self.groups.stop(), "stopping the group coordinator")
+        if self.security is not None:
+            await self.security.stop()
         self.events.close()
         await self._bounded(tasks[0], "draining broker events")
         tasks[2].cancel()
@@ -263,8 +286,7 @@ class Broker:
             log.warning("broker %d: %s failed: %s", self.broker_id, what, e)
 
     def info(self) -> BrokerInfo:
-        return BrokerInfo(self.broker_id, *self.config.advertised_address(), self.config.rack,
-                          int(self.started_at * 1000))
+        return registration(self.broker_id, self.config, int(self.started_at * 1000))
 
     async def _pause_detector(self, tick_s: float = 0.1) -> None:
         """Fence our leaderships if this process was frozen for a good part of a session timeout.

@@ -5,7 +5,7 @@ Layout::
     /kafka-acl/<ResourceType>/<name>                    literal patterns (``*`` = every resource of the type)
     /kafka-acl-extended/prefixed/<ResourceType>/<name>  prefixed patterns
     /kafka-acl-changes/acl_changes_<seq>                "Topic:name" (a literal resource changed)
-    /kafka-acl-extended-changes/acl_changes_<seq>       {"version":1,"resourceType":..,"name":..,"patternType":"Prefixed"}
+    /kafka-acl-extended-changes/acl_changes_<seq>       {"version":1,"resourceType","name","patternType"}
 
 A resource node holds ``{"version":1,"acls":[{"principal","permissionType","operation","host"}]}``. A change
 rewrites the node conditionally on its version (two admins adding at once cannot lose each other's entry) and
@@ -18,12 +18,11 @@ Concurrency: blocking, thread-safe; asyncio callers use ``asyncio.to_thread``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -168,10 +167,8 @@ class AclStore:
 
     def get_or_create_token_key(self, fresh: bytes) -> bytes:
         """The cluster's bearer-token HMAC key: the first broker writes it, every broker reads the same."""
-        try:
+        with contextlib.suppress(NodeExistsError):
             self._zk.retrying(self._kz.create, TOKEN_KEY_PATH, fresh, makepath=True)
-        except NodeExistsError:
-            pass
         data, _ = self._zk.retrying(self._kz.get, TOKEN_KEY_PATH)
         return bytes(data)
 
@@ -197,6 +194,8 @@ def secure_acls(path: str, user: str, password: str) -> list[ACL]:
 def migrate(zk: ZkClient, mode: str, user: str, password: str, root: str = "/") -> int:
     """Kafka's zookeeper-security-migration: walk the tree from ``root`` and set every znode's ACL to the
     secure ones (``secure``) or to world-all (``unsecure``). Returns how many znodes were set."""
+    from zk.client import split_chroot
+
     kz = zk.kazoo
     count = 0
     stack = [root]
@@ -206,7 +205,7 @@ def migrate(zk: ZkClient, mode: str, user: str, password: str, root: str = "/") 
             continue
         acls = secure_acls(path, user, password) if mode == "secure" else OPEN_ACL_UNSAFE
         try:
-            if path != "/":
+            if path != "/" or split_chroot(zk.connect)[1]:  # a chroot's own node is the cluster's too
                 zk.retrying(kz.set_acls, path, acls)
                 count += 1
             children = zk.retrying(kz.get_children, path)

@@ -24,6 +24,7 @@ Concurrency: blocking, thread-safe (kazoo is); asyncio callers use ``asyncio.to_
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -117,7 +118,22 @@ BROKER_CONFIGS: dict[str, Validator] = {
     "quota.consumer.default": _long(1),
 }
 
-ALLOWED: dict[str, dict[str, Validator]] = {"clients": QUOTA_CONFIGS, "users": QUOTA_CONFIGS,
+
+
+def _scram(key: str, value: str) -> str:
+    """``[password=...]`` (kafka-configs.sh's syntax) is salted and stored as Kafka stores it; the password
+    itself is never written (broker/security/scram.py)."""
+    from broker.security.scram import parse_alter_value
+
+    try:
+        return parse_alter_value(key, value)
+    except ValueError as e:
+        raise InvalidConfigError(str(e)) from None
+
+
+# A user's SCRAM credentials live next to its quotas, in /config/users/<user> (Kafka's layout).
+USER_CONFIGS: dict[str, Validator] = {**QUOTA_CONFIGS, "SCRAM-SHA-256": _scram, "SCRAM-SHA-512": _scram}
+ALLOWED: dict[str, dict[str, Validator]] = {"clients": QUOTA_CONFIGS, "users": USER_CONFIGS,
                                             "brokers": BROKER_CONFIGS}
 
 
@@ -258,6 +274,9 @@ def open_admin_session(connect: str, timeout_s: float) -> ZkClient:
         probe.close()
     if not found:
         raise InvalidRequestError(f"no Odradek cluster at {connect} (no {(chroot or '') + ClusterIdZNode.path})")
-    zk = ZkClient(connect, connect_timeout_s=timeout_s, op_deadline_s=timeout_s)
+    # A secured cluster's ZooKeeper (zk/acls.py): the tools authenticate as the brokers do, from the environment.
+    digest = os.environ.get("ODRADEK_ZK_DIGEST") or None
+    zk = ZkClient(connect, connect_timeout_s=timeout_s, op_deadline_s=timeout_s, digest=digest,
+                  set_acl=digest is not None)
     zk.start()
     return zk

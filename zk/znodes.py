@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import quote, unquote
 
 import orjson
 
@@ -549,3 +550,50 @@ class LatestProducerIdBlockZNode:
             return None
         obj = _loads(data)
         return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])
+
+
+# ------------------------------------------------------------------------------------ transactions (KIP-98)
+
+
+class TransactionsZNode:
+    """Persistent parent of every transactional id's node (docs/transactions.md)."""
+
+    path = "/transactions"
+
+
+class TransactionZNode:
+    """Persistent: one transactional id's coordinator state (broker/txn/state.py's JSON), written only
+    conditionally on its zkVersion. The id is percent-encoded: transactional ids may hold '/'."""
+
+    @staticmethod
+    def path(transactional_id: str) -> str:
+        return f"{TransactionsZNode.path}/{quote(transactional_id, safe='')}"
+
+    @staticmethod
+    def name_of(child: str) -> str:
+        return unquote(child)
+
+    @staticmethod
+    def encode(state: dict[str, Any]) -> bytes:
+        return _dumps(state)
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        return dict(_loads(data))
+
+
+class TransactionCoordinatorZNode:
+    """Ephemeral: the broker coordinating a transactional id (as /consumers/G/coordinator for groups)."""
+
+    @staticmethod
+    def path(transactional_id: str) -> str:
+        return f"{TransactionZNode.path(transactional_id)}/coordinator"
+
+    @staticmethod
+    def encode(broker_id: int, epoch: int) -> bytes:
+        return _dumps({"version": 1, "broker_id": broker_id, "epoch": epoch})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        obj = _loads(data)
+        return int(obj["broker_id"]), int(obj["epoch"])

@@ -24,6 +24,7 @@ from broker.api import (
     produce,
     producer_ids,
     reassignment,
+    transactions,
 )
 from broker.api.context import BROKER, OPENAPI
 from broker.api.errors import error_middleware, is_v3
@@ -31,6 +32,7 @@ from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
 from broker.quotas import quota_middleware
+from broker.security.middleware import SECURITY, SecurityService, issue_token, security_middleware
 from odradek.protocol import media
 from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError, UnsupportedMediaTypeError
 
@@ -60,6 +62,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/health", ops.health),
         web.get("/metrics", ops.metrics),
         web.get("/openapi.json", ops.openapi),
+        web.post("/auth/token", issue_token),  # bearer tokens (docs/security.md)
         web.get("/metadata", metadata.metadata),
         web.get("/brokers", metadata.brokers),
         web.get("/topics", metadata.topics),
@@ -92,6 +95,7 @@ def routes() -> list[web.RouteDef]:
         *entity_configs.routes(),
         *reassignment.routes(),
         *producer_ids.routes(),
+        *transactions.routes(),
     ]
 
 
@@ -234,13 +238,17 @@ def make_runner(broker: Broker) -> web.AppRunner:
 
 def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
     client_quotas = quota_middleware(lambda request: getattr(request.app[BROKER], "quotas", None))
-    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, client_quotas],
+    # security_middleware (broker/security/): after the limits (the body is read), before quotas and handlers.
+    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, security_middleware,
+                                       client_quotas],
                           client_max_size=client_max_size)
     app[MAX_BODY] = client_max_size
     config: BrokerConfig | None = getattr(broker, "config", None)  # test doubles may have none: the defaults
     app[LIMITS] = config if config is not None else BrokerConfig(0, "", "", 0, Path("."))
     app[READ_BUDGET] = ReadBudget(app[LIMITS].queued_max_request_bytes)
     app[BROKER] = broker
+    security = getattr(broker, "security", None)
+    app[SECURITY] = security if isinstance(security, SecurityService) else None  # None: an open cluster
     app[OPENAPI] = spec(route_table())
     app.add_routes(routes())
     return app

@@ -8,10 +8,14 @@ paths are leader-only and name the leader instead.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import weakref
 from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, read_format, record_json
@@ -19,9 +23,11 @@ from broker.api.params import INT32_MAX, int_param, partition_param, wait_param
 from broker.metadata.watcher import PartitionStateChanged
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
+from broker.txn.markers import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 from odradek.protocol import media, speedups
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
+    InvalidRequestError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     StaleBrokerEpochError,
@@ -30,9 +36,10 @@ from odradek.protocol.errors import (
 from odradek.protocol.records import decode_records, iter_batch_headers
 
 if TYPE_CHECKING:
-    from broker.replication.partition import Partition
+    from broker.replication.partition import Partition, SliceResult
 
 DEFAULT_MAX_BYTES = 1024 * 1024
+LAST_STABLE_OFFSET = "Odradek-Last-Stable-Offset"
 
 
 async def read_records(request: web.Request) -> web.Response:
@@ -43,6 +50,8 @@ async def read_records(request: web.Request) -> web.Response:
     max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=INT32_MAX)
     timeout_ms = wait_param(request, "timeout")
     requested = int_param(request, "offset") if request.query.get("offset") else None
+    committed = read_committed(request)
+    hw = 0
     deadline = deadline_after(timeout_ms)
     while True:
         route = await broker.produce.router.await_route(topic, partition, deadline)
@@ -50,13 +59,17 @@ async def read_records(request: web.Request) -> web.Response:
         try:
             if isinstance(route, Remote):
                 data, meta = await forward.fetch_batches(broker.http_session, route.url, topic, partition, requested,
-                                                         max_bytes, wait_ms)
+                                                         max_bytes, wait_ms, committed)
                 hw, lso, leader = meta["high_watermark"], meta["log_start_offset"], meta["leader"]
                 offset = lso if requested is None else requested
             else:
                 offset = route.log_start_offset if requested is None else requested
-                result = await route.read(offset, max_bytes, wait_ms)
-                data, hw, lso, leader = result.data, route.high_watermark, route.log_start_offset, broker.broker_id
+                result = await (route.read_committed(offset, max_bytes, wait_ms) if committed
+                                else route.read(offset, max_bytes, wait_ms))
+                if committed:
+                    hw = route.last_stable_offset
+                data, hw, lso, leader = (result.data, hw if committed else route.high_watermark,
+                                         route.log_start_offset, broker.broker_id)
             break
         except ROUTING_ERRORS:
             if not await broker.produce.router.wait_for_change(deadline):
@@ -77,7 +90,7 @@ async def read_records(request: web.Request) -> web.Response:
     return response
 
 
-async def fetch_batches(request: web.Request) -> web.Response:
+async def fetch_batches(request: web.Request) -> web.StreamResponse:
     broker = request.app[BROKER]
     topic = request.match_info["topic"]
     partition = partition_param(request)
@@ -86,23 +99,95 @@ async def fetch_batches(request: web.Request) -> web.Response:
     replica_id = int_param(request, "replica_id", -1, minimum=-1, maximum=INT32_MAX)
     part = await broker.produce.router.await_leader(topic, partition, deadline_after(timeout_ms))
     offset = int_param(request, "offset", part.log_start_offset)
+    # Zero-copy (Kafka's FileRecords + sendfile): the log names a file range, the kernel sends it.
     if replica_id >= 0:
         epoch = int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX)
         check_replica_fetch(request, part, replica_id, epoch, offset)
         bucket = broker.replicas.throttle.leader_limit(topic, partition, replica_id in part.isr)  # KIP-73
         result = await part.read_for_follower(replica_id, offset, epoch, bucket.cap(max_bytes) if bucket else max_bytes,
-                                              timeout_ms)
-        if bucket is not None and result.data:
-            await bucket.spend(len(result.data))
+                                              timeout_ms, zero_copy=True)
+        size = len(result.data) if not hasattr(result, "slices") else result.size  # type: ignore[union-attr]
+        if bucket is not None and size:
+            try:
+                await bucket.spend(size)
+            except BaseException:
+                _close(result)
+                raise
+    elif read_committed(request):  # filtered per batch (broker/txn/markers.py): no zero-copy
+        result = await part.read_committed(offset, max_bytes, timeout_ms)
     else:
-        result = await part.read(offset, max_bytes, timeout_ms)
-    return web.Response(body=result.data, content_type=media.BATCHES, headers={
+        result = await part.read(offset, max_bytes, timeout_ms, zero_copy=True)
+    headers = {
         media.HIGH_WATERMARK: str(part.high_watermark),
+        LAST_STABLE_OFFSET: str(part.last_stable_offset),
         media.LOG_START_OFFSET: str(part.log_start_offset),
         media.LOG_END_OFFSET: str(part.log_end_offset),
         media.LEADER_EPOCH: str(part.leader_epoch),
         media.LEADER: str(broker.broker_id),
-    })
+    }
+    slices = getattr(result, "slices", None)
+    if slices:
+        return SegmentResponse(result, headers)  # type: ignore[arg-type]
+    _close(result)
+    return web.Response(body=getattr(result, "data", b""), content_type=media.BATCHES, headers=headers)
+
+
+def _close(result: object) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+
+
+class SegmentResponse(web.StreamResponse):
+    """A binary fetch answer sent from the segment file with ``sendfile``: the bytes never enter Python.
+
+    Built by the handler, sent by aiohttp after the middlewares (which may still add headers) through
+    ``prepare``, as ``web.FileResponse`` does. The status line and headers go out first (a StreamResponse sends
+    them at once), then each file range; Content-Length is the ranges' total, so the body is byte for byte what
+    the buffered answer was. The log's duplicated descriptors are closed once sent, or when the response is
+    dropped unsent (a finalizer, at most once). A range that comes up short (the file was truncated under us,
+    a leader demoted mid-send) closes the connection: the client sees a broken answer, never a wrong one.
+    Over TLS, ``loop.sendfile`` falls back to reading and writing in chunks by itself.
+    """
+
+    def __init__(self, result: SliceResult, headers: dict[str, str]) -> None:
+        super().__init__(headers=headers)
+        self.content_type = media.BATCHES
+        self.content_length = result.size
+        self._slices = result.slices
+        self._release = weakref.finalize(self, result.close)
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        if self.prepared:
+            return await super().prepare(request)
+        try:
+            writer = await super().prepare(request)
+            if request.method != "HEAD":
+                await self._send(request)
+            await super().write_eof()
+            return writer
+        finally:
+            self._release()
+
+    async def _send(self, request: web.BaseRequest) -> None:
+        loop = asyncio.get_running_loop()
+        transport = request.transport
+        if transport is None:
+            raise ConnectionResetError("connection lost before the fetch answer was sent")
+        for s in self._slices:
+            with os.fdopen(s.fd, "rb", buffering=0, closefd=False) as f:
+                sent = await loop.sendfile(transport, f, s.position, s.length)
+            if sent != s.length:
+                transport.close()
+                raise ConnectionResetError(f"sent {sent} of {s.length} bytes: the segment shrank under the fetch")
+
+
+def read_committed(request: web.Request) -> bool:
+    """The ``isolation`` parameter: read_uncommitted (the default) or read_committed (docs/transactions.md)."""
+    level = request.query.get("isolation", READ_UNCOMMITTED)
+    if level not in ISOLATION_LEVELS:
+        raise InvalidRequestError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {level[:40]!r}")
+    return level == READ_COMMITTED
 
 
 def check_replica_fetch(request: web.Request, part: Partition, replica_id: int, epoch: int, offset: int) -> None:

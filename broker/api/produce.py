@@ -105,7 +105,8 @@ async def produce_batches(request: web.Request) -> web.Response:
     await asyncio.to_thread(
         validate_client_batches, data, max_batch_bytes=part.log.config.max_message_bytes,
         max_records=config.max_records_per_batch, max_decompressed_bytes=config.max_decompressed_batch_bytes,
-        max_timestamp_diff_ms=_timestamp_diff_ms(broker.cache.configs.get(topic, {})), now_ms=int(time.time() * 1000))
+        max_timestamp_diff_ms=_timestamp_diff_ms(broker.cache.configs.get(topic, {})), now_ms=int(time.time() * 1000),
+        allow_transactional=True)
     result = await part.append(data, acks, remaining_ms(deadline), idempotency_key(request))
     answer = {
         "topic": topic, "partition": partition, "base_offset": result.first_offset,

@@ -47,9 +47,13 @@ async def produce_batches(session: aiohttp.ClientSession, leader_url: str, topic
 
 
 async def fetch_batches(session: aiohttp.ClientSession, leader_url: str, topic: str, partition: int,
-                        offset: int | None, max_bytes: int, timeout_ms: int) -> tuple[bytes, dict[str, int]]:
-    """The leader's batches from ``offset`` (its log start offset when None) and its offsets."""
+                        offset: int | None, max_bytes: int, timeout_ms: int,
+                        committed: bool = False) -> tuple[bytes, dict[str, int]]:
+    """The leader's batches from ``offset`` (its log start offset when None) and its offsets (``committed``:
+    a read_committed read, whose ``high_watermark`` is then the leader's last stable offset)."""
     params = {"max_bytes": str(max_bytes), "timeout_ms": str(timeout_ms)}
+    if committed:
+        params["isolation"] = "read_committed"
     if offset is not None:
         params["offset"] = str(offset)
     try:
@@ -57,7 +61,8 @@ async def fetch_batches(session: aiohttp.ClientSession, leader_url: str, topic: 
             await _raise_for_error(resp)
             data = await resp.read()
             offsets = {
-                "high_watermark": int(resp.headers[media.HIGH_WATERMARK]),
+                "high_watermark": int(resp.headers["Odradek-Last-Stable-Offset" if committed
+                                                   else media.HIGH_WATERMARK]),
                 "log_start_offset": int(resp.headers[media.LOG_START_OFFSET]),
                 "leader": int(resp.headers[media.LEADER]),
             }

@@ -47,6 +47,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from broker.log.log import AppendResult, Log, ReadResult
+from broker.log.reads import SliceResult
 from broker.metadata.cache import PartitionInfo
 from broker.replication.isr_manager import IsrChange, IsrResult
 from broker.replication.producer_state import (
@@ -54,7 +55,9 @@ from broker.replication.producer_state import (
     ProducerStateManager,
     follower_append,
     leader_append,
+    marker_append,
 )
+from broker.txn.markers import drop_aborted
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -211,6 +214,13 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the earliest open transaction, or the high watermark (KIP-98)."""
+        hw = self.log.high_watermark
+        first = self.producer_state.first_unstable() if self.producer_state is not None else None
+        return hw if first is None or first > hw else first
+
+    @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -355,8 +365,35 @@ class Partition:
 
     # -------------------------------------------------------------------------------------------- fetch
 
-    async def read(self, offset: int, max_bytes: int, timeout_ms: int) -> ReadResult:
-        """A consumer's read: below the high watermark, long-polling up to ``timeout_ms`` at its end."""
+    async def read_committed(self, offset: int, max_bytes: int, timeout_ms: int) -> ReadResult:
+        """A read_committed read (broker/txn/markers.py): below the LSO, aborted transactions' batches dropped.
+        An answer whose batches were all aborted reads on (up to the LSO) rather than come back empty."""
+        result = await self.read(offset, max_bytes, timeout_ms, stable=True)
+        while result.data and self.producer_state is not None:
+            aborted = self.producer_state.aborted_between(offset, result.next_offset)
+            data = drop_aborted(result.data, aborted)
+            if data or result.next_offset >= self.last_stable_offset:
+                return result._replace(data=data)
+            offset = result.next_offset
+            result = await self.read(offset, max_bytes, 0, stable=True)
+        return result
+
+    async def append_marker(self, batch: bytes, producer_id: int, producer_epoch: int, kind: int,
+                            timeout_ms: int) -> AppendResult:
+        """The coordinator's COMMIT/ABORT marker, acknowledged once committed (acks=all)."""
+        if self.role != LEADER or self.producer_state is None:
+            raise self.not_leader()
+        epoch = self.leader_epoch
+        result = await self._storage.run(self._key, marker_append, self.log, bytearray(batch), epoch,
+                                         self.producer_state, producer_id, producer_epoch, kind,
+                                         then=self._after_local_append)
+        await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
+        return result
+
+    async def read(self, offset: int, max_bytes: int, timeout_ms: int, stable: bool = False,
+                   zero_copy: bool = False) -> ReadResult | SliceResult:
+        """A consumer's read: below the high watermark (``stable``: the LSO), long-polling up to ``timeout_ms``
+        at its end."""
         if self.role != LEADER:
             raise self.not_leader()
         hw = self.high_watermark
@@ -366,28 +403,31 @@ class Partition:
                 f"valid offsets are {self.log.log_start_offset} to {hw}",
                 log_start_offset=self.log.log_start_offset, high_watermark=hw,
             )
-        if offset == hw and timeout_ms > 0:
+        limit = self.last_stable_offset if stable else hw
+        if offset >= limit and timeout_ms > 0:
             event = self._hw_advanced
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
             if self.role != LEADER:
                 raise self.not_leader()
-        hw = self.high_watermark
+        hw = self.last_stable_offset if stable else self.high_watermark
         if offset >= hw:  # nothing to read (a long-poll that timed out): no hop to the storage executor
             return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
         # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
-        return await self._storage.run(None, _read, self.log, offset, max_bytes, hw)
+        return await self._storage.run(None, _slices if zero_copy else _read, self.log, offset, max_bytes, hw)
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
-                                timeout_ms: int) -> ReadResult:
-        """A follower's fetch: up to the log end; its offset is its acknowledgement of everything before."""
+                                timeout_ms: int, zero_copy: bool = False) -> ReadResult | SliceResult:
+        """A follower's fetch: up to the log end; its offset is its acknowledgement of everything before.
+        ``zero_copy``: the batches as file ranges (``Log.read_slices``) for the HTTP layer to sendfile."""
         self._check_follower_fetch(replica_id, fetch_epoch)
         if offset > self.log.log_end_offset:  # never acknowledge records that do not exist (the HW would pass them)
             raise OffsetOutOfRangeError(
                 f"fetch offset {offset} is beyond the log end offset {self.log.log_end_offset}",
                 log_start_offset=self.log.log_start_offset, log_end_offset=self.log.log_end_offset)
         self._record_follower_fetch(replica_id, offset)
-        if offset == self.log.log_end_offset and timeout_ms > 0:
+        parked = offset == self.log.log_end_offset and timeout_ms > 0
+        if parked:
             event = self._appended
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout_ms / 1000)
@@ -395,7 +435,9 @@ class Partition:
         leo = self.log.log_end_offset
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
-        return await self._storage.run(None, _read, self.log, offset, max_bytes, None)
+        if parked and zero_copy:  # woken by an append: a header or two, just written (page cache); no thread hop
+            return _slices(self.log, offset, max_bytes, None)
+        return await self._storage.run(None, _slices if zero_copy else _read, self.log, offset, max_bytes, None)
 
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
         if self.role != LEADER:
@@ -555,6 +597,10 @@ def _truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -
 
 def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
     return log.read(offset, max_bytes, max_offset=max_offset)
+
+
+def _slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult:
+    return log.read_slices(offset, max_bytes, max_offset=max_offset)
 
 
 def _assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:

@@ -17,6 +17,12 @@ checked *per batch*, never per record (``check``):
 
 Producers idle for ``producer.id.expiration.ms`` (7 days by default) are forgotten (``expire``).
 
+Transactions (KIP-98's second half) live here too, because they are per producer and partition and must be
+known to every replica: ``ongoing`` maps a producer id to the first offset of its open transaction (its first
+transactional batch since its last marker); a COMMIT or ABORT marker closes it, and an aborted one is kept in
+``aborted`` as ``(producer id, first offset, marker offset)``, Kafka's ``.txnindex`` held in memory and in the
+snapshots. The last stable offset is the least first offset of the open transactions (``first_unstable``).
+
 Concurrency: not thread-safe. Every call runs on the partition's queue of the storage executor (the same
 queue as the log's appends and truncations), which is what makes check-then-append atomic.
 """
@@ -44,7 +50,8 @@ from odradek.protocol.errors import (
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
-from odradek.protocol.records import BatchHeader, iter_batch_headers
+from odradek.protocol.records import TRANSACTIONAL_MASK, BatchHeader, iter_batch_headers
+from odradek.protocol.records.control import ABORT, marker_type
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +125,44 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0  # every batch below this offset is reflected in ``producers``
         self.snapshot_offset = -1  # offset of the newest snapshot written or loaded
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset), marker order
+
+    # ----------------------------------------------------------------------------------------- transactions
+
+    def first_unstable(self) -> int | None:
+        """The first offset of the earliest open transaction (the LSO when below the high watermark)."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """Aborted transactions with data in ``[start, end)``: those whose marker is at or after ``start``
+        and whose first offset is before ``end`` (a read filters their producers' batches in that range)."""
+        out = []
+        for entry in reversed(self.aborted):  # newest markers last: scan back until they end before start
+            if entry[2] < start:
+                break
+            if entry[1] < end:
+                out.append(entry)
+        return out
+
+    def end_transaction(self, producer_id: int, epoch: int, kind: int, offset: int, timestamp: int) -> None:
+        """A marker at ``offset``: the producer's open transaction ends; the marker's epoch becomes its epoch
+        (a fencing abort carries a bumped epoch: the zombie's next batch is refused)."""
+        first = self.ongoing.pop(producer_id, None)
+        if kind == ABORT and first is not None:
+            self.aborted.append((producer_id, first, offset))
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(epoch, timestamp)
+        elif timestamp > entry.last_timestamp:
+            entry.last_timestamp = timestamp
+
+    def check_marker(self, producer_id: int, epoch: int) -> None:
+        """A marker from an older epoch than the producer's comes from a deposed coordinator: refused."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"a marker for producer {producer_id} epoch {epoch}; its epoch is {entry.epoch}: fenced")
 
     # --------------------------------------------------------------------------------------- leader check
 
@@ -186,6 +231,8 @@ class ProducerStateManager:
                                        first_offset, last_offset, ts))
         if ts > entry.last_timestamp:
             entry.last_timestamp = ts
+        if h.attributes & TRANSACTIONAL_MASK and pid not in self.ongoing:
+            self.ongoing[pid] = first_offset
 
     def record_leader_append(self, headers: Sequence[BatchHeader], first_offset: int) -> None:
         """After a leader append: ``headers`` (request order, their offsets not yet stamped) start at
@@ -200,18 +247,22 @@ class ProducerStateManager:
     def apply(self, data: bytes | bytearray | memoryview, min_offset: int = 0) -> None:
         """Batches as stored (offsets stamped): a follower's copy, or a replay of the log. Batches ending
         before ``min_offset`` are skipped (a read may begin with one)."""
-        for _pos, h in iter_batch_headers(data):
+        for pos, h in iter_batch_headers(data):
             nxt = h.base_offset + h.last_offset_delta + 1
             if nxt <= min_offset or nxt <= self.map_end_offset:
                 continue
             if h.producer_id >= 0 and not h.is_control:
                 self._update(h, h.base_offset)
+            elif h.producer_id >= 0:
+                self.end_transaction(h.producer_id, h.producer_epoch, marker_type(data, pos), h.base_offset,
+                                     h.max_timestamp)
             self.map_end_offset = nxt
 
     def expire(self, now_ms: int | None = None) -> int:
         """Forget producers idle for ``expiration_ms``; returns how many."""
         now = self._now_ms() if now_ms is None else now_ms
-        gone = [pid for pid, e in self.producers.items() if now - e.last_timestamp >= self.expiration_ms]
+        gone = [pid for pid, e in self.producers.items()
+                if now - e.last_timestamp >= self.expiration_ms and pid not in self.ongoing]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -221,7 +272,9 @@ class ProducerStateManager:
     def encode(self) -> bytes:
         producers = [[pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches]]
                      for pid, e in self.producers.items()]
-        body = orjson.dumps({"version": 1, "offset": self.map_end_offset, "producers": producers})
+        body = orjson.dumps({"version": 2, "offset": self.map_end_offset, "producers": producers,
+                             "ongoing": [[p, o] for p, o in self.ongoing.items()],
+                             "aborted": [list(a) for a in self.aborted]})
         return _CRC.pack(crc32c(body)) + body
 
     def decode_into(self, data: bytes) -> int:
@@ -235,6 +288,8 @@ class ProducerStateManager:
             entry.batches.extend(BatchMeta(*map(int, b)) for b in batches)
             producers[int(pid)] = entry
         self.producers = producers
+        self.ongoing = {int(p): int(o) for p, o in obj.get("ongoing", ())}
+        self.aborted = [(int(p), int(f), int(m)) for p, f, m in obj.get("aborted", ())]
         self.map_end_offset = int(obj["offset"])
         return self.map_end_offset
 
@@ -273,6 +328,8 @@ class ProducerStateManager:
         """Rebuild from the newest readable snapshot not beyond the log end, then replay the log after it."""
         end = log_.log_end_offset
         self.producers = {}
+        self.ongoing = {}
+        self.aborted = []
         self.map_end_offset = log_.log_start_offset
         self.delete_snapshots_after(end)
         if self.directory is not None:
@@ -285,6 +342,8 @@ class ProducerStateManager:
                     log.warning("%s: producer-state snapshot %d unreadable (%s); trying an older one",
                                 self.directory, offset, e)
                     self.producers = {}
+                    self.ongoing = {}
+                    self.aborted = []
                     self.map_end_offset = log_.log_start_offset
         self.map_end_offset = max(self.map_end_offset, log_.log_start_offset)
         self.replay(log_, end)
@@ -310,6 +369,8 @@ class ProducerStateManager:
         """The log restarts empty at ``offset``: every snapshot and all state go."""
         self.delete_snapshots_after(-1)
         self.producers = {}
+        self.ongoing = {}
+        self.aborted = []
         self.map_end_offset = offset
 
 
@@ -409,3 +470,13 @@ def follower_append(log_: Log, data: bytes, state: ProducerStateManager | None) 
     log_.append_replicated(data)
     if state is not None:
         state.apply(data)
+
+
+def marker_append(log_: Log, batch: bytes, epoch: int, state: ProducerStateManager, producer_id: int,
+                  producer_epoch: int, kind: int) -> AppendResult:
+    """The leader appends a transaction marker (on the partition's storage queue, so atomic with the state)."""
+    state.check_marker(producer_id, producer_epoch)
+    result = log_.append(batch, leader_epoch=epoch)
+    state.end_transaction(producer_id, producer_epoch, kind, result.first_offset, time.time_ns() // 1_000_000)
+    state.map_end_offset = max(state.map_end_offset, result.last_offset + 1)
+    return result

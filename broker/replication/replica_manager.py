@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,12 +69,18 @@ class ReplicaManager(MetadataListener):
         self.session: aiohttp.ClientSession | None = None
         # This broker's epoch (its registration's czxid), which follower fetches carry; set by the broker.
         self.broker_epoch: Callable[[], int | None] = lambda: None
+        # Set by the broker on a secured cluster (broker/security/): the fetchers' TLS context and credentials.
+        self.client_ssl: ssl.SSLContext | None = None
+        self.client_headers: dict[str, str] | None = None
 
     async def start(self) -> None:
+        if os.environ.get("ODRADEK_SWITCH_INTERVAL_US"):  # EXPERIMENT (zero-copy helper): GIL hand-off latency
+            import sys
+            sys.setswitchinterval(int(os.environ["ODRADEK_SWITCH_INTERVAL_US"]) / 1e6)
         await asyncio.to_thread(self.logs.startup)
         self.session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=30, sock_connect=2),
-            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=30, sock_connect=2), headers=self.client_headers,
+            connector=aiohttp.TCPConnector(limit=0, ssl=self.client_ssl or True),
         )
         self._tasks = [
             asyncio.create_task(self._isr_expiry_loop()),

@@ -70,15 +70,15 @@ def peer_principal(peercert: dict[str, Any] | None) -> str | None:
 
 
 def make_local_pki(directory: Path, names: list[str], *, days: int = 30) -> dict[str, tuple[Path, Path]]:
-    """A CA (``ca.pem``) and one certificate per name (``<name>.pem``, ``<name>.key``), subject ``CN=<name>``,
-    valid for 127.0.0.1 and localhost; returns ``{name: (cert, key)}``. Keys are written 0600."""
+    """A CA (``ca.pem``, ``ca.key``) and one certificate per name (``<name>.pem``, ``<name>.key``), subject
+    ``CN=<name>``, valid for 127.0.0.1 and localhost; returns ``{name: (cert, key)}``. Keys are written 0600."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import NameOID
 
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "odradek-local-ca")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
@@ -90,28 +90,46 @@ def make_local_pki(directory: Path, names: list[str], *, days: int = 30) -> dict
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
           .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
           .sign(ca_key, hashes.SHA256()))
-    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write(directory / "ca.pem", directory / "ca.key", ca, ca_key)
+    return {name: issue_certificate(directory, name, days=days) for name in names}
+
+
+def issue_certificate(directory: Path, name: str, *, days: int = 30) -> tuple[Path, Path]:
+    """``<name>.pem``/``<name>.key`` signed by the CA in ``directory`` (a broker's, or a user's for mutual TLS)."""
     import ipaddress
 
-    out: dict[str, tuple[Path, Path]] = {}
-    for name in names:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-                .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                               critical=False)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                               critical=False)
-                .sign(ca_key, hashes.SHA256()))
-        cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.touch(mode=0o600)
-        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
-        out[name] = (cert_path, key_path)
-    return out
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca = x509.load_pem_x509_certificate((directory / "ca.pem").read_bytes())
+    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
+    _write(cert_path, key_path, cert, key)
+    return cert_path, key_path
+
+
+def _write(cert_path: Path, key_path: Path, cert: Any, key: Any) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.unlink(missing_ok=True)
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))

@@ -20,6 +20,9 @@ TOOLS: dict[str, tuple[str, str]] = {
     "configs": ("broker.tools.configs", "describe and alter topic, broker, client and user configs (kafka-configs)"),
     "reassign-partitions": ("broker.tools.reassign",
                             "move partitions between brokers, with a throttle (kafka-reassign-partitions)"),
+    "acls": ("broker.tools.acls", "add, remove and list ACLs in ZooKeeper (kafka-acls)"),
+    "zookeeper-security-migration": ("broker.tools.zk_security_migration",
+                                     "set or clear ZooKeeper ACLs on every znode (zookeeper-security-migration)"),
 }
 
 

@@ -8,8 +8,8 @@
 * divergent: one offset below the high watermark holding different values on two replicas, or missing on a
   replica of the final ISR, from the segment files themselves (not through any broker).
 * consumer group: poll skips (a member jumped over offsets that exist), non-monotonic polls (a member read an
-  offset at or below one it had already read, in one generation), and offsets committed beyond what was
-  processed (per commit, and the group's final committed offsets from ZooKeeper).
+  offset at or below the one it read just before, in one generation; one rewind counts once), and offsets
+  committed beyond what was processed (per commit, and the group's final committed offsets from ZooKeeper).
 
 Availability is the share of (partition, second) cells in which at least one write was acknowledged; a fault's
 recovery time runs from its injection until every partition has acknowledged, within a second, a write sent
@@ -204,7 +204,7 @@ def check_group(history: History, reads: dict[int, list[tuple[int, str]]], commi
                 if gap:
                     skips.append({"member": op.member, "partition": op.partition, "from": prev, "to": op.offset,
                                   "skipped": len(gap)})
-        last[key] = op.offset if prev is None else max(prev, op.offset)
+        last[key] = op.offset  # one rewind counts once: the re-reads after it are in order again
         processed[op.partition] = max(processed.get(op.partition, -1), op.offset)
     beyond = [{"member": c.member, "partition": p, "committed": o, "processed": c.processed.get(p, -1)}
               for c in history.commits if c.ok for p, o in c.offsets.items() if o > c.processed.get(p, -1) + 1]

@@ -96,13 +96,14 @@ class ProducerBatch:
         return f"ProducerBatch({self.topic}-{self.partition}, {len(self.records)} records, {self.size} B)"
 
     def encode(self, compression: int, producer_id: int = -1, producer_epoch: int = -1,
-               base_sequence: int = -1) -> bytes:
+               base_sequence: int = -1, transactional: bool = False) -> bytes:
         """The wire bytes, built once: a retry resends exactly the same batch (same producer id, epoch and
         sequence, which is how the leader recognises it as a duplicate)."""
         if self.encoded is None:
             self.sequence = base_sequence
             self.encoded = encode_batch(self.records, compression=compression, producer_id=producer_id,
-                                        producer_epoch=producer_epoch, base_sequence=base_sequence)
+                                        producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                        is_transactional=transactional)
         return self.encoded
 
     def complete(self, base_offset: int, log_append_time: int | None = None) -> None:

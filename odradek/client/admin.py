@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from odradek.client.metadata import Metadata, PartitionMeta, parse_metadata
+from odradek.client.security import ClientSecurity
 from odradek.client.transport import Transport, parse_bootstrap, quote_path
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
@@ -52,8 +53,11 @@ class AdminClient:
         *,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
+        **security: Any,
     ) -> None:
-        self._transport = Transport(request_timeout_ms=request_timeout_ms)
+        # TLS and credentials: ssl_cafile, ssl_certfile, ssl_keyfile, sasl_username, sasl_password, sasl_token
+        self._transport = Transport(request_timeout_ms=request_timeout_ms,
+                                    security=ClientSecurity.from_kwargs(security))
         self._metadata = Metadata(self._transport, parse_bootstrap(bootstrap_servers),
                                   retry_backoff_ms=retry_backoff_ms)
         self._timeout = request_timeout_ms / 1000.0

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from odradek.client.metadata import REFRESH_ERRORS, Metadata
+from odradek.client.security import ClientSecurity
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import ConsumerRecord, TopicPartition
 from odradek.protocol.errors import (
@@ -96,7 +97,15 @@ class Consumer:
         consumer_timeout_ms: float | None = None,
         fetch_threads: int = 8,
         client_id: str | None = None,
+        isolation_level: str = "read_uncommitted",
+        **security: Any,  # ssl_cafile, ssl_certfile, ssl_keyfile, sasl_username, sasl_password, sasl_token
     ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, not "
+                                     f"{isolation_level!r}")
+        # read_committed: the leader reads up to the last stable offset and drops aborted transactions
+        # (docs/transactions.md), so the decoding below is the same for both levels.
+        self._isolation = isolation_level
         if auto_offset_reset not in _RESETS:
             raise InvalidConfigError(f"auto_offset_reset must be one of {_RESETS}, not {auto_offset_reset!r}")
         self._max_bytes = fetch_max_bytes
@@ -107,7 +116,8 @@ class Consumer:
         self._consumer_timeout_ms = consumer_timeout_ms
         self._threads = max(1, fetch_threads)
         self.client_id = client_id or f"consumer-{next(_CLIENT_IDS)}"  # Kafka's default client.id shape
-        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id)
+        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id,
+                                    security=ClientSecurity.from_kwargs(security))
         self._metadata = Metadata(
             self._transport,
             parse_bootstrap(bootstrap_servers),
@@ -352,7 +362,8 @@ class Consumer:
                 url,
                 "GET",
                 quote_path("topics", tp.topic, "partitions", tp.partition, "batches"),
-                query={"offset": offset, "max_bytes": self._max_bytes, "timeout_ms": wait_ms},
+                query={"offset": offset, "max_bytes": self._max_bytes, "timeout_ms": wait_ms,
+                       "isolation": self._isolation},
                 accept=BATCHES_MEDIA_TYPE,
                 timeout_ms=self._request_timeout_ms + wait_ms,
             )

@@ -26,10 +26,13 @@ from odradek.client.accumulator import (
     estimate_size,
 )
 from odradek.client.metadata import REFRESH_ERRORS, Metadata
+from odradek.client.security import ClientSecurity
+from odradek.client.transactions import TransactionManager
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import Header, RecordMetadata, TopicPartition
 from odradek.protocol.errors import (
     InvalidConfigError,
+    InvalidTxnStateError,
     NotLeaderOrFollowerError,
     OdradekError,
     RequestTimedOutError,
@@ -108,6 +111,9 @@ class Producer:
         partitioner: DefaultPartitioner | None = None,
         client_id: str | None = None,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        **security: Any,  # ssl_cafile, ssl_certfile, ssl_keyfile, sasl_username, sasl_password, sasl_token
     ) -> None:
         acks_s = _ACKS.get(str(acks).lower())
         if acks_s is None:
@@ -116,6 +122,8 @@ class Producer:
             raise InvalidConfigError("enable_idempotence requires acks='all'")
         # Kafka 3's default: idempotent unless the user chose weaker acks (then silently off, as Kafka does).
         self.idempotent = acks_s == "all" if enable_idempotence is None else enable_idempotence
+        if transactional_id is not None and not self.idempotent:
+            raise InvalidConfigError("a transactional producer is idempotent: it needs acks='all'")
         self._pid_lock = threading.Lock()
         self._producer: tuple[int, int] | None = None  # (producer id, epoch) from InitProducerId
         self._sequences: dict[TopicPartition, int] = {}  # next base sequence per partition, for that id
@@ -129,7 +137,8 @@ class Producer:
         self._request_timeout_ms = request_timeout_ms
         self._max_block_ms = max_block_ms
         self.client_id = client_id or f"producer-{next(_CLIENT_IDS)}"  # Kafka's default client.id shape
-        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id)
+        self._transport = Transport(request_timeout_ms=request_timeout_ms, client_id=self.client_id,
+                                    security=ClientSecurity.from_kwargs(security))
         self._metadata = Metadata(
             self._transport,
             parse_bootstrap(bootstrap_servers),
@@ -143,6 +152,9 @@ class Producer:
         self._sender_done = False  # forced close: the sender stops even with batches in flight
         self._refreshing = False  # a metadata refresh is queued or running on the I/O pool
         self._io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="odradek-producer-io")
+        # Transactions (odradek/client/transactions.py; docs/transactions.md): None unless transactional_id.
+        self._txn = None if transactional_id is None else TransactionManager(
+            self._transport, self._metadata, transactional_id, transaction_timeout_ms, max_block_ms, self._backoff)
         self._sender = threading.Thread(target=self._run_sender, name="odradek-producer-sender", daemon=True)
         self._sender.start()
 
@@ -166,6 +178,8 @@ class Producer:
         """
         if self._closed:
             raise RuntimeError("send() after close()")
+        if self._txn is not None and not self._txn.in_transaction:
+            raise InvalidTxnStateError("a transactional producer sends inside begin_transaction() .. commit")
         key_b = _to_bytes(key, "key")
         value_b = _to_bytes(value, "value")
         hdrs = _headers(headers) if headers else ()
@@ -204,6 +218,50 @@ class Producer:
             if res != APPENDED:
                 self._cond.notify()
         return fut
+
+    # ----------------------------------------------------------------------------- transactions (KIP-98)
+
+    def init_transactions(self) -> None:
+        """Take this transactional id's producer id and a new epoch: the previous instance is fenced and its
+        open transaction aborted (or completed, if it had decided to commit)."""
+        txn = self._require_txn()
+        with self._pid_lock:
+            self._producer = txn.init()
+            self._sequences.clear()
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: Any) -> None:
+        """Commit a group's offsets (the next offset to read, per partition) with this transaction. ``group``
+        is a GroupConsumer (its generation fences the commit) or a group id (no generation check)."""
+        txn = self._require_txn()
+        if isinstance(group, str):
+            txn.add_offsets(offsets, group, -1)
+        else:
+            txn.add_offsets(offsets, group.group_id, int(group.generation))
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit: every record sent in the transaction becomes visible to read_committed readers
+        at once, or (on an error raised here) the transaction must be aborted."""
+        txn = self._require_txn()
+        self.flush()
+        if txn.error is not None:
+            raise txn.error
+        txn.end(commit=True)
+        txn.finish()
+
+    def abort_transaction(self) -> None:
+        txn = self._require_txn()
+        with contextlib.suppress(Exception):
+            self.flush()
+        txn.end(commit=False)
+        txn.finish()
+
+    def _require_txn(self) -> TransactionManager:
+        if self._txn is None:
+            raise InvalidConfigError("this producer has no transactional_id")
+        return self._txn
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now, and wait until each record sent before this call is acknowledged or failed.
@@ -363,7 +421,12 @@ class Producer:
         """Number the batches sent for the first time with this partition's next sequences (a retried batch
         keeps its bytes); the partition has one request in flight, so numbering follows the queue order."""
         codec = self._codec
+        txn = self._txn
+        if txn is not None and any(b.encoded is None for b in batches):
+            txn.ensure_partition(tp)  # AddPartitionsToTxn before the partition's first batch of the transaction
         with self._pid_lock:
+            if txn is not None and self._producer is None:
+                raise InvalidTxnStateError("call init_transactions() first")
             if self._producer is None and any(b.encoded is None for b in batches):
                 self._producer = self._init_producer_id()
                 self._sequences.clear()
@@ -373,7 +436,7 @@ class Producer:
                     assert self._producer is not None
                     seq = self._sequences.get(tp, 0)
                     self._sequences[tp] = (seq + len(b)) & 0x7FFFFFFF
-                    parts.append(b.encode(codec, self._producer[0], self._producer[1], seq))
+                    parts.append(b.encode(codec, self._producer[0], self._producer[1], seq, txn is not None))
                 else:
                     parts.append(b.encoded)
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -408,7 +471,9 @@ class Producer:
         self._fail(tp, batches, exc)
 
     def _fail(self, tp: TopicPartition, batches: list[ProducerBatch], exc: BaseException) -> None:
-        if self.idempotent and any(b.encoded is not None for b in batches):
+        if self._txn is not None:
+            self._txn.error = exc  # the transaction can only be aborted now (Kafka's abortable error)
+        elif self.idempotent and any(b.encoded is not None for b in batches):
             # Their sequences are spent: later batches would leave a gap. Start over with a fresh producer id
             # (Kafka bumps the epoch), so the partition's next batch starts again at sequence 0.
             with self._pid_lock:

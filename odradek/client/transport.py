@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
+from odradek.client.security import ClientSecurity
 from odradek.protocol import media
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
@@ -105,8 +106,12 @@ class Transport:
     """
 
     def __init__(self, request_timeout_ms: int = 30000, max_idle_per_broker: int = 16,
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None, security: ClientSecurity | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
+        # TLS and credentials (odradek/client/security.py): one context and one header for every request.
+        self.security = security
+        self._ssl = security.ssl_context() if security is not None and security.tls else None
+        self._authorization = security.authorization() if security is not None else None
         # Sent as Odradek-Client-Id on every request: brokers apply client quotas by it (Kafka's client.id).
         self.client_id = client_id
         self._max_idle = max_idle_per_broker
@@ -140,6 +145,8 @@ class Transport:
         headers = {"Accept": accept or JSON_MEDIA_TYPE}
         if self.client_id is not None:
             headers[CLIENT_ID_HEADER] = self.client_id
+        if self._authorization is not None:
+            headers["Authorization"] = self._authorization
         if body is not None:
             headers["Content-Type"] = content_type or JSON_MEDIA_TYPE
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000.0
@@ -202,8 +209,9 @@ class Transport:
         parts = urlsplit(base_url)
         if not parts.hostname:
             raise BrokerNotAvailableError(f"bad broker URL {base_url!r}")
-        cls = _TLSConnection if parts.scheme == "https" else _Connection
-        return cls(parts.hostname, parts.port, timeout=timeout), False
+        if parts.scheme == "https" or self._ssl is not None:
+            return _TLSConnection(parts.hostname, parts.port, timeout=timeout, context=self._ssl), False
+        return _Connection(parts.hostname, parts.port, timeout=timeout), False
 
     def _release(self, base_url: str, conn: http.client.HTTPConnection) -> None:
         with self._lock:

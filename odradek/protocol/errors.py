@@ -599,3 +599,54 @@ class TransactionalIdAuthorizationFailedError(OdradekError):
     kafka_code = 53
     error_code = 40304
     http_status = 403
+
+
+# ------------------------------------------------------------------------------ transactions (KIP-98)
+
+
+class ProducerFencedError(OdradekError):
+    """A transactional producer whose epoch is older than its transactional id's: another instance called
+    init_transactions since (or the coordinator aborted its transaction on timeout). It must stop."""
+
+    name = "PRODUCER_FENCED"
+    kafka_code = 90
+    error_code = 40922
+    http_status = 409
+
+
+class InvalidTxnStateError(OdradekError):
+    """A transactional request that does not fit the transaction's state (commit after abort, a transactional
+    batch from a producer outside a transaction...)."""
+
+    name = "INVALID_TXN_STATE"
+    kafka_code = 48
+    error_code = 40923
+    http_status = 409
+
+
+class InvalidProducerIdMappingError(OdradekError):
+    """The producer id given is not the one the transactional id holds."""
+
+    name = "INVALID_PRODUCER_ID_MAPPING"
+    kafka_code = 49
+    error_code = 40924
+    http_status = 409
+
+
+class InvalidTransactionTimeoutError(OdradekError):
+    """transaction.timeout.ms out of range (above transaction.max.timeout.ms)."""
+
+    name = "INVALID_TRANSACTION_TIMEOUT"
+    kafka_code = 50
+    error_code = 42215
+    http_status = 422
+
+
+class ConcurrentTransactionsError(OdradekError):
+    """The previous transaction of this transactional id is still being completed: retry shortly."""
+
+    name = "CONCURRENT_TRANSACTIONS"
+    kafka_code = 51
+    error_code = 50311
+    http_status = 503
+    retriable = True

@@ -365,13 +365,13 @@ def test_forwarded_long_polls_share_a_bounded_pool(c: LocalProcessBackend) -> No
 
 
 @pytest.mark.parametrize("name, batch", [
-    ("garbage records", craft_batch(b"\xff" * 40)),
-    ("codec 5", craft_batch(records_block(), attributes=5)),
-    ("fake gzip data", craft_batch(b"\x1f\x8b\x08 not gzip", attributes=GZIP)),
-    ("2^31-1 records", craft_batch(records_block(), count=2**31 - 1)),
-    ("control batch", craft_batch(records_block(), attributes=0x20)),
-    ("transactional batch", craft_batch(records_block(), attributes=0x10)),
-    ("old timestamp", craft_batch(records_block(ts=1000), first_ts=1000)),
+    pytest.param("garbage records", craft_batch(b"\xff" * 40), id="garbage records"),
+    pytest.param("codec 5", craft_batch(records_block(), attributes=5), id="codec 5"),
+    pytest.param("fake gzip data", craft_batch(b"\x1f\x8b\x08 not gzip", attributes=GZIP), id="fake gzip data"),
+    pytest.param("2^31-1 records", craft_batch(records_block(), count=2**31 - 1), id="2^31-1 records"),
+    pytest.param("control batch", craft_batch(records_block(), attributes=0x20), id="control batch"),
+    pytest.param("transactional batch", craft_batch(records_block(), attributes=0x10), id="transactional batch"),
+    pytest.param("old timestamp", craft_batch(records_block(ts=1000), first_ts=1000), id="old timestamp"),
 ])
 def test_poison_batches_are_refused_and_reads_keep_working(c: LocalProcessBackend, name: str, batch: bytes) -> None:
     topic = new_topic(c, message_timestamp_difference_max_ms="3600000")

@@ -134,8 +134,11 @@ def validate_client_batches(
     max_decompressed_bytes: int,
     max_timestamp_diff_ms: int = LONG_MAX,
     now_ms: int = 0,
+    allow_transactional: bool = False,
 ) -> list[BatchHeader]:
     """Check every batch of a producer's request as described in this module's docstring; the headers.
+    ``allow_transactional``: the binary path accepts transactional batches (docs/transactions.md) when they
+    carry a producer id and sequence; control batches are refused whatever it says.
 
     Raises the typed error of the first problem found; nothing has been written when it raises.
     """
@@ -147,7 +150,10 @@ def validate_client_batches(
         if h.attributes & CONTROL_MASK:
             raise InvalidRecordError("control batches are written by the broker, not by clients")
         if h.attributes & TRANSACTIONAL_MASK:
-            raise UnsupportedForMessageFormatError("transactional batches are not supported (no transactions yet)")
+            if not allow_transactional:
+                raise UnsupportedForMessageFormatError("transactional batches are not accepted on this path")
+            if h.producer_id < 0 or h.base_sequence < 0:
+                raise InvalidRecordError("a transactional batch needs a producer id and a base sequence")
         if h.record_count > max_records:
             raise InvalidRecordError(
                 f"a batch of {h.record_count} records; at most {max_records} are accepted (max.records.per.batch)")

@@ -1,0 +1,233 @@
+"""Transactions over HTTP (docs/transactions.md): init, add partitions, add offsets, end, describe, and the
+coordinator-to-leader marker write.
+
+Handlers only validate and translate: the rules live in broker/txn. Any broker accepts a transactional id's
+request and forwards it to the id's coordinator (as group requests are, broker/api/groups.py); a forwarded
+request carries ``Odradek-Forwarded`` so that a coordinator change in between is NOT_COORDINATOR (retriable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from broker.api.context import BROKER, json_response
+from broker.api.groups import COORDINATOR_HEADER, FORWARDED_HEADER
+from broker.produce import forwarding as forward
+from broker.produce.routing import Remote, deadline_after, remaining_ms
+from broker.txn.state import TxnOffsets
+from odradek.protocol.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    NotCoordinatorError,
+)
+from odradek.protocol.records.control import ABORT, COMMIT, encode_marker
+from zk.transactions import StaleTxnStateError
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+INT64_MAX = 2**63 - 1
+MARKER_TIMEOUT_MS = 30_000
+
+
+def _tid(request: web.Request) -> str:
+    tid = request.match_info["tid"]
+    if not _NAME.fullmatch(tid) or tid in (".", ".."):
+        raise InvalidRequestError("transactional.id must be 1 to 249 characters of [A-Za-z0-9._-]")
+    return tid
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.read() or b"{}")
+    except orjson.JSONDecodeError:
+        raise InvalidRequestError("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the body must be a JSON object")
+    return body
+
+
+def _int(body: dict[str, Any], key: str, low: int, high: int, default: int | None = None) -> int:
+    raw = body.get(key, default)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        raise InvalidRequestError(f"{key} must be an integer from {low} to {high}, not {raw!r}")
+    return raw
+
+
+def _producer(body: dict[str, Any]) -> tuple[int, int]:
+    return _int(body, "producer_id", 0, INT64_MAX), _int(body, "producer_epoch", 0, 32767)
+
+
+def _partitions(raw: object) -> list[tuple[str, int]]:
+    if not isinstance(raw, list) or len(raw) > 10_000:
+        raise InvalidRequestError("partitions must be a list of [topic, partition] pairs")
+    out = []
+    for item in raw:
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                or isinstance(item[1], bool) or not isinstance(item[1], int) or item[1] < 0):
+            raise InvalidRequestError("partitions must be a list of [topic, partition] pairs")
+        out.append((item[0], item[1]))
+    return out
+
+
+async def _coordinated(request: web.Request, tid: str, local: Callable[[], Awaitable[Any]]) -> web.Response:
+    """Run ``local`` if this broker coordinates ``tid``; otherwise forward to the broker that does."""
+    broker = request.app[BROKER]
+    coordinator = broker.txn
+    owner = await coordinator.locate(tid)
+    if owner == coordinator.broker_id:
+        try:
+            body = await local()
+        except StaleTxnStateError:
+            raise ConcurrentTransactionsError(f"the state of {tid!r} changed meanwhile: retry") from None
+        response = json_response(body if body is not None else {})
+    else:
+        if FORWARDED_HEADER in request.headers:
+            raise NotCoordinatorError(f"broker {coordinator.broker_id} does not coordinate {tid!r}")
+        url = broker.cache.leader_url(owner)
+        if url is None or broker.http_session is None:
+            raise CoordinatorNotAvailableError(f"the coordinator of {tid!r} (broker {owner}) is not live")
+        body = await forward.request_json(
+            broker.http_session, request.method, f"{url}{request.rel_url}", await request.read(),
+            headers={FORWARDED_HEADER: str(coordinator.broker_id), "Content-Type": "application/json"},
+            timeout_s=60)
+        response = json_response(body)
+    response.headers[COORDINATOR_HEADER] = str(owner)
+    return response
+
+
+async def init(request: web.Request) -> web.Response:
+    tid = _tid(request)
+    body = await _body(request)
+    timeout_ms = _int(body, "transaction_timeout_ms", 1, 2**31 - 1, 60_000)
+    coordinator = request.app[BROKER].txn
+
+    async def run() -> dict[str, Any]:
+        pid, epoch = await coordinator.init(tid, timeout_ms)
+        return {"producer_id": pid, "producer_epoch": epoch}
+
+    return await _coordinated(request, tid, run)
+
+
+async def add_partitions(request: web.Request) -> web.Response:
+    tid = _tid(request)
+    body = await _body(request)
+    pid, epoch = _producer(body)
+    parts = _partitions(body.get("partitions"))
+    return await _coordinated(request, tid,
+                              lambda: request.app[BROKER].txn.add_partitions(tid, pid, epoch, parts))
+
+
+async def add_offsets(request: web.Request) -> web.Response:
+    tid = _tid(request)
+    body = await _body(request)
+    pid, epoch = _producer(body)
+    group = body.get("group")
+    if not isinstance(group, str) or not _NAME.fullmatch(group):
+        raise InvalidRequestError("group must be a group id")
+    raw = body.get("offsets")
+    if not isinstance(raw, list) or len(raw) > 10_000:
+        raise InvalidRequestError("offsets must be a list of [topic, partition, offset, metadata]")
+    offsets = []
+    for item in raw:
+        if (not isinstance(item, list) or len(item) not in (3, 4) or not isinstance(item[0], str)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item[1:3])):
+            raise InvalidRequestError("offsets must be a list of [topic, partition, offset, metadata]")
+        meta = item[3] if len(item) == 4 and isinstance(item[3], str) else ""
+        offsets.append((item[0], item[1], item[2], meta[:4096]))
+    txn_offsets = TxnOffsets(group, _int(body, "generation", -1, 2**31 - 1), tuple(offsets))
+    return await _coordinated(request, tid,
+                              lambda: request.app[BROKER].txn.add_offsets(tid, pid, epoch, txn_offsets))
+
+
+async def end(request: web.Request) -> web.Response:
+    tid = _tid(request)
+    body = await _body(request)
+    pid, epoch = _producer(body)
+    commit = body.get("commit")
+    if not isinstance(commit, bool):
+        raise InvalidRequestError("commit must be true or false")
+    coordinator = request.app[BROKER].txn
+
+    async def run() -> dict[str, Any]:
+        return {"state": await coordinator.end(tid, pid, epoch, commit)}
+
+    return await _coordinated(request, tid, run)
+
+
+async def describe(request: web.Request) -> web.Response:
+    return json_response(await request.app[BROKER].txn.describe(_tid(request)))
+
+
+async def write_marker_local(request: web.Request) -> web.Response:
+    """A coordinator's marker for a partition this broker leads (internal: brokers call it)."""
+    broker = request.app[BROKER]
+    body = await _body(request)
+    topic = body.get("topic")
+    if not isinstance(topic, str):
+        raise InvalidRequestError("topic is required")
+    pid, epoch = _producer(body)
+    result = await append_marker(broker, topic, _int(body, "partition", 0, 2**31 - 1), pid, epoch,
+                                 body.get("commit") is True, _int(body, "coordinator_epoch", 0, INT64_MAX, 0),
+                                 forwarded=True)
+    return json_response({"offset": result})
+
+
+async def append_marker(broker: Broker, topic: str, partition: int, pid: int, epoch: int, commit: bool,
+                        coordinator_epoch: int, forwarded: bool = False) -> int:
+    """Write one marker on the partition's leader, here or (once) on the broker that leads it."""
+    deadline = deadline_after(MARKER_TIMEOUT_MS)
+    route = await broker.produce.router.await_route(topic, partition, deadline)
+    if isinstance(route, Remote):
+        if forwarded or broker.http_session is None:
+            raise route_error(topic, partition)
+        answer = await forward.request_json(
+            broker.http_session, "POST", f"{route.url}/transactions/markers",
+            orjson.dumps({"topic": topic, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
+                          "commit": commit, "coordinator_epoch": coordinator_epoch}),
+            headers={"Content-Type": "application/json"}, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+        return int(answer["offset"])
+    batch = encode_marker(pid, epoch, commit, min(coordinator_epoch, 2**31 - 1), int(time.time() * 1000))
+    result = await route.append_marker(batch, pid, epoch, COMMIT if commit else ABORT, remaining_ms(deadline))
+    return result.first_offset
+
+
+def route_error(topic: str, partition: int) -> Exception:
+    from odradek.protocol.errors import NotLeaderOrFollowerError
+
+    return NotLeaderOrFollowerError(f"this broker does not lead {topic}-{partition}")
+
+
+def marker_writer(broker: Broker) -> Callable[[str, int, int, int, bool, int], Awaitable[None]]:
+    """The coordinator's marker writer: retried until written (a leader moving is retriable)."""
+    async def write(topic: str, partition: int, pid: int, epoch: int, commit: bool, coord_epoch: int) -> None:
+        for attempt in range(20):
+            try:
+                await append_marker(broker, topic, partition, pid, epoch, commit, coord_epoch)
+                return
+            except Exception as e:
+                if not getattr(e, "retriable", False) or attempt == 19:
+                    raise
+                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+    return write
+
+
+def routes() -> list[web.RouteDef]:
+    t = "/transactions/{tid}"
+    return [
+        web.post("/transactions/markers", write_marker_local),
+        web.post(f"{t}/init", init),
+        web.post(f"{t}/partitions", add_partitions),
+        web.post(f"{t}/offsets", add_offsets),
+        web.post(f"{t}/end", end),
+        web.get(t, describe),
+    ]

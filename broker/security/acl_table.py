@@ -1,0 +1,213 @@
+"""What every route needs: ONE table from (method, path) to the operations and resources it must be allowed.
+
+Why one table: an endpoint added without a rule would be open on a secured cluster, so the middleware
+(broker/security/middleware.py) refuses any route missing here (500, logged), and a unit test checks that every
+route of broker/api/app.py has a rule. Kafka's mapping is followed (kafka-classic.md 8.3): produce is Topic
+Write, reads are Topic Read, consumer groups are Group Read, admin is Create/Delete/Alter/...Configs, and what
+only brokers do (follower fetches, epoch queries, controlled shutdown, leader election) is Cluster ClusterAction.
+
+A rule is a list of needs, all required; a need is (operation, resource type, names), where names come from the
+path, the query or the (already read, size-checked) body. ``PUBLIC`` routes need nothing (liveness, the API
+document); ``AUTHENTICATED`` ones need an identity and no ACL (listings, whose per-item filtering is not done:
+docs/security.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from broker.security.authorizer import CLUSTER_NAME
+
+# (request, parsed JSON body or None) -> resource names
+Names = Callable[[web.Request, Any], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    operation: str
+    resource_type: str  # Topic | Group | Cluster | TransactionalId
+    names: Names
+    # Topic creation: Cluster Create is enough (Kafka: CreateTopics needs Cluster Create or Topic Create).
+    or_cluster: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    needs: tuple[Need, ...] = ()
+    public: bool = False  # no identity needed at all
+    owner_checked: bool = False  # a REST consumer instance: only the principal that created it
+    # A dynamic rule (the fetch route: a follower's fetch needs ClusterAction, a client's Topic Read).
+    choose: Callable[[web.Request], Rule] | None = field(default=None)
+
+    def resolve(self, request: web.Request) -> Rule:
+        return self.choose(request) if self.choose is not None else self
+
+
+def _path(key: str) -> Names:
+    return lambda request, _body: [request.match_info[key]]
+
+
+def _cluster(_request: web.Request, _body: Any) -> list[str]:
+    return [CLUSTER_NAME]
+
+
+def _body_key(key: str) -> Names:
+    def names(_request: web.Request, body: Any) -> list[str]:
+        value = body.get(key) if isinstance(body, dict) else None
+        return [value] if isinstance(value, str) else []
+    return names
+
+
+def _body_topics(_request: web.Request, body: Any) -> list[str]:
+    """v2 subscription ``topics`` and ``partitions: [{topic, partition}]`` (assignments, positions)."""
+    if not isinstance(body, dict):
+        return []
+    out = [t for t in body.get("topics") or [] if isinstance(t, str)]
+    out += [p["topic"] for p in body.get("partitions") or [] if isinstance(p, dict) and isinstance(p.get("topic"), str)]
+    return sorted(set(out))
+
+
+def _query_topic(request: web.Request, _body: Any) -> list[str]:
+    return [request.query["topic"]] if "topic" in request.query else []
+
+
+def body_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+def rule(*needs: Need, owner: bool = False) -> Rule:
+    return Rule(needs=tuple(needs), owner_checked=owner)
+
+
+PUBLIC = Rule(public=True)
+AUTHENTICATED = Rule()
+TOPIC, GROUP, TID = _path("topic"), _path("group"), _path("tid")
+
+
+def topic(op: str) -> Rule:
+    return rule(Need(op, "Topic", TOPIC))
+
+
+def cluster(op: str) -> Rule:
+    return rule(Need(op, "Cluster", _cluster))
+
+
+def group(op: str, owner: bool = False) -> Rule:
+    return rule(Need(op, "Group", GROUP), owner=owner)
+
+
+def txn(op: str) -> Rule:
+    return rule(Need(op, "TransactionalId", TID))
+
+
+def _fetch_rule(request: web.Request) -> Rule:
+    """GET .../batches: with ``replica_id`` it is a follower's fetch (moves the high watermark): ClusterAction."""
+    return cluster("ClusterAction") if request.query.get("replica_id", "-1") not in ("", "-1") else topic("Read")
+
+
+_T, _P = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
+_C = "/v3/clusters/{cluster_id}"
+_G, _I = "/groups/{group}", "/consumers/{group}/instances/{instance}"
+_SUBSCRIBE = rule(Need("Read", "Group", GROUP), Need("Read", "Topic", _body_topics), owner=True)
+
+TABLE: dict[tuple[str, str], Rule] = {
+    ("GET", "/health"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("POST", "/auth/token"): AUTHENTICATED,
+    ("GET", "/metrics"): cluster("Describe"),
+    ("GET", "/metadata"): AUTHENTICATED,
+    ("GET", "/brokers"): AUTHENTICATED,
+    ("GET", "/topics"): AUTHENTICATED,
+    ("GET", _T): topic("Describe"),
+    ("POST", _T): topic("Write"),
+    ("GET", f"{_T}/partitions"): topic("Describe"),
+    ("GET", _P): topic("Describe"),
+    ("POST", _P): topic("Write"),
+    ("GET", f"{_P}/offsets"): topic("Describe"),
+    ("GET", f"{_P}/records"): topic("Read"),
+    ("GET", f"{_P}/batches"): Rule(choose=_fetch_rule),
+    ("POST", f"{_P}/batches"): topic("Write"),
+    ("GET", f"{_P}/epoch_end_offset"): cluster("ClusterAction"),
+    ("POST", "/controller/controlled_shutdown"): cluster("ClusterAction"),
+    ("POST", "/admin/preferred_leader_election"): cluster("ClusterAction"),
+    ("GET", "/v3/clusters"): AUTHENTICATED,
+    ("GET", _C): cluster("Describe"),
+    ("GET", f"{_C}/topics"): AUTHENTICATED,
+    ("POST", f"{_C}/topics"): rule(Need("Create", "Topic", _body_key("topic_name"), or_cluster=True)),
+    ("GET", f"{_C}/topics/{{topic}}"): topic("Describe"),
+    ("DELETE", f"{_C}/topics/{{topic}}"): topic("Delete"),
+    ("PATCH", f"{_C}/topics/{{topic}}"): topic("Alter"),
+    ("GET", f"{_C}/topics/{{topic}}/configs"): topic("DescribeConfigs"),
+    ("POST", f"{_C}/topics/{{topic}}/configs:alter"): topic("AlterConfigs"),
+    ("GET", f"{_C}/topics/{{topic}}/configs/{{name}}"): topic("DescribeConfigs"),
+    ("PUT", f"{_C}/topics/{{topic}}/configs/{{name}}"): topic("AlterConfigs"),
+    ("DELETE", f"{_C}/topics/{{topic}}/configs/{{name}}"): topic("AlterConfigs"),
+    ("GET", "/groups"): cluster("Describe"),
+    ("GET", _G): group("Describe"),
+    ("DELETE", _G): group("Delete"),
+    ("POST", f"{_G}/members"): group("Read"),
+    ("POST", f"{_G}/members/{{member}}/heartbeat"): group("Read"),
+    ("DELETE", f"{_G}/members/{{member}}"): group("Read"),
+    ("GET", f"{_G}/offsets"): group("Describe"),
+    ("POST", f"{_G}/offsets"): group("Read"),
+    ("POST", f"{_G}/offsets/reset"): rule(Need("Read", "Group", GROUP), Need("Read", "Topic", _body_topics)),
+    ("DELETE", f"{_G}/offsets"): rule(Need("Delete", "Group", GROUP), Need("Read", "Topic", _query_topic)),
+    ("POST", "/consumers/{group}"): group("Read"),
+    ("DELETE", _I): group("Read", owner=True),
+    ("POST", f"{_I}/subscription"): _SUBSCRIBE,
+    ("GET", f"{_I}/subscription"): group("Read", owner=True),
+    ("DELETE", f"{_I}/subscription"): group("Read", owner=True),
+    ("POST", f"{_I}/assignments"): _SUBSCRIBE,
+    ("GET", f"{_I}/assignments"): group("Read", owner=True),
+    ("POST", f"{_I}/positions"): _SUBSCRIBE,
+    ("POST", f"{_I}/positions/beginning"): _SUBSCRIBE,
+    ("POST", f"{_I}/positions/end"): _SUBSCRIBE,
+    ("GET", f"{_I}/records"): group("Read", owner=True),
+    ("POST", f"{_I}/offsets"): group("Read", owner=True),
+    ("GET", f"{_I}/offsets"): group("Read", owner=True),
+    ("GET", f"{_C}/brokers/{{broker_id}}/configs"): cluster("DescribeConfigs"),
+    ("POST", f"{_C}/brokers/{{broker_id}}/configs:alter"): cluster("AlterConfigs"),
+    ("GET", f"{_C}/broker-configs"): cluster("DescribeConfigs"),
+    ("POST", f"{_C}/broker-configs:alter"): cluster("AlterConfigs"),
+    ("GET", f"{_C}/{{entity_type:clients|users}}"): cluster("DescribeConfigs"),
+    ("GET", f"{_C}/{{entity_type:clients|users}}/{{name}}/configs"): cluster("DescribeConfigs"),
+    ("POST", f"{_C}/{{entity_type:clients|users}}/{{name}}/configs:alter"): cluster("AlterConfigs"),
+    ("GET", "/admin/reassign_partitions"): cluster("Describe"),
+    ("POST", "/admin/reassign_partitions"): cluster("Alter"),
+    ("POST", "/admin/reassign_partitions/cancel"): cluster("Alter"),
+    ("GET", "/admin/log_dirs"): cluster("Describe"),
+    ("POST", "/producer_ids"): cluster("IdempotentWrite"),
+    # Transactions (Kafka: InitProducerId/EndTxn need TransactionalId Write, AddPartitionsToTxn also Topic Write,
+    # AddOffsetsToTxn also Group Read; WriteTxnMarkers is inter-broker: ClusterAction).
+    ("POST", "/transactions/markers"): cluster("ClusterAction"),
+    ("POST", "/transactions/{tid}/init"): txn("Write"),
+    ("POST", "/transactions/{tid}/partitions"): rule(Need("Write", "TransactionalId", TID),
+                                                     Need("Write", "Topic", _body_topics)),
+    ("POST", "/transactions/{tid}/offsets"): rule(Need("Write", "TransactionalId", TID),
+                                                  Need("Read", "Group", _body_key("group"))),
+    ("POST", "/transactions/{tid}/end"): txn("Write"),
+    ("GET", "/transactions/{tid}"): txn("Describe"),
+}
+
+
+def canonical(path: str) -> str:
+    """aiohttp's canonical form of a route path: ``{name:regex}`` -> ``{name}``."""
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
+_BY_CANONICAL = {(m, canonical(p)): r for (m, p), r in TABLE.items()}
+
+
+def lookup(method: str, canonical_path: str) -> Rule | None:
+    """The rule of a matched route (HEAD is GET's)."""
+    method = "GET" if method.upper() == "HEAD" else method.upper()
+    return _BY_CANONICAL.get((method, canonical(canonical_path)))

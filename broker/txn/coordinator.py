@@ -1,0 +1,232 @@
+"""The transaction coordinator (Kafka's ``TransactionCoordinator``, KIP-98) with its state in ZooKeeper.
+
+Which broker coordinates transactional id T: the one holding the ephemeral ``/transactions/T/coordinator``
+znode, claimed by the first broker asked while nobody holds it, exactly as consumer groups do
+(docs/consumer-groups.md "Who coordinates a group"). Its state is ``/transactions/T`` (broker/txn/state.py),
+re-read at every request and written conditionally on its zkVersion: a coordinator that lost its znode (a
+session expiry) and still acts can only fail its write, never overwrite its successor's decision.
+
+Completing a transaction: write Prepare{Commit,Abort} (the decision), then one marker per partition of the
+transaction on that partition's leader (acks=all), then (for a commit) the group offsets, then Complete*.
+A crash anywhere leaves either Ongoing (nothing decided: the timeout or the next init aborts it) or Prepare*
+(decided: whoever coordinates next writes the markers again, which is harmless: a second marker for a
+transaction already ended changes nothing but a record). The sweep (every ``sweep_interval_s``, on every broker)
+finishes Prepare* states and aborts Ongoing ones past ``transaction.timeout.ms``, claiming ids whose
+coordinator died.
+
+Concurrency: asyncio, one lock per transactional id on this broker; ZooKeeper I/O in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from broker.txn import state as s
+from broker.txn.state import TxnOffsets, TxnState
+from odradek.protocol.errors import (
+    CoordinatorNotAvailableError,
+    IllegalGenerationError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    NotCoordinatorError,
+)
+from zk.client import ZkClient
+from zk.groups import GroupStore
+from zk.transactions import StaleTxnStateError, TxnStore
+
+log = logging.getLogger(__name__)
+
+MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
+MarkerWriter = Callable[[str, int, int, int, bool, int], Awaitable[None]]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TxnCoordinator:
+    def __init__(self, broker_id: int, zk: ZkClient, broker_epoch: Callable[[], int | None],
+                 next_producer_id: Callable[[], int], write_marker: MarkerWriter,
+                 sweep_interval_s: float = 1.0) -> None:
+        self.broker_id = broker_id
+        self.store = TxnStore(zk)
+        self.groups = GroupStore(zk)
+        self._broker_epoch = broker_epoch
+        self._next_pid = next_producer_id
+        self._write_marker = write_marker
+        self._sweep_interval = sweep_interval_s
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._sweeper())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    # --------------------------------------------------------------------------------------------- locating
+
+    async def locate(self, tid: str) -> int:
+        """The broker id coordinating ``tid``, claiming it if nobody does."""
+        holder = await asyncio.to_thread(self.store.get_coordinator, tid)
+        if holder is None:
+            epoch = self._broker_epoch()
+            if epoch is None:
+                raise CoordinatorNotAvailableError("this broker is not registered in ZooKeeper right now")
+            holder = await asyncio.to_thread(self.store.claim_coordinator, tid, self.broker_id, epoch)
+        if holder < 0:
+            raise CoordinatorNotAvailableError(f"the coordinator of transactional id {tid!r} is changing: retry")
+        return holder
+
+    async def _owned(self, tid: str) -> None:
+        if await asyncio.to_thread(self.store.get_coordinator, tid) != self.broker_id:
+            raise NotCoordinatorError(f"broker {self.broker_id} does not coordinate transactional id {tid!r}")
+
+    def _lock(self, tid: str) -> asyncio.Lock:
+        return self._locks.setdefault(tid, asyncio.Lock())
+
+    async def _read(self, tid: str) -> tuple[TxnState | None, int]:
+        raw, version = await asyncio.to_thread(self.store.get_state, tid)
+        return (None if raw is None else TxnState.from_json(raw)), version
+
+    async def _write(self, tid: str, st: TxnState, version: int) -> int:
+        return await asyncio.to_thread(self.store.set_state, tid, st.to_json(), version)
+
+    # --------------------------------------------------------------------------------------------- requests
+
+    async def init(self, tid: str, timeout_ms: int) -> tuple[int, int]:
+        """InitProducerId with a transactional id: end what the previous epoch left, then bump the epoch."""
+        if not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
+            raise InvalidTransactionTimeoutError(f"transaction.timeout.ms must be 1 to {MAX_TIMEOUT_MS}")
+        async with self._lock(tid):
+            await self._owned(tid)
+            st, version = await self._read(tid)
+            if st is None:
+                pid = await asyncio.to_thread(self._next_pid)
+                st = TxnState(pid, 0, s.EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms())
+                await self._write(tid, st, version)
+                return st.producer_id, st.producer_epoch
+            if st.state == s.ONGOING:  # a previous instance's open transaction: abort it, fencing that instance
+                st = s.fence_abort(st, now_ms())
+                version = await self._write(tid, st, version)
+            if st.state in s.PREPARED:
+                st, version = await self._complete(tid, st, version)
+            new_pid = await asyncio.to_thread(self._next_pid) if st.producer_epoch >= s.MAX_EPOCH else None
+            st = s.bump(st, timeout_ms, now_ms(), new_pid)
+            await self._write(tid, st, version)
+            return st.producer_id, st.producer_epoch
+
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
+        async with self._lock(tid):
+            await self._owned(tid)
+            st, version = await self._need(tid)
+            new = s.add_partitions(st, pid, epoch, partitions, now_ms())
+            if new != st:
+                await self._write(tid, new, version)
+
+    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets) -> None:
+        """send_offsets_to_transaction: checked against the group's generation now and again at commit."""
+        generation = await asyncio.to_thread(self.store.group_generation, offsets.group)
+        if generation is not None and generation != offsets.generation:
+            raise IllegalGenerationError(
+                f"group {offsets.group!r} is at generation {generation}, not {offsets.generation}")
+        async with self._lock(tid):
+            await self._owned(tid)
+            st, version = await self._need(tid)
+            await self._write(tid, s.add_offsets(st, pid, epoch, offsets, now_ms()), version)
+
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
+        """EndTxn: decide (Prepare*), write the markers and offsets, complete; the final state's name."""
+        async with self._lock(tid):
+            await self._owned(tid)
+            st, version = await self._need(tid)
+            if commit and st.state == s.ONGOING and not await self._generations_hold(st):
+                s.check_producer(st, pid, epoch)
+                st = s.fence_abort(st, now_ms())
+                version = await self._write(tid, st, version)
+                await self._complete(tid, st, version)
+                raise IllegalGenerationError("a group rebalanced during the transaction: it was aborted")
+            new, work = s.end(st, pid, epoch, commit, now_ms())
+            if not work:
+                return new.state
+            if new != st:
+                version = await self._write(tid, new, version)
+            done, _ = await self._complete(tid, new, version)
+            return done.state
+
+    async def describe(self, tid: str) -> dict[str, object]:
+        st, _ = await self._read(tid)
+        holder = await asyncio.to_thread(self.store.get_coordinator, tid)
+        return {"transactional_id": tid, "coordinator": holder, **(st.to_json() if st else {"state": None})}
+
+    async def _need(self, tid: str) -> tuple[TxnState, int]:
+        st, version = await self._read(tid)
+        if st is None:
+            raise InvalidTxnStateError(f"transactional id {tid!r} has no producer: call init_transactions")
+        return st, version
+
+    async def _generations_hold(self, st: TxnState) -> bool:
+        for o in st.offsets:
+            generation = await asyncio.to_thread(self.store.group_generation, o.group)
+            if generation is not None and generation != o.generation:
+                return False
+        return True
+
+    async def _complete(self, tid: str, st: TxnState, version: int) -> tuple[TxnState, int]:
+        """Markers on every partition (in parallel), the group offsets of a commit, then Complete*."""
+        commit = st.state == s.PREPARE_COMMIT
+        coordinator_epoch = self._broker_epoch() or 0
+        await asyncio.gather(*(self._write_marker(t, p, st.producer_id, st.producer_epoch, commit,
+                                                  coordinator_epoch) for t, p in st.partitions))
+        if commit and st.offsets:
+            ts = now_ms()
+            for o in st.offsets:
+                await asyncio.to_thread(self.groups.commit_offsets, o.group,
+                                        {(t, p): (off, meta, ts) for t, p, off, meta in o.offsets})
+        done = s.complete(st, now_ms())
+        return done, await self._write(tid, done, version)
+
+    # ------------------------------------------------------------------------------------------------ sweep
+
+    async def _sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_interval)
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # ZooKeeper away, a leader moving: the next round tries again
+                log.info("transaction sweep on broker %d: %s", self.broker_id, e)
+
+    async def sweep(self) -> None:
+        """Abort timed-out transactions and finish decided ones, for ids this broker coordinates or whose
+        coordinator is gone (then this broker claims them)."""
+        for tid in await asyncio.to_thread(self.store.list_ids):
+            st, _ = await self._read(tid)
+            if st is None or not (st.state in s.PREPARED or s.expired(st, now_ms())):
+                continue
+            holder = await asyncio.to_thread(self.store.get_coordinator, tid)
+            if holder is None:
+                holder = await self.locate(tid)
+            if holder != self.broker_id:
+                continue
+            async with self._lock(tid):
+                st, version = await self._read(tid)
+                if st is None:
+                    continue
+                try:
+                    if s.expired(st, now_ms()):
+                        log.info("transaction of %r timed out after %d ms: aborting", tid, st.timeout_ms)
+                        st = s.fence_abort(st, now_ms())
+                        version = await self._write(tid, st, version)
+                    if st.state in s.PREPARED:
+                        await self._complete(tid, st, version)
+                except StaleTxnStateError:
+                    continue

@@ -1,0 +1,158 @@
+"""The transaction state machine of one transactional id: pure, so every rule is unit-tested without a cluster.
+
+States (Kafka's ``TransactionState``)::
+
+    Empty --add partitions/offsets--> Ongoing --commit--> PrepareCommit --markers written--> CompleteCommit
+                                      Ongoing --abort / timeout / fencing init--> PrepareAbort --> CompleteAbort
+    Complete* --add partitions--> Ongoing (the next transaction)
+
+The Prepare* write is the decision: once it is in ZooKeeper the transaction *will* end that way, whoever
+coordinates next (a new coordinator finishes a Prepare* it finds). Before it, the transaction can only be
+aborted. So a coordinator crash at any point ends in commit or abort of every partition, never half.
+
+Fencing: every request names the producer id and epoch; an older epoch is PRODUCER_FENCED. init_transactions
+bumps the epoch (after ending whatever the old epoch left open), which is what fences a zombie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from odradek.protocol.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerIdMappingError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+
+EMPTY, ONGOING = "Empty", "Ongoing"
+PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
+IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+MAX_EPOCH = 32766  # int16, with room for one fencing bump
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class TxnOffsets:
+    """A consume-transform-produce transaction's group offsets, written to the group at commit."""
+
+    group: str
+    generation: int
+    offsets: tuple[tuple[str, int, int, str], ...]  # topic, partition, next offset, metadata
+
+
+@dataclass(frozen=True)
+class TxnState:
+    producer_id: int
+    producer_epoch: int
+    state: str = EMPTY
+    partitions: tuple[TP, ...] = ()
+    timeout_ms: int = 60_000
+    start_ms: int = -1
+    offsets: tuple[TxnOffsets, ...] = ()
+    updated_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+            "state": self.state, "partitions": [list(tp) for tp in self.partitions], "timeout_ms": self.timeout_ms,
+            "start_ms": self.start_ms, "updated_ms": self.updated_ms,
+            "offsets": [{"group": o.group, "generation": o.generation, "offsets": [list(x) for x in o.offsets]}
+                        for o in self.offsets],
+        }
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> TxnState:
+        return TxnState(
+            int(obj["producer_id"]), int(obj["producer_epoch"]), str(obj["state"]),
+            tuple((str(t), int(p)) for t, p in obj.get("partitions", ())), int(obj.get("timeout_ms", 60_000)),
+            int(obj.get("start_ms", -1)),
+            tuple(TxnOffsets(str(o["group"]), int(o["generation"]),
+                             tuple((str(t), int(p), int(off), str(m)) for t, p, off, m in o["offsets"]))
+                  for o in obj.get("offsets", ())),
+            int(obj.get("updated_ms", 0)))
+
+
+def check_producer(st: TxnState, producer_id: int, epoch: int) -> None:
+    if producer_id != st.producer_id:
+        raise InvalidProducerIdMappingError(
+            f"producer id {producer_id} is not this transactional id's ({st.producer_id})")
+    if epoch < st.producer_epoch:
+        raise ProducerFencedError(
+            f"producer epoch {epoch} is older than the transactional id's epoch {st.producer_epoch}: fenced")
+    if epoch > st.producer_epoch:
+        raise InvalidProducerIdMappingError(f"producer epoch {epoch} is newer than the coordinator's")
+
+
+def _begin_if_idle(st: TxnState, now_ms: int) -> TxnState:
+    if st.state in PREPARED:
+        raise ConcurrentTransactionsError("the previous transaction is still being completed")
+    if st.state in IDLE:
+        return replace(st, state=ONGOING, partitions=(), offsets=(), start_ms=now_ms)
+    return st
+
+
+def add_partitions(st: TxnState, producer_id: int, epoch: int, partitions: list[TP], now_ms: int) -> TxnState:
+    """AddPartitionsToTxn: the first send to a partition in a transaction registers it here first."""
+    check_producer(st, producer_id, epoch)
+    st = _begin_if_idle(st, now_ms)
+    merged = tuple(sorted(set(st.partitions) | {(t, int(p)) for t, p in partitions}))
+    return replace(st, partitions=merged, updated_ms=now_ms)
+
+
+def add_offsets(st: TxnState, producer_id: int, epoch: int, offsets: TxnOffsets, now_ms: int) -> TxnState:
+    """send_offsets_to_transaction: the group's offsets ride on the transaction (the latest per partition)."""
+    check_producer(st, producer_id, epoch)
+    st = _begin_if_idle(st, now_ms)
+    others = [o for o in st.offsets if o.group != offsets.group]
+    previous = next((o for o in st.offsets if o.group == offsets.group), None)
+    merged: dict[tuple[str, int], tuple[str, int, int, str]] = {}
+    for entry in (previous.offsets if previous else ()) + offsets.offsets:
+        merged[(entry[0], entry[1])] = entry
+    combined = TxnOffsets(offsets.group, offsets.generation, tuple(merged[k] for k in sorted(merged)))
+    return replace(st, offsets=(*others, combined), updated_ms=now_ms)
+
+
+def end(st: TxnState, producer_id: int, epoch: int, commit: bool, now_ms: int) -> tuple[TxnState, bool]:
+    """EndTxn: (the new state, whether it must be written and completed). A retry of a decided end is
+    answered as it was; the opposite end is INVALID_TXN_STATE."""
+    check_producer(st, producer_id, epoch)
+    want_prepare = PREPARE_COMMIT if commit else PREPARE_ABORT
+    want_complete = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+    if st.state == ONGOING:
+        return replace(st, state=want_prepare, updated_ms=now_ms), True
+    if st.state == want_prepare:
+        return st, True  # a retry while (or after a coordinator died while) completing
+    if st.state == want_complete or (st.state == EMPTY and not st.partitions):
+        return st, False
+    raise InvalidTxnStateError(f"cannot {'commit' if commit else 'abort'} a transaction in state {st.state}")
+
+
+def complete(st: TxnState, now_ms: int) -> TxnState:
+    """After every marker is written (and, for a commit, the offsets): the transaction is over."""
+    done = COMPLETE_COMMIT if st.state == PREPARE_COMMIT else COMPLETE_ABORT
+    return replace(st, state=done, partitions=(), offsets=(), updated_ms=now_ms)
+
+
+def expired(st: TxnState, now_ms: int) -> bool:
+    return st.state == ONGOING and st.start_ms >= 0 and now_ms - st.start_ms > st.timeout_ms
+
+
+def fence_abort(st: TxnState, now_ms: int) -> TxnState:
+    """Abort an Ongoing transaction with a bumped epoch (timeout, or a new instance's init): the markers carry
+    the new epoch, so the old producer's next batch and its commit are both refused."""
+    return replace(st, state=PREPARE_ABORT, producer_epoch=st.producer_epoch + 1, updated_ms=now_ms)
+
+
+def bump(st: TxnState, timeout_ms: int, now_ms: int, new_producer_id: int | None = None) -> TxnState:
+    """init_transactions on an idle state: the next epoch (a fresh producer id when the epoch runs out)."""
+    if st.state not in IDLE:
+        raise ConcurrentTransactionsError(f"the transaction is {st.state}: finish it first")
+    if st.producer_epoch >= MAX_EPOCH and new_producer_id is not None:
+        return TxnState(new_producer_id, 0, EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms)
+    return replace(st, producer_epoch=st.producer_epoch + 1, state=EMPTY, partitions=(), offsets=(),
+                   timeout_ms=timeout_ms, start_ms=-1, updated_ms=now_ms)

@@ -1,0 +1,150 @@
+"""Transactions (KIP-98's second half) against real ZooKeeper and brokers: an aborted transaction's records are
+invisible to read_committed readers (the Python consumer and the HTTP read) and visible to read_uncommitted; a
+zombie with an old epoch is fenced; a coordinator SIGKILL mid-transaction ends in commit or abort on every
+partition, never half."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+
+from odradek import Consumer, Producer, TopicPartition
+from odradek.protocol.errors import InvalidProducerEpochError, OdradekError, ProducerFencedError
+from tests.conftest import MakeCluster
+from tests.harness.cluster import LocalProcessBackend
+from tests.harness.http import create_topic
+from tests.harness.wait import wait_until
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "txn"
+
+
+def read_json(url: str, topic: str, partition: int, isolation: str) -> list[Any]:
+    """Every record up to the end through GET .../records with the given isolation level."""
+    out: list[Any] = []
+    offset = 0
+    while True:
+        with urllib.request.urlopen(f"{url}/topics/{topic}/partitions/{partition}/records?offset={offset}"
+                                    f"&timeout=0&isolation={isolation}", timeout=30) as resp:
+            body = json.loads(resp.read())
+        out += [r["value"] for r in body["records"]]
+        if body["next_offset"] <= offset:
+            return out
+        offset = body["next_offset"]
+
+
+def consume(url: str, partitions: int, isolation: str, expect: int) -> list[bytes]:
+    c = Consumer(url, isolation_level=isolation, auto_offset_reset="earliest")
+    c.assign([TopicPartition(TOPIC, p) for p in range(partitions)])
+    got: list[bytes] = []
+    try:
+        wait_until(lambda: got.extend(r.value for rs in c.poll(500).values() for r in rs) or len(got) >= expect,
+                   30, f"{expect} records ({isolation})")
+        got.extend(r.value for rs in c.poll(300).values() for r in rs)  # nothing more must come
+    finally:
+        c.close()
+    return got
+
+
+def txn_state(url: str, tid: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{url}/transactions/{tid}", timeout=30) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def setup(make_cluster: MakeCluster, partitions: int) -> tuple[LocalProcessBackend, str]:
+    cluster = make_cluster(brokers=3)
+    urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
+    create_topic(urls[0], TOPIC, partitions, 3, {"min.insync.replicas": "2"}, seen_by=urls)
+    return cluster, urls[0]
+
+
+def test_aborted_records_are_invisible_to_read_committed_and_visible_to_read_uncommitted(
+        make_cluster: MakeCluster) -> None:
+    _cluster, url = setup(make_cluster, 2)
+    p = Producer(url, transactional_id="t-abort", linger_ms=1)
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(10):
+        p.send(TOPIC, f"aborted-{i}".encode(), partition=i % 2)
+    p.flush()
+    p.abort_transaction()
+    p.begin_transaction()
+    for i in range(6):
+        p.send(TOPIC, f"committed-{i}".encode(), partition=i % 2)
+    p.commit_transaction()
+    p.close()
+
+    committed = consume(url, 2, "read_committed", 6)
+    assert sorted(committed) == sorted(f"committed-{i}".encode() for i in range(6))
+    uncommitted = consume(url, 2, "read_uncommitted", 16)
+    assert len(uncommitted) == 16 and sum(v.startswith(b"aborted") for v in uncommitted) == 10
+    json_committed = read_json(url, TOPIC, 0, "read_committed") + read_json(url, TOPIC, 1, "read_committed")
+    assert len(json_committed) == 6 and all("aborted" not in str(v) for v in json_committed)
+    json_all = read_json(url, TOPIC, 0, "read_uncommitted") + read_json(url, TOPIC, 1, "read_uncommitted")
+    assert len(json_all) == 16
+
+
+def test_an_open_transaction_holds_read_committed_readers_at_the_lso(make_cluster: MakeCluster) -> None:
+    _cluster, url = setup(make_cluster, 1)
+    p = Producer(url, transactional_id="t-open", linger_ms=1)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(TOPIC, b"pending", partition=0).result(30)
+    assert read_json(url, TOPIC, 0, "read_committed") == []
+    assert len(read_json(url, TOPIC, 0, "read_uncommitted")) == 1
+    p.commit_transaction()
+    assert len(read_json(url, TOPIC, 0, "read_committed")) == 1
+    p.close()
+
+
+def test_a_zombie_with_an_old_epoch_is_fenced(make_cluster: MakeCluster) -> None:
+    _cluster, url = setup(make_cluster, 1)
+    zombie = Producer(url, transactional_id="t-zombie", linger_ms=1)
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send(TOPIC, b"zombie-1", partition=0).result(30)
+    fresh = Producer(url, transactional_id="t-zombie", linger_ms=1)
+    fresh.init_transactions()  # bumps the epoch and aborts the zombie's open transaction
+    with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+        zombie.send(TOPIC, b"zombie-2", partition=0).result(30)
+    with pytest.raises(OdradekError):
+        zombie.commit_transaction()
+    fresh.begin_transaction()
+    fresh.send(TOPIC, b"fresh", partition=0)
+    fresh.commit_transaction()
+    assert consume(url, 1, "read_committed", 1) == [b"fresh"]
+    zombie.close()
+    fresh.close()
+
+
+def test_a_coordinator_sigkill_mid_transaction_ends_in_commit_or_abort_on_every_partition(
+        make_cluster: MakeCluster) -> None:
+    cluster, url = setup(make_cluster, 3)
+    p = Producer(url, transactional_id="t-kill", linger_ms=1, transaction_timeout_ms=5000)
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(30):
+        p.send(TOPIC, f"v-{i}".encode(), partition=i % 3)
+    p.flush()
+    coordinator = int(txn_state(url, "t-kill")["coordinator"])
+    cluster.kill_broker(coordinator)  # SIGKILL
+    survivor = cluster.broker_url(next(b for b in cluster.broker_ids() if b != coordinator))
+    with contextlib.suppress(OdradekError):  # the commit may fail (then the timeout aborts); never half
+        p.commit_transaction()
+
+    def ended() -> bool:
+        try:
+            return txn_state(survivor, "t-kill")["state"] in ("CompleteCommit", "CompleteAbort")
+        except OSError:
+            return False
+
+    wait_until(ended, 60, "the transaction to complete or abort")
+    final = txn_state(survivor, "t-kill")["state"]
+    got = consume(survivor, 3, "read_committed", 30 if final == "CompleteCommit" else 0)
+    assert len(got) == (30 if final == "CompleteCommit" else 0)
+    p.close()

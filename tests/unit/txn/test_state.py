@@ -1,0 +1,59 @@
+"""The transaction state machine, the producer state's transaction tracking and the read_committed filter."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.replication.producer_state import ProducerStateManager
+from broker.txn import state as s
+from broker.txn.markers import drop_aborted
+from odradek.protocol.errors import InvalidTxnStateError, ProducerFencedError
+from odradek.protocol.records import encode_batch, iter_batch_headers, set_base_offset
+from odradek.protocol.records.control import ABORT, COMMIT, encode_marker, marker_type
+
+
+def test_commit_path_and_fencing() -> None:
+    st = s.TxnState(7, 0)
+    st = s.add_partitions(st, 7, 0, [("t", 1), ("t", 0)], now_ms=10)
+    assert st.state == s.ONGOING and st.partitions == (("t", 0), ("t", 1))
+    with pytest.raises(ProducerFencedError):
+        s.add_partitions(s.bump(s.complete(s.end(st, 7, 0, False, 11)[0], 12), 1000, 13), 7, 0, [("t", 2)], 14)
+    prepared, work = s.end(st, 7, 0, True, 20)
+    assert prepared.state == s.PREPARE_COMMIT and work
+    assert s.end(prepared, 7, 0, True, 21) == (prepared, True)  # a retry completes again
+    with pytest.raises(InvalidTxnStateError):
+        s.end(prepared, 7, 0, False, 21)
+    done = s.complete(prepared, 30)
+    assert done.state == s.COMPLETE_COMMIT and done.partitions == ()
+    assert s.TxnState.from_json(done.to_json()) == done
+
+
+def test_timeout_aborts_with_a_bumped_epoch() -> None:
+    st = s.add_partitions(s.TxnState(1, 3, timeout_ms=100), 1, 3, [("t", 0)], now_ms=0)
+    assert not s.expired(st, 100) and s.expired(st, 101)
+    aborted = s.fence_abort(st, 101)
+    assert aborted.state == s.PREPARE_ABORT and aborted.producer_epoch == 4
+
+
+def _stamp(batch: bytes, offset: int) -> bytes:
+    buf = bytearray(batch)
+    set_base_offset(buf, 0, offset, 0)
+    return bytes(buf)
+
+
+def test_producer_state_tracks_lso_and_aborted_transactions() -> None:
+    state = ProducerStateManager()
+    data = _stamp(encode_batch([(None, b"a", 1, ())], producer_id=5, producer_epoch=0, base_sequence=0,
+                               is_transactional=True), 0)
+    plain = _stamp(encode_batch([(None, b"p", 1, ())]), 1)
+    marker = _stamp(encode_marker(5, 0, False, 0, 2), 2)
+    state.apply(data + plain)
+    assert state.first_unstable() == 0
+    state.apply(marker)
+    assert state.first_unstable() is None and state.aborted == [(5, 0, 2)]
+    assert marker_type(marker, 0) == ABORT and marker_type(encode_marker(5, 0, True, 0, 2), 0) == COMMIT
+    kept = drop_aborted(data + plain + marker, state.aborted_between(0, 3))
+    assert [h.base_offset for _, h in iter_batch_headers(kept)] == [1, 2]
+    restored = ProducerStateManager()
+    restored.decode_into(state.encode())
+    assert restored.aborted == state.aborted and restored.ongoing == {}
