@@ -234,7 +234,7 @@ class LocalCluster:
 
     def zk_client(self, session_timeout_s: float = 10.0) -> ZkClient:
         client = ZkClient(self.zk_connect, session_timeout_s=session_timeout_s, connect_timeout_s=10.0,
-                          digest=self.zk_digest)
+                          digest=self.zk_digest, set_acl=bool(self.zk_digest))
         client.start()
         return client
 
@@ -277,7 +277,8 @@ class LocalCluster:
         try:
             if not any(z.serving for z in zookeepers):
                 raise ConnectionError("no ZooKeeper node serves")
-            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=3.0, digest=self.zk_digest)
+            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=3.0, digest=self.zk_digest,
+                              set_acl=bool(self.zk_digest))
             client.start()
             try:
                 controller = client.get_controller()

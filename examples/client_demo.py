@@ -9,7 +9,11 @@ import argparse
 import json
 
 from odradek import AdminClient, Consumer, Producer, TopicPartition
+from odradek.client.security import security_from_env
 from odradek.protocol.errors import TopicAlreadyExistsError
+
+# On a TLS cluster (`odradek cluster up --tls`): ODRADEK_SSL_CAFILE and a certificate or SASL user (docs/security.md).
+SECURITY = security_from_env()
 
 
 def main() -> None:
@@ -19,7 +23,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1000)
     args = ap.parse_args()
 
-    with AdminClient(args.bootstrap) as admin:
+    with AdminClient(args.bootstrap, **SECURITY) as admin:
         try:
             admin.create_topic(args.topic, partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
             print(f"created topic {args.topic}: 3 partitions, replication factor 3, min.insync.replicas 2")
@@ -28,7 +32,7 @@ def main() -> None:
         description = admin.describe_topic(args.topic)
         print(f"partitions: {description}")
 
-    with Producer(args.bootstrap, acks="all") as producer:
+    with Producer(args.bootstrap, acks="all", **SECURITY) as producer:
         futures = [
             producer.send(args.topic, json.dumps({"n": i}).encode(), key=f"user-{i % 10}".encode(),
                           headers=[("source", b"client_demo")])
@@ -41,7 +45,7 @@ def main() -> None:
         per_partition[meta.partition] = per_partition.get(meta.partition, 0) + 1
     print(f"produced {len(offsets)} records with acks=all: {dict(sorted(per_partition.items()))} per partition")
 
-    consumer = Consumer(args.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000)
+    consumer = Consumer(args.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000, **SECURITY)
     consumer.assign([TopicPartition(args.topic, p) for p in range(3)])
     seen = 0
     for record in consumer:

@@ -30,7 +30,13 @@ import time
 from typing import Any
 
 from odradek.client import AdminClient, Consumer, Producer, TopicPartition
+from odradek.client.security import security_from_env
 from odradek.protocol.errors import TopicAlreadyExistsError
+
+# On a TLS cluster (`odradek cluster up --tls`): ODRADEK_SSL_CAFILE and a certificate or SASL user, for the client
+# and, with Kafka's option names, for the connector (docs/security.md).
+SECURITY = security_from_env()
+SPARK_SECURITY = {f"kafka.{k.replace('_', '.')}": v for k, v in SECURITY.items()}
 
 ACTIONS = ("view", "click", "add_to_cart", "purchase")
 EVENT_SCHEMA = "user STRING, action STRING, amount DOUBLE"
@@ -45,7 +51,7 @@ def ensure_topic(admin: AdminClient, name: str, partitions: int) -> int:
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[str, dict[str, int]]:
     """The high watermark of every partition, as a startingOffsets/endingOffsets JSON map."""
-    with Consumer(bootstrap) as consumer:
+    with Consumer(bootstrap, **SECURITY) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_end(*tps)
@@ -54,7 +60,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[str, dict[s
 
 def produce_events(bootstrap: str, topic: str, count: int, seed: int) -> None:
     rng = random.Random(seed)
-    with Producer(bootstrap, linger_ms=5) as producer:
+    with Producer(bootstrap, linger_ms=5, **SECURITY) as producer:
         futures = []
         for i in range(count):
             action = rng.choices(ACTIONS, weights=(60, 25, 10, 5))[0]
@@ -105,7 +111,7 @@ def main() -> int:
     args = ap.parse_args()
     started = time.monotonic()
 
-    with AdminClient(args.bootstrap) as admin:
+    with AdminClient(args.bootstrap, **SECURITY) as admin:
         partitions = ensure_topic(admin, args.topic, 3)
         out_partitions = ensure_topic(admin, args.output_topic, 1)
     before = end_offsets(args.bootstrap, args.topic, partitions)
@@ -113,12 +119,13 @@ def main() -> int:
     after = end_offsets(args.bootstrap, args.topic, partitions)
     print(f"produced {args.events} events to '{args.topic}' ({partitions} partitions): offsets {before} -> {after}")
 
+    connector = {"bootstrap.servers": args.bootstrap, **SPARK_SECURITY}  # the options every read and write take
     spark = spark_session()
     try:
         from pyspark.sql import functions as f
 
         def source(**options: str) -> Any:
-            reader = spark.read.format("odradek").option("bootstrap.servers", args.bootstrap)
+            reader = spark.read.format("odradek").options(**connector)
             for k, v in options.items():
                 reader = reader.option(k, v)
             return reader.load()
@@ -135,7 +142,7 @@ def main() -> int:
         out_before = end_offsets(args.bootstrap, args.output_topic, out_partitions)
         (batch.select(f.col("action").alias("key"),
                       f.to_json(f.struct("action", "events", "amount")).alias("value"))
-         .write.format("odradek").option("bootstrap.servers", args.bootstrap).option("topic", args.output_topic)
+         .write.format("odradek").options(**connector).option("topic", args.output_topic)
          .mode("append").save())
         written = source(subscribe=args.output_topic, startingOffsets=json.dumps(out_before))
         readback = written.select(f.from_json(f.col("value").cast("string"),
@@ -146,7 +153,7 @@ def main() -> int:
 
         # 5. the same aggregation as a stream: Trigger.AvailableNow, a few micro-batches, memory sink
         with tempfile.TemporaryDirectory(prefix="odradek-pipeline-") as checkpoint:
-            stream = (spark.readStream.format("odradek").option("bootstrap.servers", args.bootstrap)
+            stream = (spark.readStream.format("odradek").options(**connector)
                       .option("subscribe", args.topic).option("startingOffsets", json.dumps(before))
                       .option("maxOffsetsPerTrigger", str(max(1, args.events // 4))).load())
             # AvailableNow stops at the offsets present when it starts; the filter keeps other writers' later

@@ -20,11 +20,13 @@ from odradek.protocol import media
 from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
 from odradek_spark.options import SourceOptions
 from odradek_spark.planning import TopicPartition
+from odradek_spark.security import SecurityPairs, client_security
 
 __all__ = ["Cluster", "Fetched"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+LAST_STABLE_OFFSET_HEADER = "Odradek-Last-Stable-Offset"  # broker/api/fetch.py; not in protocol.media
 
 
 class Fetched(NamedTuple):
@@ -39,8 +41,11 @@ class Cluster:
     """Metadata, offsets and fetches for one driver-side planner or one executor-side read. Thread-safe."""
 
     def __init__(self, bootstrap: Sequence[str], *, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100) -> None:
-        self.transport = Transport(request_timeout_ms=request_timeout_ms)
+                 retry_backoff_ms: int = 100, read_committed: bool = False, security: SecurityPairs = ()) -> None:
+        # read_committed: offsets end at the last stable offset and fetches drop aborted transactions (the
+        # brokers filter, docs/transactions.md), so planning and reading agree on where a partition ends.
+        self.isolation = "read_committed" if read_committed else "read_uncommitted"
+        self.transport = Transport(request_timeout_ms=request_timeout_ms, security=client_security(security))
         self.metadata = Metadata(self.transport, list(bootstrap), retry_backoff_ms=retry_backoff_ms)
         self.request_timeout_ms = request_timeout_ms
 
@@ -136,7 +141,8 @@ class Cluster:
             return dict(zip(tps, pool.map(self._offsets, tps), strict=True))
 
     def _offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        body = self._offsets_request(tp, None)
+        """``end_offset`` is the high watermark, or under read_committed the last stable offset."""
+        body = self._offsets_request(tp, {"isolation": self.isolation} if self.read_committed else None)
         return int(body["beginning_offset"]), int(body["end_offset"])
 
     def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
@@ -147,7 +153,11 @@ class Cluster:
         body = self._offsets_request(tp, {"timestamp": timestamp_ms})
         return None if body.get("offset") is None else int(body["offset"])
 
-    def _offsets_request(self, tp: TopicPartition, query: dict[str, int] | None) -> dict[str, Any]:
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation == "read_committed"
+
+    def _offsets_request(self, tp: TopicPartition, query: dict[str, Any] | None) -> dict[str, Any]:
         """``GET .../offsets`` of the leader first, then of any broker (a follower forwards), so a dead leader
         costs one try; retriable errors also refresh metadata."""
         path = quote_path("topics", tp[0], "partitions", tp[1], "offsets")
@@ -167,15 +177,21 @@ class Cluster:
     # ------------------------------------------------------------------------------------------ fetch
 
     def fetch(self, url: str, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int) -> Fetched:
-        """One ``GET .../batches`` to ``url``; raises the broker's typed error (OFFSET_OUT_OF_RANGE, ...)."""
+        """One ``GET .../batches`` to ``url``; raises the broker's typed error (OFFSET_OUT_OF_RANGE, ...).
+
+        Under read_committed the answer's ``high_watermark`` is the last stable offset: what may be read."""
+        query: dict[str, Any] = {"offset": offset, "max_bytes": max_bytes, "timeout_ms": wait_ms}
+        if self.read_committed:
+            query["isolation"] = self.isolation
         resp = self.transport.request(
             url,
             "GET",
             quote_path("topics", topic, "partitions", partition, "batches"),
-            query={"offset": offset, "max_bytes": max_bytes, "timeout_ms": wait_ms},
+            query=query,
             accept=BATCHES_MEDIA_TYPE,
             timeout_ms=self.request_timeout_ms + wait_ms,
         )
         headers = resp.headers
-        return Fetched(resp.body, int(headers.get(media.HIGH_WATERMARK, -1)),
+        hw = headers.get(LAST_STABLE_OFFSET_HEADER) if self.read_committed else None
+        return Fetched(resp.body, int(hw if hw is not None else headers.get(media.HIGH_WATERMARK, -1)),
                        int(headers.get(media.LOG_START_OFFSET, -1)))

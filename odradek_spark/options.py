@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek_spark.security import SecurityOptionError, SecurityPairs, parse_security
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -51,8 +53,10 @@ _DISPLAY = {name.lower(): name for name in (
     "startingOffsets", "endingOffsets", "startingTimestamp", "startingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "maxOffsetsPerTrigger", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs", "subscribePattern",
+    "fetchOffset.retryIntervalMs", "subscribePattern", "isolation.level", "exactlyOnce", "transactional.id.prefix",
 )}
+_ISOLATION_KEYS = ("isolation.level", "kafka.isolation.level")
+_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 def _name(key: str) -> str:
@@ -92,6 +96,10 @@ class SourceOptions:
     request_timeout_ms: int = 30_000
     offset_fetch_retries: int = 3
     offset_fetch_retry_interval_ms: int = 1000
+    # read_committed: end offsets are the last stable offsets and the brokers drop aborted transactions' batches.
+    read_committed: bool = False
+    # TLS and credentials (odradek_spark/security.py): kafka.security.protocol, kafka.ssl.truststore.location, ...
+    security: SecurityPairs = field(default=(), repr=False)
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: the topic of some assigned partition)."""
@@ -113,9 +121,21 @@ class SinkOptions:
     delivery_timeout_ms: int = 120_000
     request_timeout_ms: int = 30_000
     max_request_size: int = 1 << 20
+    # Exactly-once (odradek_spark/exactly_once.py): each task's records in one transaction, committed by the driver.
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None  # default: "spark-<query id>" (streaming) or a job's own uuid
+    transaction_timeout_ms: int = 600_000
+    security: SecurityPairs = field(default=(), repr=False)  # TLS and credentials, as the source's
 
 
 # ------------------------------------------------------------------------------------------------- helpers
+
+
+def _security(opts: Mapping[str, str]) -> SecurityPairs:
+    try:
+        return parse_security(opts)
+    except SecurityOptionError as e:
+        raise OptionError(str(e)) from None
 
 
 def _lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -235,6 +255,17 @@ def _offset_spec(opts: Mapping[str, str], key: str, default: str, *, allow: tupl
     return offsets
 
 
+def _isolation(opts: Mapping[str, str]) -> bool:
+    """``isolation.level`` (or Kafka's ``kafka.isolation.level``): whether the query reads read_committed."""
+    given = {k: opts[k].strip().lower() for k in _ISOLATION_KEYS if k in opts}
+    if len(set(given.values())) > 1:
+        raise OptionError(f"options 'isolation.level' and 'kafka.isolation.level' disagree: {given}")
+    level = next(iter(given.values()), "read_uncommitted")
+    if level not in _ISOLATION_LEVELS:
+        raise OptionError(f"option 'isolation.level' must be read_uncommitted or read_committed, not {level!r}")
+    return level == "read_committed"
+
+
 def _timestamp(key: str, raw: str) -> int:
     try:
         value = int(raw.strip())
@@ -341,6 +372,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         request_timeout_ms=_req_int(opts, "kafka.request.timeout.ms", 30_000, minimum=100),
         offset_fetch_retries=_req_int(opts, "fetchoffset.numretries", 3, minimum=0),
         offset_fetch_retry_interval_ms=_req_int(opts, "fetchoffset.retryintervalms", 1000, minimum=0),
+        read_committed=_isolation(opts),
+        security=_security(opts),
     )
 
 
@@ -362,8 +395,17 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     compression = opts.get("kafka.compression.type", "none").strip().lower()
     if compression not in ("none", "gzip", "lz4", "zstd"):
         raise OptionError(f"option 'kafka.compression.type' must be none, gzip, lz4 or zstd, not {compression!r}")
+    prefix = opts.get("transactional.id.prefix", "").strip() or None
+    if prefix is not None and not re.fullmatch(r"[a-zA-Z0-9._-]{1,200}", prefix):
+        raise OptionError(f"option 'transactional.id.prefix': {prefix!r} must be 1-200 of [a-zA-Z0-9._-]")
+    exactly_once = _bool(opts, "exactlyonce", prefix is not None)
+    if exactly_once and acks not in ("all", "-1"):
+        raise OptionError("option 'exactlyOnce' needs kafka.acks=all (a transactional producer is idempotent)")
     return SinkOptions(
         bootstrap=_bootstrap(opts),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_req_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1000),
         topic=topic,
         acks=acks,
         linger_ms=float(_req_int(opts, "kafka.linger.ms", 5, minimum=0)),
@@ -372,4 +414,5 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         delivery_timeout_ms=_req_int(opts, "kafka.delivery.timeout.ms", 120_000),
         request_timeout_ms=_req_int(opts, "kafka.request.timeout.ms", 30_000, minimum=100),
         max_request_size=_req_int(opts, "kafka.max.request.size", 1 << 20, minimum=1024),
+        security=_security(opts),
     )

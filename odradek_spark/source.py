@@ -119,7 +119,8 @@ class OdradekInputPartition(InputPartition):
 
 
 def _cluster(options: SourceOptions) -> Cluster:
-    return Cluster(options.bootstrap, request_timeout_ms=options.request_timeout_ms)
+    return Cluster(options.bootstrap, request_timeout_ms=options.request_timeout_ms,
+                   read_committed=options.read_committed, security=options.security)
 
 
 def _bounds(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[PartitionOffsets, PartitionOffsets]:

@@ -9,19 +9,21 @@ Input columns (others are ignored):
   records, Kafka's sticky partitioner for keyless ones),
 * ``headers`` (optional ``array<struct<key: string, value: binary>>``).
 
-Delivery is **at least once**, as with Spark's Kafka sink. Each Spark task sends its rows through one
-:class:`odradek.Producer` (``acks=all`` by default) and succeeds only once every record is acknowledged, but a
-task that fails after some of its batches were acknowledged has already written them, and Spark's retry of the
-task (or of the micro-batch, after a restart) writes them again; so can a producer retry after an ambiguous
-timeout. There is no transaction to abort: ``abort`` only logs. Consumers that need exactly-once results must
-deduplicate, e.g. on a unique key carried in the record.
+Delivery is **at least once** by default, as with Spark's Kafka sink (``exactlyOnce=true`` or a
+``transactional.id.prefix`` makes it exactly once for streaming queries: odradek_spark/exactly_once.py).
+Each Spark task sends its rows through one :class:`odradek.Producer` (``acks=all`` by default) and succeeds
+only once every record is acknowledged, but a task that fails after some of its batches were acknowledged has
+already written them, and Spark's retry of the task (or of the micro-batch, after a restart) writes them again;
+so can a producer retry after an ambiguous timeout. Without exactlyOnce there is no transaction to abort:
+``abort`` only logs. Consumers that need exactly-once results must deduplicate, e.g. on a unique key carried in
+the record.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from odradek_spark.exactly_once import (
+    describe,
+    end_transactions,
+    job_prefix,
+    task_identity,
+    write_transactional,
+)
 from odradek_spark.options import OptionError, SinkOptions
 
 if TYPE_CHECKING:
@@ -122,15 +131,11 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
     raise KeyError(name)
 
 
-def write_batches(options: SinkOptions, layout: SinkLayout, batches: Iterator[pa.RecordBatch]) -> int:
-    """Send every row through one producer; return how many were acknowledged, or raise the first failure.
-
-    Rows leave through the producer's own batching and partitioner. After each Arrow batch the producer is
-    flushed, which bounds memory (the producer has no buffer limit) at the cost of a pause per batch.
-    """
+def new_producer(options: SinkOptions, **extra: Any) -> Any:
+    """The task's producer, with the sink's producer options (``extra``: e.g. a transactional id)."""
     from odradek.client import Producer
 
-    producer = Producer(
+    return Producer(
         list(options.bootstrap),
         acks=options.acks,
         linger_ms=options.linger_ms,
@@ -139,7 +144,19 @@ def write_batches(options: SinkOptions, layout: SinkLayout, batches: Iterator[pa
         delivery_timeout_ms=options.delivery_timeout_ms,
         request_timeout_ms=options.request_timeout_ms,
         max_request_size=options.max_request_size,
+        **dict(options.security),  # TLS and credentials (odradek_spark/security.py)
+        **extra,
     )
+
+
+def send_rows(producer: Any, options: SinkOptions, layout: SinkLayout,
+              batches: Iterable[pa.RecordBatch]) -> tuple[int, list[BaseException]]:
+    """Send every row through ``producer``; return how many were acknowledged and the failures (stops at the
+    first Arrow batch with a failure).
+
+    Rows leave through the producer's own batching and partitioner. After each Arrow batch the producer is
+    flushed, which bounds memory (the producer has no buffer limit) at the cost of a pause per batch.
+    """
     errors: list[BaseException] = []
     lock = threading.Lock()
 
@@ -150,29 +167,36 @@ def write_batches(options: SinkOptions, layout: SinkLayout, batches: Iterator[pa
                 errors.append(exc)
 
     sent = 0
+    for batch in batches:
+        n = batch.num_rows
+        if not n:
+            continue
+        values = _column(batch, "value")
+        keys = _column(batch, "key") if layout.key_column else [None] * n
+        topics = _column(batch, "topic") if layout.topic_column else [options.topic] * n
+        parts = _column(batch, "partition") if layout.partition_column else [None] * n
+        headers = _column(batch, "headers") if layout.headers_column else None
+        send = producer.send
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise ValueError("a row has a null 'topic'; set the 'topic' option to give a default topic")
+            hdrs = None
+            if headers is not None and headers[i]:
+                hdrs = [(h["key"], h["value"]) for h in headers[i]]
+            send(topic, values[i], keys[i], parts[i], None, hdrs).add_done_callback(on_done)
+        producer.flush()
+        sent += n
+        if errors:
+            break
+    return sent, errors
+
+
+def write_batches(options: SinkOptions, layout: SinkLayout, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row through one producer; return how many were acknowledged, or raise the first failure."""
+    producer = new_producer(options)
     try:
-        for batch in batches:
-            n = batch.num_rows
-            if not n:
-                continue
-            values = _column(batch, "value")
-            keys = _column(batch, "key") if layout.key_column else [None] * n
-            topics = _column(batch, "topic") if layout.topic_column else [options.topic] * n
-            parts = _column(batch, "partition") if layout.partition_column else [None] * n
-            headers = _column(batch, "headers") if layout.headers_column else None
-            send = producer.send
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise ValueError("a row has a null 'topic'; set the 'topic' option to give a default topic")
-                hdrs = None
-                if headers is not None and headers[i]:
-                    hdrs = [(h["key"], h["value"]) for h in headers[i]]
-                send(topic, values[i], keys[i], parts[i], None, hdrs).add_done_callback(on_done)
-            producer.flush()
-            sent += n
-            if errors:
-                break
+        sent, errors = send_rows(producer, options, layout, batches)
     finally:
         producer.close()
     if errors:
@@ -182,39 +206,65 @@ def write_batches(options: SinkOptions, layout: SinkLayout, batches: Iterator[pa
 
 
 class OdradekBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("odradek")``: one producer per task. At least once (see the module docstring)."""
+    """``df.write.format("odradek")``: one producer per task. At least once (see the module docstring), or with
+    ``exactlyOnce`` all-or-nothing: every task's records in a transaction the driver commits at the end."""
 
     def __init__(self, options: SinkOptions, layout: SinkLayout) -> None:
         self.options = options
         self.layout = layout
+        self.prefix = job_prefix() if options.exactly_once else None  # decided once, here on the driver
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            prefix, partition, _ = task_identity(self.options, self.prefix)
+            return write_transactional(self.options, self.layout, iterator, prefix, partition, None)
         return OdradekCommitMessage(write_batches(self.options, self.layout, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            end_transactions(self.options, messages, commit=True)
+            log.info("committed %s to Odradek", describe(messages))
+            return
         total = sum(m.records for m in messages if isinstance(m, OdradekCommitMessage))
         log.info("wrote %d record(s) to Odradek", total)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            end_transactions(self.options, messages, commit=False)
+            log.warning("write aborted; the finished tasks' transactions were aborted")
+            return
         total = sum(m.records for m in messages if isinstance(m, OdradekCommitMessage))
         log.warning("write aborted; %d record(s) from tasks that finished are already written and stay (no "
                     "transactions: the sink is at-least-once)", total)
 
 
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("odradek")``: each micro-batch like a batch write. At least once: a micro-batch
-    replayed after a failure writes its records again."""
+    """``writeStream.format("odradek")``: each micro-batch like a batch write. At least once by default: a
+    micro-batch replayed after a failure writes its records again. With ``exactlyOnce`` each (micro-batch,
+    partition) is one transaction, committed on the driver's commit and recorded, so a replay writes nothing
+    twice (odradek_spark/exactly_once.py)."""
 
     def __init__(self, options: SinkOptions, layout: SinkLayout) -> None:
         self.options = options
         self.layout = layout
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> OdradekCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            prefix, partition, batch_id = task_identity(self.options, None)
+            return write_transactional(self.options, self.layout, iterator, prefix, partition, batch_id)
         return OdradekCommitMessage(write_batches(self.options, self.layout, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            end_transactions(self.options, messages, commit=True)
+            log.info("micro-batch %d committed %s to Odradek", batchId, describe(messages))
+            return
         total = sum(m.records for m in messages if isinstance(m, OdradekCommitMessage))
         log.info("micro-batch %d wrote %d record(s) to Odradek", batchId, total)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            end_transactions(self.options, messages, commit=False)
+            log.warning("micro-batch %d aborted; its transactions were aborted", batchId)
+            return
         log.warning("micro-batch %d aborted; records already acknowledged stay written (at-least-once)", batchId)

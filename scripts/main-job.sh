@@ -12,12 +12,19 @@ rm -rf "$DATA_DIR"   # every run starts from an empty cluster
 $ODR cluster up --data-dir "$DATA_DIR" "$@"
 URL="$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["brokers"][0]["url"])' \
         < <($ODR cluster status --data-dir "$DATA_DIR" --json))"
+CURL_TLS=()
+TLS_JSON="$($ODR cluster status --data-dir "$DATA_DIR" --json | .venv/bin/python -c 'import json,sys; t=json.load(sys.stdin)["tls"]; print(" ".join([t["ssl_cafile"], t["ssl_certfile"], t["ssl_keyfile"]]) if t else "")')"
+if [ -n "$TLS_JSON" ]; then   # `main-job.sh --tls`: everything below goes over TLS as the admin (docs/security.md)
+  read -r ODRADEK_SSL_CAFILE ODRADEK_SSL_CERTFILE ODRADEK_SSL_KEYFILE <<< "$TLS_JSON"
+  export ODRADEK_SSL_CAFILE ODRADEK_SSL_CERTFILE ODRADEK_SSL_KEYFILE
+  CURL_TLS=(--cacert "$ODRADEK_SSL_CAFILE" --cert "$ODRADEK_SSL_CERTFILE" --key "$ODRADEK_SSL_KEYFILE")
+fi
 echo; echo "== the Python client"
 .venv/bin/python examples/client_demo.py --bootstrap "$URL" --topic demo
 echo; echo "== curl: produce two JSON records, then read partition 0 from the start"
-curl -s -X POST "$URL/topics/demo?acks=all" -H 'Content-Type: application/vnd.kafka.json.v2+json' \
+curl -s "${CURL_TLS[@]}" -X POST "$URL/topics/demo?acks=all" -H 'Content-Type: application/vnd.kafka.json.v2+json' \
      -d '{"records": [{"key": "curl", "value": {"hello": "odradek"}}, {"value": [1, 2, 3]}]}'; echo
-curl -s "$URL/topics/demo/partitions/0/records?offset=0" -H 'Accept: application/vnd.kafka.json.v2+json' \
+curl -s "${CURL_TLS[@]}" "$URL/topics/demo/partitions/0/records?offset=0" -H 'Accept: application/vnd.kafka.json.v2+json' \
   | .venv/bin/python -c 'import json,sys; b=json.load(sys.stdin); r=b.pop("records"); print(json.dumps(b)); [print(" ", json.dumps(x)) for x in r[:3]]; print("  ... %d records" % len(r))' 
 if [ -f examples/pipeline.py ]; then
   echo; echo "== Spark: batch and streaming through the connector"

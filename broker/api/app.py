@@ -27,7 +27,7 @@ from broker.api import (
     transactions,
 )
 from broker.api.context import BROKER, OPENAPI
-from broker.api.errors import error_middleware, is_v3
+from broker.api.errors import error_middleware, install_request_log_filter, is_v3
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
@@ -167,7 +167,7 @@ async def limits_middleware(request: web.Request,
         except TimeoutError:
             raise RequestReadTimeoutError(
                 f"the request body did not arrive within {config.request_body_timeout_ms} ms "
-                "(request.body.timeout.ms)") from None
+                "(--request-body-timeout-ms)") from None
         return await handler(request)
     finally:
         await budget.release(size)
@@ -242,6 +242,7 @@ def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> we
     app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, security_middleware,
                                        client_quotas],
                           client_max_size=client_max_size)
+    install_request_log_filter()  # aiohttp's own errors for malformed requests: one line each, rate-limited
     app[MAX_BODY] = client_max_size
     config: BrokerConfig | None = getattr(broker, "config", None)  # test doubles may have none: the defaults
     app[LIMITS] = config if config is not None else BrokerConfig(0, "", "", 0, Path("."))

@@ -17,6 +17,7 @@ from aiohttp import web
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, JSON
 from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
+from broker.security.middleware import forwarded_identity
 from consumer_coordinator.rest_instances import (
     ConsumerFormatMismatchError,
     ConsumerInstance,
@@ -121,7 +122,8 @@ async def _forward(request: web.Request, manager: RestInstanceManager, group: st
         others.remove(located[(group, name)])
         others.insert(0, located[(group, name)])
     body = await request.read()
-    headers = {FORWARDED: "1", "Accept": request.headers.get("Accept", "*/*")}
+    # forwarded_identity: the caller's principal, so the holder checks the instance's owner (docs/security.md).
+    headers = {FORWARDED: "1", "Accept": request.headers.get("Accept", "*/*"), **forwarded_identity(request)}
     if request.content_type:
         headers["Content-Type"] = request.content_type
     raw_timeout = request.query.get("timeout", "")

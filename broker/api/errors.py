@@ -153,3 +153,38 @@ class RateLimitedErrorLog:
 
 
 _ERROR_LOG = RateLimitedErrorLog()
+
+
+class OneLineFilter(logging.Filter):
+    """For aiohttp's own request-error logging (a malformed request line or header logs a traceback at ERROR):
+    the exception becomes part of one line, and at most ``burst`` such lines per ``window_s`` pass."""
+
+    def __init__(self, burst: int = 10, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst, self.window_s, self._clock = burst, window_s, clock
+        self._window_start = -1e18
+        self._in_window = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = self._clock()
+        if now - self._window_start >= self.window_s:
+            self._window_start, self._in_window = now, 0
+        if self._in_window >= self.burst:
+            return False
+        self._in_window += 1
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            summary = " ".join(str(error).split())[:300]
+            record.msg = f"{record.getMessage()}: {type(error).__name__}: {summary}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def install_request_log_filter() -> None:
+    """Put the one-line filter on aiohttp's request loggers (once per process)."""
+    for name in ("aiohttp.server", "aiohttp.web"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineFilter) for f in logger.filters):
+            logger.addFilter(OneLineFilter())

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
+from broker.api.fetch import read_committed
 from broker.api.params import int_param, negotiate, partition_param
 from broker.metadata.cache import MetadataCache, PartitionInfo
 from broker.produce import forwarding as forward
@@ -135,6 +136,8 @@ async def partition_offsets(request: web.Request) -> web.Response:
         return json_response(body, content_type=ctype)
     # Exactly Confluent's TopicPartitionOffsetResponse; end_offset is the high watermark (what consumers see).
     body: dict[str, Any] = {"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark}
+    if read_committed(request):  # ?isolation=read_committed: end where read_committed reads end, the LSO
+        body["end_offset"] = part.last_stable_offset
     if request.query.get("timestamp"):
         # Kafka's ListOffsets by time, from the time index: the first offset with a timestamp at or after it,
         # among what consumers may read (below the high watermark); null when there is none.

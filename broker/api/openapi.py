@@ -25,7 +25,8 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/topics/{topic}/partitions/{partition}"): "One partition (v2)",
     ("POST", "/topics/{topic}/partitions/{partition}"): "Produce to one partition (v2)",
     ("GET", "/topics/{topic}/partitions/{partition}/offsets"): (
-        "Beginning and end (high watermark) offsets (v2); ?timestamp= gives the offset for a time"
+        "Beginning and end (high watermark) offsets (v2); ?timestamp= gives the offset for a time; "
+        "?isolation=read_committed ends at the last stable offset"
     ),
     ("GET", "/topics/{topic}/partitions/{partition}/records"): "Read records by offset, long-polling (JSON)",
     ("GET", "/topics/{topic}/partitions/{partition}/batches"): "Fetch whole v2 record batches (binary path)",
@@ -33,6 +34,15 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/topics/{topic}/partitions/{partition}/epoch_end_offset"):
         "Where a leader epoch ended on the leader (followers' divergence check)",
     ("POST", "/producer_ids"): "InitProducerId: a producer id and epoch for an idempotent producer (any broker)",
+    # transactions (docs/transactions.md; any broker forwards to the transactional id's coordinator)
+    ("POST", "/transactions/{tid}/init"): (
+        "InitProducerId with a transactional id: fences older epochs, ends their open transaction"
+    ),
+    ("POST", "/transactions/{tid}/partitions"): "AddPartitionsToTxn: before a partition's first batch in it",
+    ("POST", "/transactions/{tid}/offsets"): "Add a group's offsets to the transaction (committed with it)",
+    ("POST", "/transactions/{tid}/end"): "EndTxn: commit or abort (markers on every partition, then offsets)",
+    ("GET", "/transactions/{tid}"): "A transaction's state, producer id and epoch, partitions and coordinator",
+    ("POST", "/transactions/markers"): "Broker to broker: a coordinator's COMMIT/ABORT marker for a led partition",
     ("POST", "/controller/controlled_shutdown"): "A stopping broker asks the controller to move its leaderships",
     ("POST", "/admin/preferred_leader_election"): "Give leadership back to preferred replicas (all or listed)",
     ("GET", "/admin/reassign_partitions"): "Running partition reassignments: target, adding and removing replicas",

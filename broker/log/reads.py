@@ -21,6 +21,10 @@ from odradek.protocol.errors import OffsetOutOfRangeError
 from .base import LogBase, ReadResult
 from .segment import LogSegment
 
+# Below this, a fetch answer is copied instead: in Python, ``loop.sendfile``'s own machinery (pause reading, wait
+# for an empty write buffer, futures, resume) costs more than copying a few KiB that are in the page cache anyway.
+SENDFILE_MIN_BYTES = 64 * 1024
+
 
 class FileSlice(NamedTuple):
     """``length`` bytes at ``position`` of the open file ``fd`` (a duplicate the holder must close)."""
@@ -84,12 +88,14 @@ class LogReads(LogBase):
                 return ReadResult(data, next_offset, start, end)
         return ReadResult(b"", offset, start, end)
 
-    def read_slices(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> SliceResult:
+    def read_slices(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    copy_below: int = 0) -> SliceResult | ReadResult:
         """``read``'s batches (same snapshot rules and bounds) as a file range to send without copying.
 
         Walks batch headers only (one small ``pread`` per batch, or per 8 KiB of small batches), never the bytes
         between them, and ``dup``s the segment's descriptor here, on the storage thread, so the range stays
-        readable after the segment is deleted. Empty slices where ``read`` returns empty data.
+        readable after the segment is deleted. Empty slices where ``read`` returns empty data. An answer smaller
+        than ``copy_below`` bytes comes back as ``read`` would give it (bytes): too small to be worth a sendfile.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
@@ -117,6 +123,8 @@ class LogReads(LogBase):
                 pos, length, next_offset = found
                 if not length:
                     return SliceResult((), next_offset, start, end)
+                if length < copy_below:
+                    return ReadResult(os.pread(seg._fd, length, pos), next_offset, start, end)
                 return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
         return SliceResult((), offset, start, end)
 

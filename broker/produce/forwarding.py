@@ -42,8 +42,14 @@ async def produce_batches(session: aiohttp.ClientSession, leader_url: str, topic
         ) as resp:
             await _raise_for_error(resp)
             return orjson.loads(await resp.read())
+    except aiohttp.ClientConnectorError as e:  # never connected: nothing was sent (a TLS failure will not heal)
+        extra = {} if isinstance(e, aiohttp.ClientSSLError) else {"sent": False}
+        raise BrokerNotAvailableError(f"cannot connect to the leader at {leader_url}: {e}", **extra) from None
     except (aiohttp.ClientConnectionError, TimeoutError) as e:
-        raise BrokerNotAvailableError(f"cannot reach the leader at {leader_url}: {e}") from None
+        # After the request may have gone out (a reset, a dropped keep-alive connection, a timeout): the leader may
+        # have appended it, so this is the client's ambiguous failure to retry, never ours (service.retry_is_safe).
+        raise BrokerNotAvailableError(f"lost the connection to the leader at {leader_url}, the produce may or may "
+                                      f"not have been written: {e}") from None
 
 
 async def fetch_batches(session: aiohttp.ClientSession, leader_url: str, topic: str, partition: int,

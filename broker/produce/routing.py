@@ -42,9 +42,9 @@ from odradek.protocol.errors import (
 
 __all__ = ["RECHECK_S", "ROUTING_ERRORS", "LeaderRouter", "Remote", "deadline_after", "remaining_ms"]
 
-# Leadership is not where we looked (any more): look again while the deadline allows. For a produce, a leader
-# that lost leadership while an acks=all append waited may hold the batch in its log (it will be truncated); a
-# retry then can write a record twice, exactly as Kafka's producer does with idempotence off.
+# Leadership is not where we looked (any more): look again while the deadline allows. Reads may always look
+# again; a produce only when nothing was appended (broker/produce/service.py retry_is_safe): a leader that lost
+# leadership while an acks=all append waited may hold the batch, and the new leader may keep it.
 ROUTING_ERRORS = (LeaderNotAvailableError, NotLeaderOrFollowerError)
 
 RECHECK_S = 0.25  # longest wait between two looks at the metadata, even without a change signal

@@ -9,6 +9,12 @@ broker's leadership is active, forwarded to the leader otherwise. While no leade
 active yet, or the leader answers that leadership moved, it waits for the metadata to change and tries again,
 all within the request's ``timeout_ms`` (as the embedded producer of Confluent's REST Proxy retries), so a
 produce right after a topic creation succeeds instead of failing per record.
+
+It resends only when the first attempt certainly wrote nothing (``retry_is_safe``): a REST produce carries no
+producer id or sequence, so a resend after an append that did happen is a second copy the client never asked
+for (a fault run duplicated values of REST producers that never retried, when an acks=all wait lost its
+leadership). An ambiguous failure goes back to the client as a retriable per-record error instead; the client
+decides, and an ``Idempotency-Key`` makes its retry (and ours) safe.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import aiohttp
 
 from broker.produce import forwarding as forward
 from broker.produce.routing import (
-    ROUTING_ERRORS,
     LeaderRouter,
     MetadataChanged,
     Remote,
@@ -33,10 +38,14 @@ from broker.produce.routing import (
     deadline_after,
     remaining_ms,
 )
+from broker.replication.partition import POSSIBLY_APPENDED
 from broker.replication.replica_manager import ReplicaManager
 from odradek.protocol import speedups
 from odradek.protocol.errors import (
+    BrokerNotAvailableError,
     InvalidRequestError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
     OdradekError,
     UnknownPartitionError,
 )
@@ -54,6 +63,26 @@ def parse_acks(raw: str | None) -> int:
     if acks is None:
         raise InvalidRequestError(f"acks must be 0, 1 or all, not {raw!r}")
     return acks
+
+
+def retry_is_safe(exc: OdradekError, *, idempotent: bool = False) -> bool:
+    """Whether the broker may resend a produce that failed with ``exc`` without risking a second copy.
+
+    Safe: LEADER_NOT_AVAILABLE (routing's own answer, here or at the leader, before any append); a
+    NOT_LEADER_OR_FOLLOWER raised before appending (the leader's role check, or a forward that reached a broker
+    which no longer leads); a forward whose connection could not even be opened (``sent=False``: nothing was
+    sent). Everything else is ambiguous or final: a NOT_LEADER_OR_FOLLOWER after the append (``possibly_appended``:
+    an acks=all wait that lost leadership), NOT_ENOUGH_REPLICAS_AFTER_APPEND, a timeout, a connection that
+    broke after the request went out. ``idempotent`` (an Idempotency-Key): the leader recognises a resent
+    request, so any leadership change may be waited out and retried.
+    """
+    if isinstance(exc, LeaderNotAvailableError):
+        return True
+    if isinstance(exc, NotLeaderOrFollowerError):
+        return idempotent or not exc.details.get(POSSIBLY_APPENDED)
+    if isinstance(exc, BrokerNotAvailableError):
+        return exc.details.get("sent") is False
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +177,9 @@ class ProduceService:
 
     async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int,
                      deadline: float | None = None, idempotency_key: str | None = None) -> PartitionResult:
-        """Append here or at the leader, waiting out leader elections until the deadline; errors are returned."""
+        """Append here or at the leader, waiting out leader elections until the deadline; errors are returned.
+
+        Retried only while ``retry_is_safe``: an append that may have happened is never sent twice."""
         deadline = deadline_after(timeout_ms) if deadline is None else deadline
         try:
             while True:
@@ -161,7 +192,9 @@ class ProduceService:
                         return PartitionResult(partition, reply.get("base_offset"), reply.get("leader"))
                     result = await route.append(bytearray(data), acks, remaining_ms(deadline), idempotency_key)
                     return PartitionResult(partition, result.first_offset, self.router.broker_id)
-                except ROUTING_ERRORS:
+                except OdradekError as e:
+                    if not retry_is_safe(e, idempotent=idempotency_key is not None):
+                        raise
                     if not await self.router.wait_for_change(deadline):
                         raise
         except OdradekError as e:

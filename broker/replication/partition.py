@@ -47,7 +47,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from broker.log.log import AppendResult, Log, ReadResult
-from broker.log.reads import SliceResult
+from broker.log.reads import SENDFILE_MIN_BYTES, SliceResult
 from broker.metadata.cache import PartitionInfo
 from broker.replication.isr_manager import IsrChange, IsrResult
 from broker.replication.producer_state import (
@@ -76,6 +76,7 @@ UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower c
 # write (and without min.insync.replicas). Only `odradek verify`'s planted-bug test sets it, to show that the
 # checker catches lost acknowledged writes; never set it anywhere else.
 UNSAFE_ACK_BEFORE_ISR = os.environ.get("ODRADEK_UNSAFE_ACK_BEFORE_ISR") == "1"
+POSSIBLY_APPENDED = "possibly_appended"  # NOT_LEADER_OR_FOLLOWER's detail after an append: see ``not_leader``
 
 
 class Role(StrEnum):
@@ -301,13 +302,16 @@ class Partition:
         self._appended.set()
         self._appended = asyncio.Event()
 
-    def not_leader(self) -> NotLeaderOrFollowerError:
+    def not_leader(self, *, appended: bool = False) -> NotLeaderOrFollowerError:
+        """``appended``: after our append (an acks=all wait lost leadership), so the batch may survive: marked
+        ``POSSIBLY_APPENDED``, and the broker's produce routing never resends it (broker/produce/service.py)."""
         url = self._leader_url(self.leader) if self.leader >= 0 else None
         return NotLeaderOrFollowerError(
             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}"
-            + (f"; broker {self.leader} is" if self.leader >= 0 else "; it has no leader now"),
+            + (f"; broker {self.leader} is" if self.leader >= 0 else "; it has no leader now")
+            + ("; the batch was appended before leadership moved and may or may not survive" if appended else ""),
             leader=self.leader, leader_url=url, leader_epoch=self.leader_epoch,
-        )
+            **({POSSIBLY_APPENDED: True} if appended else {}))
 
     # ----------------------------------------------------------------------------------------- produce
 
@@ -345,7 +349,7 @@ class Partition:
         deadline = loop.time() + timeout_ms / 1000
         while True:
             if self.role != LEADER or self.leader_epoch != epoch:
-                raise self.not_leader()
+                raise self.not_leader(appended=True)
             if self.high_watermark >= offset:
                 if len(self.isr) < self.config.min_insync_replicas:
                     raise NotEnoughReplicasAfterAppendError(
@@ -393,17 +397,17 @@ class Partition:
     async def read(self, offset: int, max_bytes: int, timeout_ms: int, stable: bool = False,
                    zero_copy: bool = False) -> ReadResult | SliceResult:
         """A consumer's read: below the high watermark (``stable``: the LSO), long-polling up to ``timeout_ms``
-        at its end."""
+        at its end. OFFSET_OUT_OF_RANGE only outside the log (Kafka's rule): a new leader's HW lags the old one's,
+        and calling a position above it out of range made consumers reset to earliest (a rewind to 0)."""
         if self.role != LEADER:
             raise self.not_leader()
-        hw = self.high_watermark
-        if offset < self.log.log_start_offset or offset > hw:
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        if offset < start or offset > end:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
-                f"valid offsets are {self.log.log_start_offset} to {hw}",
-                log_start_offset=self.log.log_start_offset, high_watermark=hw,
-            )
-        limit = self.last_stable_offset if stable else hw
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: the log holds {start} to {end}",
+                log_start_offset=start, log_end_offset=end, high_watermark=self.high_watermark,
+                leader_epoch=self.leader_epoch)
+        limit = self.last_stable_offset if stable else self.high_watermark
         if offset >= limit and timeout_ms > 0:
             event = self._hw_advanced
             with contextlib.suppress(TimeoutError):
@@ -422,9 +426,8 @@ class Partition:
         ``zero_copy``: the batches as file ranges (``Log.read_slices``) for the HTTP layer to sendfile."""
         self._check_follower_fetch(replica_id, fetch_epoch)
         if offset > self.log.log_end_offset:  # never acknowledge records that do not exist (the HW would pass them)
-            raise OffsetOutOfRangeError(
-                f"fetch offset {offset} is beyond the log end offset {self.log.log_end_offset}",
-                log_start_offset=self.log.log_start_offset, log_end_offset=self.log.log_end_offset)
+            raise OffsetOutOfRangeError(f"fetch offset {offset} > log end offset {self.log.log_end_offset}",
+                                        log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset)
         self._record_follower_fetch(replica_id, offset)
         parked = offset == self.log.log_end_offset and timeout_ms > 0
         if parked:
@@ -443,11 +446,9 @@ class Partition:
         if self.role != LEADER:
             raise self.not_leader()
         if fetch_epoch > self.leader_epoch:
-            # Kafka's UNKNOWN_LEADER_EPOCH: a request alone never demotes a leader (anyone can send one); the HTTP
-            # layer re-reads the state znode, and only ZooKeeper's answer changes the role.
-            raise UnknownLeaderEpochError(
-                f"fetch epoch {fetch_epoch} is newer than the leader epoch {self.leader_epoch}",
-                leader_epoch=self.leader_epoch)
+            # Kafka's UNKNOWN_LEADER_EPOCH: no request demotes a leader; only ZooKeeper's state (re-read) does.
+            raise UnknownLeaderEpochError(f"fetch epoch {fetch_epoch} > leader epoch {self.leader_epoch}",
+                                          leader_epoch=self.leader_epoch)
         if fetch_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(
                 f"fetch epoch {fetch_epoch} is older than the leader epoch {self.leader_epoch}",
@@ -599,8 +600,8 @@ def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> Read
     return log.read(offset, max_bytes, max_offset=max_offset)
 
 
-def _slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult:
-    return log.read_slices(offset, max_bytes, max_offset=max_offset)
+def _slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult | ReadResult:
+    return log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
 
 
 def _assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:

@@ -74,9 +74,6 @@ class ReplicaManager(MetadataListener):
         self.client_headers: dict[str, str] | None = None
 
     async def start(self) -> None:
-        if os.environ.get("ODRADEK_SWITCH_INTERVAL_US"):  # EXPERIMENT (zero-copy helper): GIL hand-off latency
-            import sys
-            sys.setswitchinterval(int(os.environ["ODRADEK_SWITCH_INTERVAL_US"]) / 1e6)
         await asyncio.to_thread(self.logs.startup)
         self.session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=30, sock_connect=2), headers=self.client_headers,

@@ -73,11 +73,14 @@ def parse_alter_value(mechanism: str, value: str) -> str:
     """``[password=secret]`` or ``[iterations=8192,password=secret]`` (kafka-configs.sh's syntax) -> the
     stored form. A value already in stored form is checked and kept (copying credentials between clusters)."""
     m = _ALTER.match(value.strip())
-    if m is None:
+    # kafka-configs' parser hands over ``K=[a,b]`` as ``a,b``: a value naming a password is the alter syntax too.
+    body = m.group("body") if m is not None else (value if "password=" in value and "stored_key=" not in value
+                                                  else None)
+    if body is None:
         ScramCredential.decode(value)
         return value
     fields: dict[str, str] = {}
-    for part in m.group("body").split(","):
+    for part in body.split(","):
         key, sep, val = part.partition("=")
         if not sep:
             raise ValueError(f"{mechanism}: {part!r} is not key=value")

@@ -7,7 +7,6 @@ take the same connection options, so those rules are written once. Nothing here 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +17,7 @@ from typing import Any, NoReturn
 import orjson
 
 from odradek.client.admin import AdminClient
+from odradek.client.security import security_from_env
 from odradek.protocol.errors import OdradekError
 
 
@@ -65,14 +65,6 @@ def admin(args: argparse.Namespace) -> AdminClient:
         return AdminClient(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms, **security_from_env())
     except ValueError as e:
         raise ToolError(f"--bootstrap-server: {e}") from None
-
-
-def security_from_env() -> dict[str, str]:
-    """TLS and credentials for the tools, from ODRADEK_SSL_CAFILE, ODRADEK_SSL_CERTFILE, ODRADEK_SSL_KEYFILE,
-    ODRADEK_SASL_USERNAME, ODRADEK_SASL_PASSWORD and ODRADEK_SASL_TOKEN (docs/security.md): the environment, so
-    no password appears in a command line that ps shows."""
-    names = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "sasl_username", "sasl_password", "sasl_token")
-    return {n: os.environ[f"ODRADEK_{n.upper()}"] for n in names if os.environ.get(f"ODRADEK_{n.upper()}")}
 
 
 @contextmanager

@@ -6,6 +6,11 @@ assigned partition has at most one fetch in flight on a small thread pool, each 
 fetch of every partition it drained. Fetches therefore run ahead of the application (Kafka's prefetching) by at
 most one response per partition. Every fetch carries the partition's *epoch*, bumped by ``seek`` and offset
 resets, and an answer for an old epoch is dropped, so a seek is never undone by a fetch already in flight.
+
+OFFSET_OUT_OF_RANGE resets a position only when the position is really outside the log (``out_of_range_action``):
+below the log start, or above the log end of a leader that is current, confirmed after a metadata refresh. A
+fault run caught a group member rewinding from offset 14222 to 0: a new leader (whose high watermark lags the old
+one's) called the position out of range, and the consumer applied ``auto_offset_reset="earliest"`` at once.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +26,7 @@ from odradek.client.metadata import REFRESH_ERRORS, Metadata
 from odradek.client.security import ClientSecurity
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import ConsumerRecord, TopicPartition
+from odradek.protocol import media
 from odradek.protocol.errors import (
     InvalidConfigError,
     NotLeaderOrFollowerError,
@@ -33,6 +39,32 @@ __all__ = ["Consumer"]
 
 _CLIENT_IDS = itertools.count(1)
 _RESETS = ("earliest", "latest", "none")
+
+RESET, RETRY, CONFIRM = "reset", "retry", "confirm"  # what an OFFSET_OUT_OF_RANGE answer makes the consumer do
+
+
+def out_of_range_action(position: int, details: Mapping[str, Any], known_epoch: int, suspected: bool) -> str:
+    """What an OFFSET_OUT_OF_RANGE answer for a fetch at ``position`` means (Kafka's KIP-320 reasoning).
+
+    ``details`` are the error's (the leader's ``log_start_offset``, ``log_end_offset`` and ``leader_epoch``);
+    ``known_epoch`` the newest leader epoch this partition was fetched from; ``suspected`` whether the previous
+    fetch at this position, before a metadata refresh, was already called out of range above the log end.
+
+    * ``RESET``: below the log start (retention or a deletion removed the records), or above the log end of the
+      current leader twice, with a metadata refresh in between: the position really is gone.
+    * ``RETRY``: the position is within the answering log (a leader whose high watermark lags: the records exist,
+      they are not readable yet), or the answer came from a leader older than one already fetched from (a
+      deposed leader that does not know it yet): refresh metadata and fetch again, never move.
+    * ``CONFIRM``: above the log end, first time: refresh metadata and fetch again before believing it.
+    """
+    start, end, epoch = details.get("log_start_offset"), details.get("log_end_offset"), details.get("leader_epoch")
+    if start is not None and position < int(start):
+        return RESET
+    if end is not None and position <= int(end):
+        return RETRY
+    if epoch is not None and int(epoch) < known_epoch:
+        return RETRY
+    return RESET if suspected else CONFIRM
 
 
 class _Fetched:
@@ -51,7 +83,7 @@ class _Fetched:
 
 
 class _PartitionState:
-    __slots__ = ("buffered", "epoch", "fetching", "position", "reset", "retry_at")
+    __slots__ = ("buffered", "epoch", "fetching", "leader_epoch", "position", "reset", "retry_at", "suspect")
 
     def __init__(self, reset: str | None) -> None:
         self.position: int | None = None
@@ -60,6 +92,8 @@ class _PartitionState:
         self.fetching = False  # a fetch for the current epoch is in flight
         self.buffered: _Fetched | None = None
         self.retry_at = 0.0
+        self.leader_epoch = -1  # the newest leader epoch a fetch of this partition was answered by
+        self.suspect: tuple[int, object] | None = None  # (position, metadata view) of an unconfirmed out-of-range
 
     def moved(self) -> None:
         """Position changed by the application or a reset: whatever is buffered or in flight is stale."""
@@ -357,6 +391,7 @@ class Consumer:
     def _fetch(self, tp: TopicPartition, state: _PartitionState, epoch: int, url: str, offset: int,
                wait_ms: int) -> None:
         """One binary fetch, decoded; runs on a pool thread and leaves its answer in ``state.buffered``."""
+        leader_epoch = -1
         try:
             resp = self._transport.request(
                 url,
@@ -369,6 +404,8 @@ class Consumer:
             )
             records, next_offset = _decode(tp, resp.body, offset)
             fetched = _Fetched(epoch, records, next_offset)
+            raw_epoch = resp.headers.get(media.LEADER_EPOCH) or ""
+            leader_epoch = int(raw_epoch) if raw_epoch.lstrip("-").isdigit() else -1
         except OdradekError as exc:
             fetched = _Fetched(epoch, [], offset, exc)
         except Exception as exc:  # a decoding bug must not kill the pool thread silently
@@ -378,6 +415,8 @@ class Consumer:
                 state.fetching = False
                 if fetched.error is None:
                     state.buffered = fetched
+                    state.suspect = None
+                    state.leader_epoch = max(state.leader_epoch, leader_epoch)
                 else:
                     self._on_fetch_error(tp, state, fetched)
             self._arrived += 1
@@ -387,13 +426,25 @@ class Consumer:
         """Decide what a failed fetch means (under ``_cond``): reset, retry later, or report to poll."""
         exc = fetched.error
         assert exc is not None
-        if isinstance(exc, OffsetOutOfRangeError) and self._reset != "none":
-            state.moved()
-            details = exc.details
-            bound = details.get("log_start_offset" if self._reset == "earliest" else "high_watermark")
-            state.position = int(bound) if bound is not None else None
-            state.reset = self._reset if bound is None else None
-            return
+        if isinstance(exc, OffsetOutOfRangeError) and state.position is not None:
+            view = self._metadata.view
+            suspect = state.suspect
+            suspected = suspect is not None and suspect[0] == state.position and suspect[1] is not view
+            action = out_of_range_action(state.position, exc.details, state.leader_epoch, suspected)
+            if action != RESET:  # never move on a leader's word alone: refresh metadata and ask again
+                if action == CONFIRM and (state.suspect is None or state.suspect[0] != state.position):
+                    state.suspect = (state.position, view)
+                self._metadata.request_update()
+                state.retry_at = time.monotonic() + self._backoff
+                return
+            state.suspect = None
+            if self._reset != "none":
+                state.moved()
+                details = exc.details
+                bound = details.get("log_start_offset" if self._reset == "earliest" else "high_watermark")
+                state.position = int(bound) if bound is not None else None
+                state.reset = self._reset if bound is None else None
+                return
         if isinstance(exc, REFRESH_ERRORS):
             if isinstance(exc, NotLeaderOrFollowerError):
                 self._metadata.hint_leader(tp.topic, tp.partition, exc.details.get("leader"),

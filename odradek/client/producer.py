@@ -359,11 +359,34 @@ class Producer:
                     f"{acc.delivery_timeout:.0f} s have passed since the batch was created"
                 )
             )
-        for tp, url, batches in requests:
-            self._io.submit(self._send_request, tp, url, batches)
-        if refresh:  # on the pool, so a broker that hangs does not stall the partitions that are fine
-            self._io.submit(self._refresh_metadata)
+        try:
+            while requests:
+                tp, url, batches = requests[0]
+                self._io.submit(self._send_request, tp, url, batches)
+                requests.pop(0)
+            if refresh:  # on the pool, so a broker that hangs does not stall the partitions that are fine
+                self._io.submit(self._refresh_metadata)
+        except RuntimeError:  # "cannot schedule new futures after shutdown": nothing can be sent any more
+            self._stop_sending(requests)
+            return False
         return True
+
+    def _stop_sending(self, unsent: list[tuple[TopicPartition, str, list[ProducerBatch]]]) -> None:
+        """The I/O pool refuses work: the interpreter is exiting (its atexit hook shuts every pool down while this
+        daemon thread still runs), or the producer was torn down around us. Fail every record not yet sent, with
+        an error that says so, and let the sender end; retrying would only log the same refusal in a loop (as a
+        fault run's producer did after a timed-out flush)."""
+        with self._cond:
+            self._sender_done = True
+            self._refreshing = False
+            aborted = self._acc.abort_all()
+            for tp, _url, batches in unsent:
+                self._acc.finish(tp, batches)
+            self._cond.notify_all()
+        exc = RequestTimedOutError("the producer stopped (closed, or the interpreter is exiting) before the record "
+                                   "was sent")
+        for batch in [b for _tp, _url, batches in unsent for b in batches] + aborted:
+            batch.fail(exc)
 
     def _refresh_metadata(self) -> None:
         try:

@@ -15,6 +15,7 @@ one ``Transport``, so the CA, the client certificate and the ``Authorization`` h
 from __future__ import annotations
 
 import base64
+import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -72,3 +73,14 @@ class ClientSecurity:
             raw = f"{self.sasl_username}:{self.sasl_password}".encode()
             return "Basic " + base64.b64encode(raw).decode()
         return None
+
+
+ENV_OPTIONS = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "sasl_username", "sasl_password", "sasl_token")
+
+
+def security_from_env() -> dict[str, str]:
+    """The options from ODRADEK_SSL_CAFILE, ODRADEK_SSL_CERTFILE, ODRADEK_SSL_KEYFILE, ODRADEK_SASL_USERNAME,
+    ODRADEK_SASL_PASSWORD and ODRADEK_SASL_TOKEN, for tools and scripts: the environment, so no password
+    appears in a command line that ps shows. Pass them on explicitly (``Producer(url, **security_from_env())``);
+    the client itself never reads the environment."""
+    return {n: os.environ[f"ODRADEK_{n.upper()}"] for n in ENV_OPTIONS if os.environ.get(f"ODRADEK_{n.upper()}")}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import socket
@@ -434,6 +435,24 @@ def test_links_use_the_advertised_url_not_the_host_header(c: LocalProcessBackend
     assert url(c).encode() in raw
 
 
+def test_malformed_requests_write_no_tracebacks(c: LocalProcessBackend) -> None:
+    """Garbage on the wire and requests that fail parsing cost at most a short line each in the broker's log."""
+    log_path = c.cluster.slots[1].log_path
+    before = log_path.stat().st_size
+    host, port = urllib.parse.urlsplit(url(c)).hostname, urllib.parse.urlsplit(url(c)).port
+    for garbage in (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" * 10, b"GET / HTTP/9.9\r\n\r\n",
+                    b"POST /topics/x HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                    b"GET /topics/%ZZ HTTP/1.1\r\nHost: x\r\n\r\n") * 25:
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.sendall(garbage)
+            s.settimeout(10)
+            with contextlib.suppress(OSError):
+                s.recv(4096)
+    grown = log_path.read_bytes()[before:]
+    assert b"Traceback" not in grown, grown[:2000]
+    assert len(grown) < 100 * 300, len(grown)
+
+
 # ------------------------------------------------------------------------------------------------- memory
 
 
@@ -445,6 +464,7 @@ def test_zz_broker_memory_stayed_bounded(c: LocalProcessBackend) -> None:
         text = Path(f"/proc/{pid}/status").read_text()
         status = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         peak_kb = int(status["VmHWM"].split()[0])
+        print(f"broker {b}: peak RSS {peak_kb // 1024} MB")
         assert peak_kb < RSS_LIMIT_KB, f"broker {b} peaked at {peak_kb // 1024} MB"
 
 

@@ -28,9 +28,11 @@ def _segments(cluster: LocalProcessBackend, broker: int) -> list[bytes]:
 
 
 def _produce(url: str, n: int) -> None:
+    """Batches from a few hundred bytes to ~90 KB: answers both below and above SENDFILE_MIN_BYTES (64 KiB),
+    i.e. both copied and sendfile'd."""
     for i in range(n):
-        batch = encode_batch([(b"k%d" % j, b"v%d-%d" % (i, j) * (1 + i % 7), 1_700_000_000_000 + i, [])
-                              for j in range(1 + i % 4)])
+        size = 200 if i % 3 == 0 else 9_000 * (1 + i % 10)
+        batch = encode_batch([(b"k%d" % j, bytes([i % 251]) * size, 1_700_000_000_000 + i, []) for j in range(2)])
         status, body, _ = request("POST", f"{url}/topics/{TOPIC}/partitions/0/batches?acks=all", raw=batch,
                                   content_type=BATCHES)
         assert status == 200, body
@@ -39,12 +41,12 @@ def _produce(url: str, n: int) -> None:
 def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(brokers=2)
     urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
-    create_topic(urls[0], TOPIC, 1, 2, {"segment.bytes": "2000", "min.insync.replicas": "2"}, seen_by=urls)
+    create_topic(urls[0], TOPIC, 1, 2, {"segment.bytes": "400000", "min.insync.replicas": "2"}, seen_by=urls)
     leader = int(partition_state(urls[0], TOPIC)["leader"])
     follower = next(b for b in cluster.broker_ids() if b != leader)
     url = cluster.broker_url(leader)
     wait_until(lambda: len(partition_state(url, TOPIC)["isr"]) == 2, 20, "both replicas in the ISR")
-    _produce(url, 60)
+    _produce(url, 40)
     segments = _segments(cluster, leader)
     assert len(segments) > 2
     everything = b"".join(segments)
@@ -57,7 +59,7 @@ def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
     offset, got = 0, b""
     while True:
         status, data, headers = request("GET", f"{url}/topics/{TOPIC}/partitions/0/batches?offset={offset}"
-                                               "&max_bytes=700")
+                                               "&max_bytes=150000")
         assert status == 200 and headers["Content-Type"].startswith(BATCHES)
         assert int(headers["Content-Length"]) == len(data)
         assert headers["Odradek-Leader"] == str(leader) and headers["Odradek-Log-Start-Offset"] == "0"
@@ -81,8 +83,8 @@ def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
     parsed = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
     try:
-        for off in (0, 5, 30, 0):
-            conn.request("GET", f"/topics/{TOPIC}/partitions/0/batches?offset={off}&max_bytes=1500")
+        for off in (0, 5, 30, 0, 41):
+            conn.request("GET", f"/topics/{TOPIC}/partitions/0/batches?offset={off}&max_bytes=100000")
             resp = conn.getresponse()
             body = resp.read()
             base = max(b for b in starts if b <= off)

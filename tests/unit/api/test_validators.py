@@ -172,3 +172,19 @@ def test_request_errors_are_logged_one_line_rate_limited(caplog: pytest.LogCaptu
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3 and all("\n" not in line for line in lines)
     assert "3 similar lines suppressed" in lines[-1]
+
+
+def test_aiohttp_request_errors_become_one_rate_limited_line() -> None:
+    from broker.api.errors import OneLineFilter
+
+    now = [0.0]
+    f = OneLineFilter(burst=1, window_s=10, clock=lambda: now[0])
+    try:
+        raise ValueError("bad\nrequest line")
+    except ValueError:
+        import sys
+        record = logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1, "Error handling request from %s",
+                                   ("127.0.0.1",), sys.exc_info())
+    assert f.filter(record) and record.exc_info is None
+    assert record.getMessage() == "Error handling request from 127.0.0.1: ValueError: bad request line"
+    assert not f.filter(logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1, "again", None, None))

@@ -7,12 +7,15 @@ import os
 from pathlib import Path
 
 from broker.log import Log
+from broker.log.base import ReadResult
 from broker.log.reads import SliceResult
 
 from .helpers import FakeClock, batch, open_log
 
 
-def _bytes(result: SliceResult) -> bytes:
+def _bytes(result: SliceResult | ReadResult) -> bytes:
+    if isinstance(result, ReadResult):
+        return result.data
     try:
         return b"".join(os.pread(s.fd, s.length, s.position) for s in result.slices)
     finally:
@@ -34,12 +37,14 @@ def test_slices_are_byte_identical_to_read(tmp_path: Path) -> None:
         for max_offset in (None, end // 2, end):
             for offset in range(log.log_start_offset, end + 1):
                 want = log.read(offset, max_bytes, max_offset=max_offset)
-                got = log.read_slices(offset, max_bytes, max_offset=max_offset)
-                assert len(got.slices) <= 1
-                assert got.size == len(want.data)
-                assert _bytes(got) == want.data, (offset, max_bytes, max_offset)
-                assert (got.next_offset, got.log_start_offset, got.log_end_offset) == \
-                    (want.next_offset, want.log_start_offset, want.log_end_offset)
+                for copy_below in (0, 150):  # 150: answers under 150 bytes come back copied, as read's
+                    got = log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=copy_below)
+                    if isinstance(got, SliceResult):
+                        assert len(got.slices) <= 1 and got.size == len(want.data)
+                        assert not got.slices or got.size >= copy_below
+                    assert _bytes(got) == want.data, (offset, max_bytes, max_offset)
+                    assert (got.next_offset, got.log_start_offset, got.log_end_offset) == \
+                        (want.next_offset, want.log_start_offset, want.log_end_offset)
 
 
 def test_out_of_range_matches_read(tmp_path: Path) -> None:
@@ -59,6 +64,7 @@ def test_slice_survives_retention(tmp_path: Path) -> None:
     log = _filled(tmp_path, clock, **{"retention.ms": 1000})
     want = log.read(0, 1 << 20).data
     got = log.read_slices(0, 1 << 20)
+    assert isinstance(got, SliceResult) and got.slices
     log.high_watermark = log.log_end_offset
     clock.advance(10_000)
     assert log.delete_old_segments() > 0

@@ -1,0 +1,45 @@
+"""Security errors (issue 18, docs/security.md): 401 when a request carries no valid identity, 403 when the
+identity may not do what it asked (Kafka's SASL_AUTHENTICATION_FAILED and *_AUTHORIZATION_FAILED codes).
+
+Apart from errors.py only for its length; errors.py imports this module, so ``error_for`` knows these names."""
+
+from __future__ import annotations
+
+from odradek.protocol.errors import OdradekError
+
+
+class AuthenticationFailedError(OdradekError):
+    """No identity, a wrong password, an expired or forged token, or credentials over plaintext."""
+
+    name = "SASL_AUTHENTICATION_FAILED"
+    kafka_code = 58
+    error_code = 40101
+    http_status = 401
+
+
+class TopicAuthorizationFailedError(OdradekError):
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    kafka_code = 29
+    error_code = 40301
+    http_status = 403
+
+
+class GroupAuthorizationFailedError(OdradekError):
+    name = "GROUP_AUTHORIZATION_FAILED"
+    kafka_code = 30
+    error_code = 40302
+    http_status = 403
+
+
+class ClusterAuthorizationFailedError(OdradekError):
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    kafka_code = 31
+    error_code = 40303
+    http_status = 403
+
+
+class TransactionalIdAuthorizationFailedError(OdradekError):
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    kafka_code = 53
+    error_code = 40304
+    http_status = 403

@@ -1,0 +1,371 @@
+"""A secured cluster, for real: TLS + SASL_SSL listeners, SCRAM users in ZooKeeper, ACLs in ZooKeeper, ZooKeeper ACLs.
+
+One cluster (2 brokers, a throwaway CA made by ``LocalCluster(tls=True)``) serves every test of the module. Users
+and ACLs are set with the operator's tools (``odradek configs`` and ``odradek acls`` over ZooKeeper, with the
+brokers' ZooKeeper identity from the environment), then:
+
+* an authorization matrix (principals x operations x resources, generated) is checked against an independent
+  model of Kafka's rules: 0 wrong decisions;
+* no credentials, a wrong password, an expired or forged token: 401;
+* a client that claims to be a follower gets 403, no bytes, and the high watermark does not move;
+* plaintext HTTP on a TLS listener gets no HTTP answer at all;
+* a ZooKeeper client without the brokers' credentials cannot write (or read the secrets of) cluster znodes;
+* the Python client produces and consumes over TLS with a SCRAM user; an ACL added with the tool applies in < 1 s.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE
+
+from broker.localcluster import LocalCluster
+from broker.security.local import admin_files, tls_dir
+from broker.security.tls import issue_certificate
+from tests.harness.ports import free_port_block
+from zk.ensemble import ZkEnsemble
+
+pytestmark = pytest.mark.timeout(300)
+
+ZK_DIGEST = "odradek-brokers:" + uuid.uuid4().hex
+PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "dave": "dave-pw"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Secured:
+    cluster: LocalCluster
+    cafile: str
+    cluster_id: str
+    tokens: dict[str, str]
+
+    def url(self, broker: int = 1) -> str:
+        return self.cluster.broker_url(broker)
+
+    def context(self, cert: str | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=self.cafile)
+        if cert is not None:
+            d = tls_dir(self.cluster)
+            ctx.load_cert_chain(str(d / f"{cert}.pem"), str(d / f"{cert}.key"))
+        return ctx
+
+
+def tool(cluster: LocalCluster, *args: str, stdin: str | None = None) -> str:
+    env = dict(os.environ, ODRADEK_ZK_DIGEST=ZK_DIGEST, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "broker", *args], env=env, capture_output=True, text=True,
+                          timeout=60, input=stdin)
+    assert proc.returncode == 0, f"odradek {' '.join(args)} failed: {proc.stderr}{proc.stdout}"
+    return proc.stdout
+
+
+def request(url: str, method: str = "GET", body: Any = None, *, ctx: ssl.SSLContext | None = None,
+            headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, bytes, dict[str, str]]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
+    if data is not None and not req.has_header("Content-type"):
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def basic(user: str) -> dict[str, str]:
+    import base64
+
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()}
+
+
+# The ACLs the module sets (with the tool), and the model that predicts every decision from them.
+ACLS: list[tuple[str, str, str, str, str, str]] = [  # principal, Allow|Deny, operation, type, pattern, name
+    ("User:alice", "Allow", "Read", "Topic", "LITERAL", "orders"),
+    ("User:alice", "Allow", "Write", "Topic", "LITERAL", "orders"),
+    ("User:alice", "Allow", "Read", "Group", "LITERAL", "billing"),
+    ("User:alice", "Allow", "Read", "Group", "LITERAL", "locked"),
+    ("User:alice", "Allow", "IdempotentWrite", "Cluster", "LITERAL", "kafka-cluster"),
+    ("User:*", "Deny", "Read", "Group", "LITERAL", "locked"),
+    ("User:bob", "Allow", "All", "Topic", "PREFIXED", "logs-"),
+    ("User:bob", "Deny", "Write", "Topic", "LITERAL", "logs-secret"),
+    ("User:bob", "Allow", "Describe", "Cluster", "LITERAL", "kafka-cluster"),
+    ("User:bob", "Allow", "Read", "Group", "LITERAL", "billing"),
+    ("User:CN=carol", "Allow", "DescribeConfigs", "Topic", "LITERAL", "*"),
+    ("User:CN=carol", "Allow", "AlterConfigs", "Topic", "LITERAL", "orders"),
+    ("User:CN=carol", "Allow", "Create", "Cluster", "LITERAL", "kafka-cluster"),
+]
+SUPER = {"User:CN=admin"}
+IMPLIED = {"Describe": {"Describe", "Read", "Write", "Delete", "Alter"}, "DescribeConfigs": {"DescribeConfigs",
+                                                                                            "AlterConfigs"}}
+
+
+def expected(principal: str, op: str, rtype: str, name: str) -> bool:
+    if principal in SUPER:
+        return True
+    if rtype == "Topic" and op == "Create" and expected(principal, "Create", "Cluster", "kafka-cluster"):
+        return True
+    hits = [a for a in ACLS if a[3] == rtype and ((a[4] == "LITERAL" and a[5] in (name, "*"))
+                                                   or (a[4] == "PREFIXED" and name.startswith(a[5])))]
+    mine = [a for a in hits if a[0] in (principal, "User:*")]
+    if any(a[1] == "Deny" and a[2] in (op, "All") for a in mine):
+        return False
+    return any(a[1] == "Allow" and a[2] in IMPLIED.get(op, {op}) | {"All"} for a in mine)
+
+
+@pytest.fixture(scope="module")
+def secured(zk_ensemble: ZkEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    cluster = LocalCluster(tmp_path_factory.mktemp("secured"), brokers=2, base_port=free_port_block(2),
+                           session_timeout_ms=6000, chroot=f"/odradek-sec-{uuid.uuid4().hex[:8]}",
+                           ensemble=zk_ensemble, tls=True, zk_digest=ZK_DIGEST)
+    try:
+        cluster.up(timeout=60)
+        issue_certificate(tls_dir(cluster), "carol")
+        for user, mech in (("alice", "SCRAM-SHA-256"), ("bob", "SCRAM-SHA-512"), ("dave", "SCRAM-SHA-256")):
+            out = tool(cluster, "configs", "--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users",
+                       "--entity-name", user, "--add-config", f"{mech}=[iterations=4096,password={PASSWORDS[user]}]")
+            assert "Completed updating config" in out
+        for principal, perm, op, rtype, pattern, name in ACLS:
+            target = {"Topic": ["--topic", name], "Group": ["--group", name], "Cluster": ["--cluster"]}[rtype]
+            flag = "--allow-principal" if perm == "Allow" else "--deny-principal"
+            out = tool(cluster, "acls", "--authorizer-properties", f"zookeeper.connect={cluster.zk_connect}",
+                       "--add", flag, principal, "--operation", op, *target,
+                       "--resource-pattern-type", pattern.lower())
+            assert "Adding ACLs for resource `ResourcePattern(" in out
+        admin = ssl.create_default_context(cafile=admin_files(cluster)["ssl_cafile"])
+        admin.load_cert_chain(admin_files(cluster)["ssl_certfile"], admin_files(cluster)["ssl_keyfile"])
+        status, body, _ = request(f"{cluster.broker_url(1)}/v3/clusters", ctx=admin)
+        assert status == 200, body
+        cluster_id = json.loads(body)["data"][0]["cluster_id"]
+        for topic in ("orders", "logs-app", "logs-secret", "other"):
+            status, body, _ = request(f"{cluster.broker_url(1)}/v3/clusters/{cluster_id}/topics", "POST",
+                                      {"topic_name": topic, "partitions_count": 1, "replication_factor": 2},
+                                      ctx=admin)
+            assert status in (200, 201), body
+        sec = Secured(cluster, admin_files(cluster)["ssl_cafile"], cluster_id, {})
+        status, body, _ = request(f"{sec.url()}/auth/token", "POST", {}, ctx=sec.context(), headers=basic("bob"))
+        assert status == 200, body
+        sec.tokens["bob"] = json.loads(body)["access_token"]
+        yield sec
+    finally:
+        cluster.down()
+
+
+def credentials(sec: Secured, who: str) -> tuple[ssl.SSLContext, dict[str, str]]:
+    if who in ("admin", "carol"):
+        return sec.context(who), {}
+    if who == "bob":
+        return sec.context(), {"Authorization": f"Bearer {sec.tokens['bob']}"}
+    return sec.context(), basic(who)
+
+
+PRINCIPALS = {"alice": "User:alice", "bob": "User:bob", "carol": "User:CN=carol", "dave": "User:dave",
+              "admin": "User:CN=admin"}
+
+
+def actions(cid: str) -> list[tuple[str, str, str, str, str, Any, dict[str, str]]]:
+    """(operation, resource type, name, method, path, body, headers): one request per decision. Requests an
+    allowed caller may make change nothing that matters (ghost names, refused bodies) or are idempotent."""
+    out: list[tuple[str, str, str, str, str, Any, dict[str, str]]] = []
+    v3 = f"/v3/clusters/{cid}"
+    batches = {"Accept": "application/vnd.odradek.batches.v2"}
+    produce = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+    for t in ("orders", "logs-app", "logs-secret", "other"):
+        out += [
+            ("Describe", "Topic", t, "GET", f"/topics/{t}", None, {}),
+            ("Write", "Topic", t, "POST", f"/topics/{t}/partitions/0", {"records": [{"value": {"n": 1}}]}, produce),
+            ("Read", "Topic", t, "GET", f"/topics/{t}/partitions/0/batches?offset=0&isolation_level="
+             "read_uncommitted", None, batches),
+            ("DescribeConfigs", "Topic", t, "GET", f"{v3}/topics/{t}/configs", None, {}),
+            ("AlterConfigs", "Topic", t, "POST", f"{v3}/topics/{t}/configs:alter",
+             {"data": [{"name": "retention.ms", "value": "604800000"}]}, {}),
+        ]
+    for t in ("logs-ghost", "ghost", "orders-ghost"):
+        out += [
+            ("Delete", "Topic", t, "DELETE", f"{v3}/topics/{t}", None, {}),
+            ("Create", "Topic", t, "POST", f"{v3}/topics",
+             {"topic_name": t, "partitions_count": 1, "replication_factor": 99}, {}),
+        ]
+    for g in ("billing", "locked", "other-group"):
+        out += [
+            ("Describe", "Group", g, "GET", f"/groups/{g}/offsets", None, {}),
+            ("Read", "Group", g, "POST", f"/groups/{g}/offsets", {"member_id": "nobody", "generation": 7,
+                                                                  "offsets": []}, {}),
+        ]
+    out += [
+        ("Describe", "Cluster", "kafka-cluster", "GET", "/admin/log_dirs", None, {}),
+        ("ClusterAction", "Cluster", "kafka-cluster", "POST", "/controller/controlled_shutdown",
+         {"broker_id": 999, "broker_epoch": 1}, {}),
+        ("IdempotentWrite", "Cluster", "kafka-cluster", "POST", "/producer_ids", {}, {}),
+        ("AlterConfigs", "Cluster", "kafka-cluster", "POST", f"{v3}/broker-configs:alter",
+         {"data": [{"name": "no.such.config", "value": "1"}]}, {}),
+    ]
+    return out
+
+
+def test_authorization_matrix_has_no_wrong_decision(secured: Secured) -> None:
+    wrong: list[str] = []
+    size = 0
+    for who, principal in PRINCIPALS.items():
+        ctx, auth = credentials(secured, who)
+        for op, rtype, name, method, path, body, headers in actions(secured.cluster_id):
+            status, raw, _ = request(f"{secured.url(1 + size % 2)}{path}", method, body, ctx=ctx,
+                                     headers={**auth, **headers})
+            size += 1
+            assert status != 401, f"{who} was not authenticated: {raw[:200]!r}"
+            assert status < 500, f"{who} {method} {path}: {status} {raw[:200]!r}"
+            allowed, want = status != 403, expected(principal, op, rtype, name)
+            if allowed != want:
+                wrong.append(f"{principal} {op} {rtype}:{name} ({method} {path}) -> {status}, expected "
+                             f"{'allowed' if want else 'denied'}: {raw[:120]!r}")
+    print(f"authorization matrix: {len(PRINCIPALS)} principals x {size // len(PRINCIPALS)} (operation, "
+          f"resource) = {size} decisions, {len(wrong)} wrong")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_unauthenticated_wrong_password_and_expired_tokens_get_401(secured: Secured) -> None:
+    url, ctx = f"{secured.url()}/topics/orders", secured.context()
+    assert request(url, ctx=ctx)[0] == 401
+    assert request(url, ctx=ctx, headers={"Authorization": "Basic " + "YWxpY2U6bm9wZQ=="})[0] == 401  # alice:nope
+    assert request(url, ctx=ctx, headers={"Authorization": "Bearer odt1.e30.AAAA"})[0] == 401
+    status, body, _ = request(f"{secured.url()}/auth/token?lifetime_ms=200", "POST", {}, ctx=ctx,
+                              headers=basic("alice"))
+    assert status == 200
+    token = json.loads(body)["access_token"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert request(url, ctx=ctx, headers=bearer)[0] == 200
+    deadline = time.monotonic() + 10
+    while request(url, ctx=ctx, headers=bearer)[0] != 401:  # poll: the token expires 200 ms after issue
+        assert time.monotonic() < deadline, "an expired token was still accepted"
+        time.sleep(0.05)
+    assert request(url, ctx=ctx, headers=bearer)[0] == 401
+
+
+def test_impersonated_follower_gets_nothing_and_moves_nothing(secured: Secured) -> None:
+    ctx, auth = credentials(secured, "alice")  # alice may read and write "orders": still no ClusterAction
+    produce = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+    status, body, _ = request(f"{secured.url()}/topics/orders", "POST",
+                              {"records": [{"value": {"n": i}} for i in range(5)]}, ctx=ctx,
+                              headers={**auth, **produce})
+    assert status == 200, body
+    status, body, _headers = request(f"{secured.url()}/topics/orders/partitions/0/offsets", ctx=ctx, headers=auth)
+    hw_before = json.loads(body)["end_offset"]
+    health = json.loads(request(f"{secured.url()}/health", ctx=ctx)[1])  # /health publishes an epoch
+    for broker in (1, 2):
+        for replica in (1, 2):
+            status, raw, _ = request(
+                f"{secured.url(broker)}/topics/orders/partitions/0/batches?replica_id={replica}&offset={hw_before + 3}"
+                f"&replica_epoch={health['broker_epoch']}&leader_epoch=0", ctx=ctx, headers=auth)
+            assert status == 403 and b"CLUSTER_AUTHORIZATION_FAILED" in raw, (status, raw[:200])
+    status, raw, _ = request(f"{secured.url()}/controller/controlled_shutdown", "POST",
+                             {"broker_id": 2, "broker_epoch": health["broker_epoch"]}, ctx=ctx, headers=auth)
+    assert status == 403
+    after = json.loads(request(f"{secured.url()}/topics/orders/partitions/0/offsets", ctx=ctx, headers=auth)[1])
+    assert after["end_offset"] == hw_before
+
+
+def test_plaintext_is_refused_on_a_tls_listener(secured: Secured) -> None:
+    port = int(secured.url().rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    with pytest.raises((http.client.HTTPException, OSError)):
+        conn.request("GET", "/health")
+        conn.getresponse()
+    conn.close()
+    with pytest.raises(urllib.error.URLError) as refused:  # TLS with a CA that did not sign the broker: no
+        request(f"{secured.url()}/health", ctx=ssl.create_default_context())
+    assert isinstance(refused.value.reason, ssl.SSLCertVerificationError)
+
+
+def test_zookeeper_without_credentials_cannot_change_cluster_state(secured: Secured) -> None:
+    chroot = secured.cluster.chroot or ""
+    kz = KazooClient(hosts=secured.cluster.ensemble.connect_string(None), timeout=10)
+    kz.start(timeout=10)
+    try:
+        assert kz.exists(f"{chroot}/brokers/ids/1") is not None  # world READ stays (Kafka's default)
+        attempts = [
+            lambda: kz.create(f"{chroot}/brokers/ids/99", b"{}"),
+            lambda: kz.set(f"{chroot}/brokers/topics/orders", b"{}"),
+            lambda: kz.delete(f"{chroot}/controller"),
+            lambda: kz.create(f"{chroot}/admin/delete_topics/orders"),
+            lambda: kz.create(f"{chroot}/kafka-acl/Topic/orders2", b"{}"),
+            lambda: kz.set(f"{chroot}/kafka-acl/Topic/orders", b'{"version":1,"acls":[]}'),
+            lambda: kz.get(f"{chroot}/config/users/alice"),  # credentials: not even readable
+            lambda: kz.get(f"{chroot}/delegation_token/secret"),
+            lambda: kz.set_acls(f"{chroot}/brokers/ids", OPEN_ACL_UNSAFE),
+        ]
+        for i, attempt in enumerate(attempts):
+            with pytest.raises(NoAuthError):
+                attempt()
+                pytest.fail(f"attempt {i} succeeded")
+    finally:
+        kz.stop()
+        kz.close()
+
+
+def test_client_round_trip_and_acl_change_applies_within_a_second(secured: Secured) -> None:
+    from odradek import Consumer, Producer, TopicPartition
+
+    opts = {"ssl_cafile": secured.cafile, "sasl_username": "alice", "sasl_password": PASSWORDS["alice"]}
+    bootstrap = secured.url(2).removeprefix("https://")  # no scheme: TLS comes from the options
+    with Producer(bootstrap, acks="all", **opts) as p:
+        sent = [p.send("orders", f"m{i}".encode(), key=b"k").result() for i in range(20)]
+    consumer = Consumer(bootstrap, **opts)
+    consumer.assign([TopicPartition("orders", 0)])
+    consumer.seek(TopicPartition("orders", 0), sent[0].offset)
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 20 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got += [r.value for r in records]
+    consumer.close()
+    assert got[:20] == [f"m{i}".encode() for i in range(20)]
+
+    url, (ctx, auth) = f"{secured.url()}/topics/other", credentials(secured, "dave")
+    assert request(url, ctx=ctx, headers=auth)[0] == 403
+    tool(secured.cluster, "acls", "--zookeeper", secured.cluster.zk_connect, "--add", "--allow-principal",
+         "User:dave", "--operation", "Describe", "--topic", "other")
+    changed = time.monotonic()
+    while request(url, ctx=ctx, headers=auth)[0] == 403:
+        assert time.monotonic() - changed < 1.0, "the new ACL did not apply within a second"
+        time.sleep(0.02)
+    tool(secured.cluster, "acls", "--zookeeper", secured.cluster.zk_connect, "--remove", "--force",
+         "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "other")
+    changed = time.monotonic()
+    while request(url, ctx=ctx, headers=auth)[0] != 403:
+        assert time.monotonic() - changed < 1.0, "the removed ACL still applied after a second"
+        time.sleep(0.02)
+    listed = tool(secured.cluster, "acls", "--zookeeper", secured.cluster.zk_connect, "--list", "--topic", "orders")
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+
+
+def test_rest_consumer_instances_belong_to_their_creator(secured: Secured) -> None:
+    v2 = {"Content-Type": "application/vnd.kafka.v2+json", "Accept": "application/vnd.kafka.v2+json"}
+    ctx_a, auth_a = credentials(secured, "alice")
+    status, body, _ = request(f"{secured.url()}/consumers/billing", "POST", {"name": "alice-1",
+                              "format": "json"}, ctx=ctx_a, headers={**auth_a, **v2})
+    assert status == 200, body
+    base = f"/consumers/billing/instances/{json.loads(body)['instance_id']}"
+    ctx_b, auth_b = credentials(secured, "bob")  # bob may read the group, but this instance is alice's
+    for broker in (1, 2):  # on the holder, and through the other broker (which forwards with bob's principal)
+        status, raw, _ = request(f"{secured.url(broker)}{base}/subscription", ctx=ctx_b, headers={**auth_b, **v2})
+        assert status == 403, (broker, status, raw[:200])
+    status, raw, _ = request(f"{secured.url()}{base}/subscription", "POST", {"topics": ["logs-app"]}, ctx=ctx_a,
+                             headers={**auth_a, **v2})
+    assert status == 403 and b"TOPIC_AUTHORIZATION_FAILED" in raw  # alice may not read logs-app
+    assert request(f"{secured.url()}{base}/subscription", "POST", {"topics": ["orders"]}, ctx=ctx_a,
+                   headers={**auth_a, **v2})[0] == 204
+    assert request(f"{secured.url()}{base}", "DELETE", None, ctx=ctx_a, headers={**auth_a, **v2})[0] == 204

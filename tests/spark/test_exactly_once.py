@@ -1,0 +1,154 @@
+"""The exactly-once writer (odradek_spark/exactly_once.py): a streaming query killed (SIGKILL of its driver and
+JVM) and restarted from its checkpoint leaves each record once for read_committed readers; and, without Spark's
+timing in the way, each window of the two-phase commit: a batch replayed after the driver committed writes
+nothing, one replayed before the commit fences and aborts the first attempt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from odradek import Consumer, TopicPartition
+from odradek.protocol.errors import OdradekError
+from odradek_spark.exactly_once import end_transactions, last_committed_batch, write_transactional
+from odradek_spark.options import parse_sink_options
+from odradek_spark.writer import SinkLayout
+from tests.harness.cluster import LocalProcessBackend
+from tests.harness.wait import wait_until
+from tests.spark.conftest import bootstrap, new_topic, produce
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+VALUE_ONLY = SinkLayout(topic_column=False, key_column=False, partition_column=False, headers_column=False)
+
+
+def committed_values(c: LocalProcessBackend, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed reader sees, read to the end."""
+    consumer = Consumer(bootstrap(c), isolation_level="read_committed", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    out: list[bytes] = []
+    try:
+        while True:
+            got = [r.value or b"" for rs in consumer.poll(500).values() for r in rs]
+            if not got:
+                return out
+            out += got
+    finally:
+        consumer.close()
+
+
+def rows(*values: str) -> Iterator[pa.RecordBatch]:
+    yield pa.RecordBatch.from_pydict({"value": [v.encode() for v in values]})
+
+
+def test_each_window_of_the_two_phase_commit(cluster: LocalProcessBackend) -> None:
+    sink = new_topic(cluster, partitions=1, rf=3, prefix="eo-direct")
+    prefix = f"eo-{uuid.uuid4().hex[:8]}"
+    options = parse_sink_options({"bootstrap.servers": bootstrap(cluster), "topic": sink, "exactlyOnce": "true"})
+    assert options.exactly_once
+    assert last_committed_batch(options, prefix, 0) == -1
+
+    first = write_transactional(options, VALUE_ONLY, rows("b0-a", "b0-b"), prefix, 0, 0)
+    assert first.records == 2 and first.transactional_id == f"{prefix}-0"
+    assert committed_values(cluster, sink, 1) == []  # written, not committed: invisible
+    assert end_transactions(options, [first], commit=True) == 2
+    assert last_committed_batch(options, prefix, 0) == 0
+    # The driver committed, then died before Spark recorded the batch: the replay writes nothing.
+    replay = write_transactional(options, VALUE_ONLY, rows("b0-a", "b0-b"), prefix, 0, 0)
+    assert replay.skipped_batch and replay.transactional_id is None
+    end_transactions(options, [replay], commit=True)
+
+    # Batch 1 written, then the query died before the driver's commit: the replay fences the first attempt.
+    zombie = write_transactional(options, VALUE_ONLY, rows("b1-a"), prefix, 0, 1)
+    again = write_transactional(options, VALUE_ONLY, rows("b1-a"), prefix, 0, 1)
+    assert again.producer_epoch > zombie.producer_epoch
+    with pytest.raises(OdradekError):
+        end_transactions(options, [zombie], commit=True)  # a zombie driver's commit is refused
+    end_transactions(options, [again], commit=True)
+    # Batch 2 aborted by the driver: nothing of it is visible, and the batch is not marked committed.
+    aborted = write_transactional(options, VALUE_ONLY, rows("b2-x"), prefix, 0, 2)
+    end_transactions(options, [aborted], commit=False)
+    assert last_committed_batch(options, prefix, 0) == 1
+    assert committed_values(cluster, sink, 1) == [b"b0-a", b"b0-b", b"b1-a"]
+
+
+@pytest.fixture
+def job_processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Spark job processes, each the leader of its own process group (its JVM is a child): SIGKILLed by
+    process-group id at teardown if still running."""
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+
+
+def start_job(procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.spark_eo_job", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    procs.append(proc)
+    return proc
+
+
+def test_a_killed_and_restarted_streaming_query_leaves_each_record_once(
+        cluster: LocalProcessBackend, tmp_path: Path, job_processes: list[subprocess.Popen[str]]) -> None:
+    source = new_topic(cluster, partitions=2, rf=3, prefix="eo-src")
+    sink = new_topic(cluster, partitions=2, rf=3, prefix="eo-dst")
+    n = 400
+    produce(cluster, source, [{"value": f"r-{i}", "partition": i % 2} for i in range(n)])
+    checkpoint = str(tmp_path / "checkpoint")
+    args = (bootstrap(cluster), source, sink, checkpoint, "--per-trigger", "20")
+
+    first = start_job(job_processes, *args)
+    assert first.stdout is not None and first.stdout.readline().strip() == "started"
+
+    def progressed() -> bool:
+        if first.poll() is not None:  # pytest.fail is not an Exception: wait_until does not swallow it
+            pytest.fail(f"the streaming job exited ({first.returncode}) before it was killed")
+        return len(committed_values(cluster, sink, 2)) >= 60
+
+    wait_until(progressed, 180, "a few micro-batches to commit")
+    os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, wherever they are in a micro-batch
+    first.wait(30)
+    killed_at = len(committed_values(cluster, sink, 2))
+    assert killed_at < n, "the query finished before it was killed: give it more records"
+
+    second = start_job(job_processes, *args, "--available-now")
+    assert second.wait(300) == 0
+
+    values = committed_values(cluster, sink, 2)
+    counts = Counter(values)
+    assert set(counts) == {f"r-{i}".encode() for i in range(n)}  # nothing lost
+    duplicated = {v: c for v, c in counts.items() if c > 1}
+    assert not duplicated, f"{len(duplicated)} records written more than once (killed at {killed_at})"
+
+
+def test_options_of_the_exactly_once_writer_and_read_committed_reader() -> None:
+    from odradek_spark.options import OptionError, parse_source_options
+
+    base = {"bootstrap.servers": "http://127.0.0.1:1", "topic": "t"}
+    assert not parse_sink_options(base).exactly_once
+    implied = parse_sink_options({**base, "transactional.id.prefix": "etl-1"})
+    assert implied.exactly_once and implied.transactional_id_prefix == "etl-1"
+    with pytest.raises(OptionError, match="acks=all"):
+        parse_sink_options({**base, "exactlyOnce": "true", "kafka.acks": "1"})
+    with pytest.raises(OptionError, match="prefix"):
+        parse_sink_options({**base, "transactional.id.prefix": "bad/prefix"})
+    source = {"bootstrap.servers": "http://127.0.0.1:1", "subscribe": "t"}
+    assert parse_source_options({**source, "kafka.isolation.level": "read_committed"}, streaming=True).read_committed
+    with pytest.raises(OptionError, match="disagree"):
+        parse_source_options({**source, "isolation.level": "read_committed",
+                              "kafka.isolation.level": "read_uncommitted"}, streaming=False)
