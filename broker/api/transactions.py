@@ -23,13 +23,11 @@ from broker.produce import forwarding as forward
 from broker.produce.routing import Remote, deadline_after, remaining_ms
 from broker.txn.state import TxnOffsets
 from odradek.protocol.errors import (
-    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidRequestError,
     NotCoordinatorError,
 )
 from odradek.protocol.records.control import ABORT, COMMIT, encode_marker
-from zk.transactions import StaleTxnStateError
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -85,10 +83,7 @@ async def _coordinated(request: web.Request, tid: str, local: Callable[[], Await
     coordinator = broker.txn
     owner = await coordinator.locate(tid)
     if owner == coordinator.broker_id:
-        try:
-            body = await local()
-        except StaleTxnStateError:
-            raise ConcurrentTransactionsError(f"the state of {tid!r} changed meanwhile: retry") from None
+        body = await local()
         response = json_response(body if body is not None else {})
     else:
         if FORWARDED_HEADER in request.headers:

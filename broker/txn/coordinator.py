@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from broker.txn import state as s
 from broker.txn.state import TxnOffsets, TxnState
 from odradek.protocol.errors import (
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
     InvalidTransactionTimeoutError,
@@ -97,7 +98,11 @@ class TxnCoordinator:
         return (None if raw is None else TxnState.from_json(raw)), version
 
     async def _write(self, tid: str, st: TxnState, version: int) -> int:
-        return await asyncio.to_thread(self.store.set_state, tid, st.to_json(), version)
+        """Conditional on ``version``; a lost race is CONCURRENT_TRANSACTIONS (retriable) for the caller."""
+        try:
+            return await asyncio.to_thread(self.store.set_state, tid, st.to_json(), version)
+        except StaleTxnStateError:
+            raise ConcurrentTransactionsError(f"the state of {tid!r} changed meanwhile: retry") from None
 
     # --------------------------------------------------------------------------------------------- requests
 
@@ -228,5 +233,5 @@ class TxnCoordinator:
                         version = await self._write(tid, st, version)
                     if st.state in s.PREPARED:
                         await self._complete(tid, st, version)
-                except StaleTxnStateError:
+                except ConcurrentTransactionsError:
                     continue
