@@ -140,10 +140,8 @@ class BrokerIdZNode:
         obj = _loads(data)
         host, port = str(obj["host"]), int(obj["port"])
         protocols = obj.get("listener_security_protocol_map") or {}
-        endpoints = tuple((str(e), str(protocols.get(str(e).partition(":")[0], "PLAINTEXT")))
-                          for e in obj.get("endpoints") or [])
-        if protocols == {"HTTP": "PLAINTEXT"}:
-            endpoints = ()  # the plaintext registration every broker wrote before listeners were declared
+        endpoints = () if protocols == {"HTTP": "PLAINTEXT"} else tuple(  # () = the registration before listeners
+            (str(e), str(protocols.get(str(e).partition(":")[0], "PLAINTEXT"))) for e in obj.get("endpoints") or [])
         # host:port is the inter-broker listener's: its protocol says whether the broker's URL is https.
         tls = any(e.endswith(f"://{host}:{port}") and proto in ("SSL", "SASL_SSL") for e, proto in endpoints)
         return BrokerInfo(

@@ -22,13 +22,12 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from kazoo.client import KazooClient
@@ -75,16 +74,23 @@ def tool(cluster: LocalCluster, *args: str, stdin: str | None = None) -> str:
 
 
 def request(url: str, method: str = "GET", body: Any = None, *, ctx: ssl.SSLContext | None = None,
-            headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, bytes, dict[str, str]]:
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-    if data is not None and not req.has_header("Content-type"):
-        req.add_header("Content-Type", "application/json")
+            headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    """One request on a fresh connection that the client closes after reading the whole answer (as a pooled
+    client would), so no answer is cut by a server-side close."""
+    parts = urlsplit(url)
+    conn = (http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=30, context=ctx)
+            if parts.scheme == "https" else http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30))
+    data = json.dumps(body).encode() if body is not None else None
+    hdrs = dict(headers or {})
+    if data is not None and not any(k.lower() == "content-type" for k in hdrs):
+        hdrs["Content-Type"] = "application/json"
     try:
-        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
-            return resp.status, resp.read(), dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.read(), dict(resp.headers)
+    finally:
+        conn.close()
 
 
 def basic(user: str) -> dict[str, str]:
@@ -285,9 +291,8 @@ def test_plaintext_is_refused_on_a_tls_listener(secured: Secured) -> None:
         conn.request("GET", "/health")
         conn.getresponse()
     conn.close()
-    with pytest.raises(urllib.error.URLError) as refused:  # TLS with a CA that did not sign the broker: no
+    with pytest.raises(ssl.SSLCertVerificationError):  # TLS with a CA that did not sign the broker: no
         request(f"{secured.url()}/health", ctx=ssl.create_default_context())
-    assert isinstance(refused.value.reason, ssl.SSLCertVerificationError)
 
 
 def test_zookeeper_without_credentials_cannot_change_cluster_state(secured: Secured) -> None:
@@ -369,3 +374,35 @@ def test_rest_consumer_instances_belong_to_their_creator(secured: Secured) -> No
     assert request(f"{secured.url()}{base}/subscription", "POST", {"topics": ["orders"]}, ctx=ctx_a,
                    headers={**auth_a, **v2})[0] == 204
     assert request(f"{secured.url()}{base}", "DELETE", None, ctx=ctx_a, headers={**auth_a, **v2})[0] == 204
+
+
+def test_zookeeper_security_migration_secures_and_unsecures_an_existing_tree(zk_ensemble: ZkEnsemble) -> None:
+    chroot = f"/odradek-migrate-{uuid.uuid4().hex[:8]}"
+    connect = zk_ensemble.connect_string(chroot)
+    kz = KazooClient(hosts=zk_ensemble.connect_string(None), timeout=10)
+    kz.start(timeout=10)
+    try:
+        for path in ("/cluster/id", "/brokers/topics/t", "/config/users/alice"):
+            kz.create(chroot + path, b"{}", makepath=True)  # an old open cluster: world-writable znodes
+
+        def migrate(mode: str) -> str:
+            env = dict(os.environ, ODRADEK_ZK_DIGEST=ZK_DIGEST, PYTHONPATH=str(ROOT))
+            proc = subprocess.run([sys.executable, "-m", "broker", "zookeeper-security-migration",
+                                   "--zookeeper.acl", mode, "--zookeeper.connect", connect], env=env,
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            return proc.stdout
+
+        assert "Set secure ACLs on" in migrate("secure")
+        with pytest.raises(NoAuthError):
+            kz.set(chroot + "/brokers/topics/t", b"x")
+        with pytest.raises(NoAuthError):
+            kz.create(chroot + "/brokers/topics/u", b"x")
+        with pytest.raises(NoAuthError):
+            kz.get(chroot + "/config/users/alice")
+        assert kz.get(chroot + "/brokers/topics/t")[0] == b"{}"  # world READ stays
+        migrate("unsecure")
+        kz.set(chroot + "/brokers/topics/t", b"x")
+    finally:
+        kz.stop()
+        kz.close()

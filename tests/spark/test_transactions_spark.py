@@ -63,6 +63,15 @@ def test_read_committed_hides_aborted_and_open_transactions_read_uncommitted_doe
     assert sorted(v for *_, v, _, _ in after) == sorted(f"committed-{i}".encode() for i in range(6))
 
 
+def test_an_exactly_once_batch_write_is_committed_by_the_driver(spark: Any, cluster: LocalProcessBackend) -> None:
+    topic = new_topic(cluster, partitions=2, rf=3, prefix="eo-batch")
+    df = spark.createDataFrame([(f"v-{i}",) for i in range(30)], "value string").repartition(3)
+    df.write.format("odradek").option("bootstrap.servers", bootstrap(cluster)).option("topic", topic) \
+        .option("exactlyOnce", "true").mode("append").save()
+    got = read_rows(spark, cluster, subscribe=topic, **{"isolation.level": "read_committed"})
+    assert sorted(v for *_, v, _, _ in got) == sorted(f"v-{i}".encode() for i in range(30))
+
+
 def test_an_unknown_isolation_level_is_refused_on_the_driver(spark: Any, cluster: LocalProcessBackend) -> None:
     with pytest.raises(Exception, match=r"isolation\.level"):
         spark.read.format("odradek").option("bootstrap.servers", bootstrap(cluster)) \

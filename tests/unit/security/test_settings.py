@@ -36,3 +36,23 @@ def test_registration_names_every_endpoint_and_tls_scheme() -> None:
     assert decoded.url == "https://127.0.0.1:9093" and decoded.endpoints == info.endpoints
     plain = BrokerIdZNode.decode(2, BrokerIdZNode.encode(BrokerInfo(2, "127.0.0.1", 9092)))
     assert plain.url == "http://127.0.0.1:9092"
+
+
+def test_inter_broker_identity_and_sites() -> None:
+    from pathlib import Path
+
+    from broker.config import BrokerConfig
+    from broker.security.authn import basic_header
+    from broker.security.listeners import inter_broker_headers, listener_sites, registration
+
+    ls = tuple(parse_listeners("PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"))
+    sec = SecuritySettings(listeners=ls, inter_broker_listener="SASL_SSL", inter_broker_user="broker",
+                           inter_broker_password="pw", ssl_certfile="c", ssl_keyfile="k")
+    assert inter_broker_headers(sec) == {"Authorization": basic_header("broker", "pw")}
+    assert inter_broker_headers(SecuritySettings()) is None
+    config = BrokerConfig(1, "zk", "127.0.0.1", 9093, Path("."), security=sec)
+    info = registration(1, config, 0)
+    assert info.url == "https://127.0.0.1:9093"
+    assert dict(info.endpoints) == {"PLAINTEXT://127.0.0.1:9092": "PLAINTEXT", "SASL_SSL://127.0.0.1:9093": "SASL_SSL"}
+    plain = BrokerConfig(1, "zk", "127.0.0.1", 9092, Path("."))
+    assert listener_sites(plain) == [("127.0.0.1", 9092, None)]
