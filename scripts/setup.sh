@@ -6,9 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then
+# iptables: `odradek verify` cuts links inside the network namespaces it makes (its tests need it).
+missing=()
+{ [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null; } || missing+=(zookeeper)
+command -v iptables >/dev/null || missing+=(iptables)
+if ((${#missing[@]})); then
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq zookeeper >/dev/null
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
