@@ -47,7 +47,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from broker.log.log import AppendResult, Log, ReadResult
-from broker.log.reads import SENDFILE_MIN_BYTES, SliceResult
+from broker.log.reads import SliceResult
 from broker.metadata.cache import PartitionInfo
 from broker.replication.isr_manager import IsrChange, IsrResult
 from broker.replication.producer_state import (
@@ -56,6 +56,14 @@ from broker.replication.producer_state import (
     follower_append,
     leader_append,
     marker_append,
+)
+from broker.replication.storage_jobs import (
+    _assign_epoch,
+    _read,
+    _slices,
+    _snapshot_state,
+    _truncate_fully,
+    _truncate_to,
 )
 from broker.txn.markers import drop_aborted
 from odradek.protocol.errors import (
@@ -575,38 +583,3 @@ class Partition:
         (so the snapshot is consistent with the log end)."""
         if self.producer_state is not None:
             await self._run(_snapshot_state, self.producer_state, expire)
-
-
-def _snapshot_state(state: ProducerStateManager, expire: bool) -> None:
-    if expire:
-        state.expire()
-    state.write_snapshot()
-
-
-def _truncate_to(log: Log, offset: int, state: ProducerStateManager | None) -> int:
-    end = log.truncate_to(offset)
-    if state is not None:
-        state.truncate(log)
-    return end
-
-
-def _truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -> None:
-    log.truncate_fully_and_start_at(offset)
-    if state is not None:
-        state.reset(offset)
-
-
-def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
-    return log.read(offset, max_bytes, max_offset=max_offset)
-
-
-def _slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult | ReadResult:
-    return log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
-
-
-def _assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
-    keys.clear()  # a new term: offsets a key was given before may have been truncated since
-    leo = log.log_end_offset
-    log.epoch_cache.assign(epoch, leo)
-    return leo
-

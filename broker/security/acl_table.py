@@ -24,8 +24,24 @@ from aiohttp import web
 
 from broker.security.authorizer import CLUSTER_NAME
 
-# (request, parsed JSON body or None) -> resource names
-Names = Callable[[web.Request, Any], list[str]]
+
+class Body:
+    """The request body as read by the limits middleware: raw bytes, and JSON parsed once if a rule asks."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._json: Any = _UNSET
+
+    @property
+    def json(self) -> Any:
+        if self._json is _UNSET:
+            self._json = body_json(self.raw)
+        return self._json
+
+
+_UNSET = object()
+# (request, body) -> resource names
+Names = Callable[[web.Request, Body], list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +69,21 @@ def _path(key: str) -> Names:
     return lambda request, _body: [request.match_info[key]]
 
 
-def _cluster(_request: web.Request, _body: Any) -> list[str]:
+def _cluster(_request: web.Request, _body: Body) -> list[str]:
     return [CLUSTER_NAME]
 
 
 def _body_key(key: str) -> Names:
-    def names(_request: web.Request, body: Any) -> list[str]:
+    def names(_request: web.Request, raw: Body) -> list[str]:
+        body = raw.json
         value = body.get(key) if isinstance(body, dict) else None
         return [value] if isinstance(value, str) else []
     return names
 
 
-def _body_topics(_request: web.Request, body: Any) -> list[str]:
+def _body_topics(_request: web.Request, raw: Body) -> list[str]:
     """v2 subscription ``topics`` and ``partitions: [{topic, partition}]`` (assignments, positions)."""
+    body = raw.json
     if not isinstance(body, dict):
         return []
     out = [t for t in body.get("topics") or [] if isinstance(t, str)]
@@ -73,7 +91,7 @@ def _body_topics(_request: web.Request, body: Any) -> list[str]:
     return sorted(set(out))
 
 
-def _query_topic(request: web.Request, _body: Any) -> list[str]:
+def _query_topic(request: web.Request, _body: Body) -> list[str]:
     return [request.query["topic"]] if "topic" in request.query else []
 
 
@@ -109,6 +127,18 @@ def txn(op: str) -> Rule:
     return rule(Need(op, "TransactionalId", TID))
 
 
+def _idempotent_batches(_request: web.Request, raw: Body) -> list[str]:
+    """Kafka checks Cluster IdempotentWrite on a produce of idempotent batches: the first batch's producerId
+    (int64 at byte 43 of a v2 batch header) is set and it is not transactional (attributes bit 4, bytes 21-22;
+    transactional writes were authorized by AddPartitionsToTxn's TransactionalId Write)."""
+    head = raw.raw[:51]
+    if len(head) < 51 or head[16] != 2:
+        return []
+    producer_id = int.from_bytes(head[43:51], "big", signed=True)
+    transactional = bool(int.from_bytes(head[21:23], "big") & 0x10)
+    return [CLUSTER_NAME] if producer_id >= 0 and not transactional else []
+
+
 def _fetch_rule(request: web.Request) -> Rule:
     """GET .../batches: with ``replica_id`` it is a follower's fetch (moves the high watermark): ClusterAction."""
     return cluster("ClusterAction") if request.query.get("replica_id", "-1") not in ("", "-1") else topic("Read")
@@ -135,7 +165,8 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("GET", f"{_P}/offsets"): topic("Describe"),
     ("GET", f"{_P}/records"): topic("Read"),
     ("GET", f"{_P}/batches"): Rule(choose=_fetch_rule),
-    ("POST", f"{_P}/batches"): topic("Write"),
+    ("POST", f"{_P}/batches"): rule(Need("Write", "Topic", TOPIC),
+                                    Need("IdempotentWrite", "Cluster", _idempotent_batches)),
     ("GET", f"{_P}/epoch_end_offset"): cluster("ClusterAction"),
     ("POST", "/controller/controlled_shutdown"): cluster("ClusterAction"),
     ("POST", "/admin/preferred_leader_election"): cluster("ClusterAction"),

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -156,9 +156,7 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     principal = await service.authenticate(request, listener)
     principal = service.effective_principal(request, principal, host)
     request[PRINCIPAL_KEY] = principal
-    body: Any = None
-    if rule.needs and request.body_exists:
-        body = acl_table.body_json(await request.read())
+    body = acl_table.Body(await request.read() if rule.needs and request.body_exists else b"")
     for need in rule.needs:
         service.check(principal, host, need, need.names(request, body))
     key = (request.match_info.get("group", ""), request.match_info.get("instance", ""))

@@ -23,3 +23,20 @@ def test_inter_broker_routes_need_cluster_action() -> None:
         rule = acl_table.lookup(method, path)
         assert rule is not None and [(n.operation, n.resource_type) for n in rule.needs] == [
             ("ClusterAction", "Cluster")]
+
+
+def _batch_head(producer_id: int, attributes: int = 0) -> bytes:
+    head = bytearray(61)
+    head[16] = 2  # magic
+    head[21:23] = attributes.to_bytes(2, "big")
+    head[43:51] = producer_id.to_bytes(8, "big", signed=True)
+    return bytes(head)
+
+
+def test_idempotent_batches_need_idempotent_write() -> None:
+    rule = acl_table.lookup("POST", "/topics/{topic}/partitions/{partition}/batches")
+    assert rule is not None
+    need = next(n for n in rule.needs if n.operation == "IdempotentWrite")
+    names = [need.names(None, acl_table.Body(raw)) for raw in  # type: ignore[arg-type]
+             (_batch_head(-1), _batch_head(7), _batch_head(7, attributes=0x10), b"short")]
+    assert names == [[], ["kafka-cluster"], [], []]
