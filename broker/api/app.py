@@ -78,6 +78,7 @@ def routes() -> list[web.RouteDef]:
         web.get(f"{p}/epoch_end_offset", fetch.epoch_end_offset),
         web.post("/controller/controlled_shutdown", controller_ops.controlled_shutdown),
         web.post("/admin/preferred_leader_election", controller_ops.preferred_election),
+        web.post("/admin/unclean_leader_election", controller_ops.unclean_election),
         web.get("/v3/clusters", admin_v3.list_clusters),
         web.get(c, admin_v3.get_cluster),
         web.get(f"{c}/topics", admin_v3.list_topics),

@@ -1,15 +1,17 @@
-"""Requests for the controller: controlled shutdown (from a stopping broker) and preferred leader election."""
+"""Requests for the controller: controlled shutdown (from a stopping broker), preferred and unclean leader election."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.params import load_json_object
-from broker.controller.controller import ControlledShutdown
+from broker.controller.controller import ControlledShutdown, UncleanElection
+from broker.produce import forwarding as forward
 from odradek.protocol.errors import (
     InvalidRequestError,
     NotControllerError,
@@ -18,6 +20,9 @@ from odradek.protocol.errors import (
     UnknownPartitionError,
 )
 from odradek.protocol.model import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.server import Broker
 
 
 async def controlled_shutdown(request: web.Request) -> web.Response:
@@ -45,10 +50,49 @@ async def preferred_election(request: web.Request) -> web.Response:
     """Ask for a preferred leader election: all partitions, or the listed ones (Kafka's ZooKeeper route)."""
     broker = request.app[BROKER]
     raw = await request.read()
-    body = load_json_object(raw) if raw.strip() else {}
+    partitions = _listed_partitions(broker, load_json_object(raw) if raw.strip() else {})
+    started = await asyncio.to_thread(broker.zk.request_preferred_election, partitions)
+    status = 202 if started else 409
+    return json_response({"accepted": started, "message": None if started else "an election is already in progress"},
+                         status=status)
+
+
+async def unclean_election(request: web.Request) -> web.Response:
+    """Elect leaders for leaderless partitions from any live replica, in sync or not (Kafka's ElectLeaders with
+    UNCLEAN, KIP-460): an operator's explicit choice of availability over the records only the lost ISR had.
+    Any broker forwards it to the controller. Answers, per partition, the leader or an error name."""
+    broker = request.app[BROKER]
+    raw = await request.read()
+    partitions = _listed_partitions(broker, load_json_object(raw) if raw.strip() else {})
+    if not partitions:
+        raise InvalidRequestError('the body must be {"partitions": [{"topic": str, "partition": int}, ...]}')
+    if not broker.controller.active:
+        url = broker.cache.leader_url(broker.controller_id) if broker.controller_id is not None else None
+        if url is None or broker.http_session is None or "Odradek-Forwarded" in request.headers:
+            raise NotControllerError(f"broker {broker.broker_id} is not the controller",
+                                     controller_id=broker.controller_id)
+        body = await forward.request_json(broker.http_session, "POST", f"{url}{request.rel_url}", raw,
+                                          headers={"Odradek-Forwarded": str(broker.broker_id),
+                                                   "Content-Type": "application/json"}, timeout_s=35)
+        return json_response(body)
+    reply: asyncio.Future[dict[TopicPartition, int | None]] = asyncio.get_running_loop().create_future()
+    if not broker.controller.queue.put(UncleanElection(tuple(partitions), reply)):
+        raise NotControllerError(f"broker {broker.broker_id} is not the controller", controller_id=broker.controller_id)
+    try:
+        leaders = await asyncio.wait_for(reply, 30)
+    except TimeoutError:
+        raise RequestTimedOutError("the controller did not finish the election in 30 s") from None
+    return json_response({"partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "leader": leaders.get(tp),
+         "error": None if leaders.get(tp) is not None else "ELIGIBLE_LEADERS_NOT_AVAILABLE"}
+        for tp in partitions]})
+
+
+def _listed_partitions(broker: Broker, body: dict[str, Any]) -> list[TopicPartition]:
+    """``{"partitions": [{"topic", "partition"}, ...]}``, each an existing partition (at most 10,000)."""
     listed = body.get("partitions", [])
     usage = 'the body must be {"partitions": [{"topic": str, "partition": int}]} or empty'
-    if not isinstance(listed, list) or not all(isinstance(p, dict) for p in listed):
+    if not isinstance(listed, list) or len(listed) > 10_000 or not all(isinstance(p, dict) for p in listed):
         raise InvalidRequestError(usage)
     partitions: list[TopicPartition] = []
     for p in listed:
@@ -59,10 +103,7 @@ async def preferred_election(request: web.Request) -> web.Response:
         if partition not in getattr(broker.cache.topics.get(topic), "partitions", {}):
             raise UnknownPartitionError(f"{topic}-{partition} does not exist")
         partitions.append(TopicPartition(topic, partition))
-    started = await asyncio.to_thread(broker.zk.request_preferred_election, partitions)
-    status = 202 if started else 409
-    return json_response({"accepted": started, "message": None if started else "an election is already in progress"},
-                         status=status)
+    return partitions
 
 
 def _is_int(value: object) -> bool:

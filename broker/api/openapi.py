@@ -45,6 +45,9 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("POST", "/transactions/markers"): "Broker to broker: a coordinator's COMMIT/ABORT marker for a led partition",
     ("POST", "/controller/controlled_shutdown"): "A stopping broker asks the controller to move its leaderships",
     ("POST", "/admin/preferred_leader_election"): "Give leadership back to preferred replicas (all or listed)",
+    ("POST", "/admin/unclean_leader_election"): (
+        "Elect leaders for leaderless partitions from any live replica (KIP-460 UNCLEAN; may lose records)"
+    ),
     ("GET", "/admin/reassign_partitions"): "Running partition reassignments: target, adding and removing replicas",
     ("POST", "/admin/reassign_partitions"): "Start a partition reassignment (409 while one runs, unless additional)",
     ("POST", "/admin/reassign_partitions/cancel"): "Revert running reassignments to their original replicas",

@@ -96,6 +96,15 @@ class AutoRebalance(Event):
 
 
 @dataclass(frozen=True, eq=False)
+class UncleanElection(Event):
+    """An operator asks for an unclean election of these partitions; ``reply`` gets, per partition, the leader
+    elected (or already leading), or None when no replica is alive."""
+
+    partitions: tuple[TopicPartition, ...]
+    reply: asyncio.Future[dict[TopicPartition, int | None]]
+
+
+@dataclass(frozen=True, eq=False)
 class ControlledShutdown(Event):
     """A broker asks to have its leaderships moved before it stops; ``reply`` gets the partitions it still leads."""
 
@@ -155,7 +164,7 @@ class Controller:
             await self._resign(event.reason, session_lost=event.session_lost)
             return
         if not self.active:
-            if isinstance(event, ControlledShutdown) and not event.reply.done():
+            if isinstance(event, ControlledShutdown | UncleanElection) and not event.reply.done():
                 event.reply.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
             return  # a watch armed during an earlier term fired after we resigned
         try:
@@ -178,12 +187,14 @@ class Controller:
                     await self._on_auto_rebalance()
                 case ControlledShutdown():
                     await self._on_controlled_shutdown(event)
+                case UncleanElection():
+                    await self._on_unclean_election(event)
                 case ReassignPartitions():
                     await self.reassignment.on_request()
                 case ReassignmentIsrChange(topic=topic, partition=partition):
                     await self.reassignment.on_isr_change(TopicPartition(topic, partition))
         except ControllerMovedError as e:
-            if isinstance(event, ControlledShutdown) and not event.reply.done():
+            if isinstance(event, ControlledShutdown | UncleanElection) and not event.reply.done():
                 event.reply.set_exception(e)
             await self._resign(str(e))
 
@@ -385,6 +396,19 @@ class Controller:
             log.info("controller: topic %s deleted", topic)
 
     # ------------------------------------------------------------------------- shutdown and preferred leaders
+
+    async def _on_unclean_election(self, event: UncleanElection) -> None:
+        live, epoch = set(self.ctx.live_brokers), self._claim().epoch
+        known = [tp for tp in event.partitions if tp in self.ctx.states]
+        written = await self._update_states(
+            {tp: leadership.unclean_decision(self.replicas_of(*tp), live, epoch) for tp in known})
+        for tp, state in written.items():
+            log.warning("controller: unclean election: broker %d leads %s (records only the old ISR had are lost)",
+                        state.leader, tp)
+        leaders = {tp: (self.ctx.states[tp][0].leader if self.ctx.states[tp][0].leader in live else None)
+                   for tp in known}
+        if not event.reply.done():
+            event.reply.set_result(leaders)
 
     async def _on_controlled_shutdown(self, event: ControlledShutdown) -> None:
         """Kafka's controlled shutdown: move the broker's leaderships to other ISR members, take it out of ISRs."""

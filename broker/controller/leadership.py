@@ -115,6 +115,18 @@ def offline_decision(replicas: Sequence[int], live: Collection[int], controller_
     return decide
 
 
+def unclean_decision(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> Decide:
+    """An operator's unclean election (Kafka's ElectLeaders with UNCLEAN, KIP-460): only a partition with no live
+    leader changes, to a clean leader if one is alive, else the first live replica (accepting data loss)."""
+
+    def decide(s: LeaderAndIsr) -> LeaderAndIsr | None:
+        if s.leader in live:
+            return None
+        return offline_election(replicas, s, live, controller_epoch, unclean_allowed=True)
+
+    return decide
+
+
 def controlled_shutdown_decision(replicas: Sequence[int], broker: int, live: Collection[int],
                                  shutting_down: Collection[int], controller_epoch: int) -> Decide:
     """For a partition hosted by ``broker``, which is shutting down: move its leadership, or drop it from the ISR."""

@@ -170,6 +170,7 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("GET", f"{_P}/epoch_end_offset"): cluster("ClusterAction"),
     ("POST", "/controller/controlled_shutdown"): cluster("ClusterAction"),
     ("POST", "/admin/preferred_leader_election"): cluster("ClusterAction"),
+    ("POST", "/admin/unclean_leader_election"): cluster("ClusterAction"),
     ("GET", "/v3/clusters"): AUTHENTICATED,
     ("GET", _C): cluster("Describe"),
     ("GET", f"{_C}/topics"): AUTHENTICATED,

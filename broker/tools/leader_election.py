@@ -7,9 +7,10 @@ tool must report what happened, as Kafka's ElectLeaders answer does. Partitions 
 replica are "Valid replica already elected"; a preferred replica that is down or out of the ISR is reported as
 PREFERRED_LEADER_NOT_AVAILABLE without asking.
 
-``--election-type unclean`` acts only where a partition has no leader. The brokers have no endpoint for it yet
-(the controller elects an out-of-ISR replica only when the topic sets ``unclean.leader.election.enable=true``),
-so such partitions are reported as errors with that hint; partitions with a leader need nothing.
+``--election-type unclean`` acts only where a partition has no leader: ``POST /admin/unclean_leader_election``
+(forwarded to the controller, as Kafka's ElectLeaders with UNCLEAN, KIP-460) elects a clean leader if one is
+alive, else the first live replica, accepting the loss of what only the old ISR had; partitions with a leader
+need nothing.
 
 Output lines (stdout) are Kafka's; when any partition failed, the exit code is 1 with one line on stderr.
 """
@@ -157,9 +158,14 @@ def _main(argv: list[str]) -> int:
             errors.update({tp: f"REQUEST_TIMED_OUT: the preferred replica did not take over within {args.wait_ms} ms"
                            for tp in late})
         elif todo:
-            errors.update({tp: "UNCLEAN elections are not available over the brokers' API yet; set "
-                               "unclean.leader.election.enable=true on the topic (odradek-configs.sh) to let the "
-                               "controller elect an out-of-sync replica" for tp in todo})
+            answer = client.request_json("POST", "/admin/unclean_leader_election",
+                                         {"partitions": [{"topic": t, "partition": p} for t, p in sorted(todo)]})
+            for row in answer["partitions"]:
+                tp = (row["topic"], row["partition"])
+                if row.get("error"):
+                    errors[tp] = f"{row['error']}: No replica of the partition is alive."
+                else:
+                    done.append(tp)
     if done:
         print(f"Successfully completed leader election ({kind}) for partitions {_join(done)}")
     if fine:

@@ -278,6 +278,37 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]  # the leader-only record is lost, as allowed
 
 
+def test_an_unclean_election_by_the_operator_brings_a_leaderless_partition_back(make_cluster: MakeCluster) -> None:
+    """kafka-leader-election.sh --election-type unclean (KIP-460): the operator chooses availability for one
+    partition whose whole ISR is gone, without changing the topic's config; the leader-only record is lost."""
+    import subprocess
+
+    cluster = make_cluster(brokers=2)
+    create_topic(cluster.broker_url(1), TOPIC, 1, 2, seen_by=urls(cluster))
+    leader = leader_of(cluster)
+    other = 1 if leader == 2 else 2
+    leader_url = cluster.broker_url(leader)
+    assert produce(leader_url, TOPIC, 0, ["both"])[0] == 200
+    cluster.kill_broker(other)
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink")
+    assert produce(leader_url, TOPIC, 0, ["only-leader"], acks="1")[0] == 200
+    cluster.kill_broker(leader)
+    cluster.start_broker(other)
+    other_url = cluster.broker_url(other)
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, 15, "the partition to go offline")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "odradek-leader-election.sh"
+    done = subprocess.run([str(script), "--bootstrap-server", other_url, "--election-type", "unclean",
+                           "--topic", TOPIC, "--partition", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"Successfully completed leader election (UNCLEAN) for partitions {TOPIC}-0"
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, 15, "the out-of-sync replica to lead")
+    assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]
+    cid = request("GET", f"{other_url}/v3/clusters")[1]["data"][0]["cluster_id"]
+    status, config, _ = request("GET", f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/"
+                                       "unclean.leader.election.enable")
+    assert status == 200 and config["value"] == "false", config  # the topic's policy is unchanged
+
+
 def test_controlled_shutdown_moves_leadership_with_no_failed_produce(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(brokers=3, session_timeout_ms=8000)
     create_topic(cluster.broker_url(1), TOPIC, 1, 3, {"min.insync.replicas": "2"}, seen_by=urls(cluster))

@@ -136,3 +136,18 @@ def test_every_rule_builds_states_through_the_epoch_bumping_transitions() -> Non
         L.preferred_election([2, 1, 3], current, {1, 2, 3}, 9),
     ]
     assert all(s is not None and s.leader_epoch == 8 and s.controller_epoch == 9 and s.isr for s in changed)
+
+
+@pytest.mark.parametrize("current, live, expected", [
+    # a live leader: nothing to do, however the ISR looks
+    (LeaderAndIsr(1, 4, [1], 1), {1, 2, 3}, None),
+    # leaderless, a clean candidate is alive: it wins (no data loss)
+    (LeaderAndIsr(-1, 5, [2], 1), {2, 3}, LeaderAndIsr(2, 6, [2], 9)),
+    # leaderless, only out-of-sync replicas alive: the first of them in assignment order, alone in the ISR
+    (LeaderAndIsr(-1, 5, [1], 1), {3, 2}, LeaderAndIsr(2, 6, [2], 9)),
+    # nobody alive: stays offline
+    (LeaderAndIsr(-1, 5, [1], 1), set(), None),
+])
+def test_unclean_decision_elects_only_leaderless_partitions(current: LeaderAndIsr, live: set[int],
+                                                          expected: LeaderAndIsr | None) -> None:
+    assert L.unclean_decision([1, 2, 3], live, 9)(current) == expected
