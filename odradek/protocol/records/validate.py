@@ -4,8 +4,9 @@
 itself. A producer's bytes need more, because whatever is appended is served to every consumer and follower
 for the topic's retention: one poison batch makes every later read of the partition fail. So, per batch:
 
-* no control and no transactional batches (there are no transactions yet; Kafka answers a non-transactional
-  producer's transactional batch with INVALID_TXN_STATE and a client's control batch with INVALID_RECORD);
+* no control batches from clients (only the transaction coordinator writes COMMIT/ABORT markers; Kafka answers
+  a client's control batch with INVALID_RECORD), and transactional batches only where the caller allows them
+  (the binary path, for producers with an id and a sequence: docs/transactions.md);
 * a known codec (none, gzip, lz4, zstd; snappy is not supported here) whose data decompresses, to at most
   ``max_decompressed_bytes``: decompression is streamed and stops at the cap, so a 1 MiB batch that inflates
   to 1 GiB costs the cap, not the gigabyte;
