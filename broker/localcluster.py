@@ -34,6 +34,17 @@ STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
 
 
+def listen_port_range(low: int = 10_000) -> tuple[int, int]:
+    """Ports for servers that a test or a local run picks itself: below the kernel's ephemeral range
+    (``ip_local_port_range``), so an outgoing connection's source port can never take one between the check that
+    it is free and the server's bind."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    return low, max(low + 1000, ephemeral_low)
+
+
 class ClusterError(RuntimeError):
     """A one-line reason a cluster command failed."""
 

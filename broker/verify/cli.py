@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker.localcluster import listen_port_range
 from broker.verify import checker, report
 from broker.verify.cluster import LoopDisk, VerifyCluster, clock_jump_unsupported
 from broker.verify.nemesis import ALL_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
@@ -397,7 +398,8 @@ def _free_ports() -> tuple[int, int]:
 
     rng = random.Random()
     while True:
-        base = rng.randrange(20000, 55000)
+        low, high = listen_port_range()
+        base = rng.randrange(low, high - 1110)
         ports = [*range(base, base + 10), *range(base + 1000, base + 1010), *range(base + 1100, base + 1110)]
         ok = True
         for port in ports:

@@ -7,7 +7,10 @@ import os
 import random
 import socket
 
+from broker.localcluster import listen_port_range
+
 _taken: set[int] = set()
+_LOW, _HIGH = listen_port_range()
 _rng = random.Random(os.getpid())
 
 
@@ -25,7 +28,7 @@ def free_port_block(count: int, *, span: int | None = None) -> int:
     """A base port such that base .. base+span-1 are all free (span defaults to count)."""
     span = span or count
     for _ in itertools.count():
-        base = _rng.randrange(20000, 60000 - span)
+        base = _rng.randrange(_LOW, _HIGH - span)
         ports = range(base, base + span)
         if any(p in _taken for p in ports):
             continue
