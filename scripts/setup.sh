@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Odradek needs on a fresh Debian machine: ZooKeeper (and Java) from Debian, and a
-# virtualenv in .venv with the project, its test extras and its Spark extras (pyspark, pyarrow).
+# virtualenv in .venv with the project, its test extras, its Spark extras (pyspark, pyarrow) and matplotlib (verify).
 # Safe to run again: it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +19,4 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # compat mode puts the project root on sys.path (a .pth line), which Spark's Python workers need both to import
 # the project and to discover pyspark_odradek (pkgutil.iter_modules does not see setuptools' editable finder).
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark]" --config-settings editable_mode=compat
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark,verify]" --config-settings editable_mode=compat
