@@ -126,13 +126,19 @@ class LocalCluster:
         if self.tls:
             ensure_local_pki(self)
         deadline = time.monotonic() + timeout
-        if self.owns_ensemble:
-            self.ensemble.start(timeout=timeout)
-            self.ensemble.save()
-        self.save()
-        for broker_id in self.slots:
-            self.start_broker(broker_id, wait=False)
-        self.wait_registered(list(self.slots), timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            if self.owns_ensemble:
+                self.ensemble.start(timeout=timeout)
+                self.ensemble.save()
+            self.save()
+            for broker_id in self.slots:
+                self.start_broker(broker_id, wait=False)
+            self.wait_registered(list(self.slots), timeout=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            # One broker that cannot start (a port taken, a bad flag) must not leave the others running with
+            # nobody holding their pids: end everything this call started, by pid, then report.
+            self.down(timeout=10.0)
+            raise
 
     def down(self, timeout: float = 30.0) -> None:
         """SIGTERM every broker (clean shutdown), then the ensemble if ours; SIGKILL what lingers."""

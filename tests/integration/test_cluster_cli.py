@@ -96,3 +96,23 @@ def test_broker_start_right_after_kill_waits_for_the_old_session(tmp_path: Path)
     finally:
         down = odradek("cluster", "down", "--data-dir", data)
     assert down.returncode == 0, down.stderr
+
+
+def test_a_broker_that_cannot_start_leaves_no_other_process_behind(zk_ensemble: object, tmp_path: Path) -> None:
+    """`up` fails as a whole: when one broker cannot bind its port, the brokers it did start are ended by pid
+    (a Spark fixture once left two brokers running after a port clash)."""
+    import socket
+    import uuid
+
+    from broker.localcluster import ClusterError, LocalCluster
+
+    base = free_port_block(3)
+    cluster = LocalCluster(tmp_path / "c", brokers=3, base_port=base, session_timeout_ms=1500,
+                           chroot=f"/partial-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble)  # type: ignore[arg-type]
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base + 1))  # broker 2's port
+        squatter.listen()
+        with pytest.raises(ClusterError, match="broker 2"):
+            cluster.up(timeout=30)
+    started = [proc.pid for proc in cluster._procs.values()]
+    assert len(started) == 3 and not any(alive(p) for p in started), started
