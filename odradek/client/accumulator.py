@@ -140,7 +140,11 @@ class RecordAccumulator:
         linger_ms: float = 5,
         delivery_timeout_ms: float = 120_000,
         max_request_size: int = 1 << 20,
+        max_batches_per_request: int | None = None,
     ) -> None:
+        # An idempotent producer sends at most as many batches per partition and request as the leader remembers
+        # per producer (5): a request retried after its append succeeded is then recognised whole as duplicates.
+        self.max_batches_per_request = max_batches_per_request
         self.batch_size = batch_size
         self.linger = linger_ms / 1000.0
         self.delivery_timeout = delivery_timeout_ms / 1000.0
@@ -225,7 +229,8 @@ class RecordAccumulator:
             total = 0
             while dq:
                 batch = dq[0]
-                if batches and (total + batch.size > self.max_request_size or not self._sendable(batch, now)):
+                if batches and (total + batch.size > self.max_request_size or not self._sendable(batch, now)
+                                or len(batches) == self.max_batches_per_request):
                     break
                 dq.popleft()
                 batch.closed = True

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 _CLIENT_IDS = itertools.count(1)
 _ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
+IDEMPOTENT_WINDOW = 5  # batches a leader remembers per producer (NUM_BATCHES_TO_RETAIN, as Kafka)
 
 
 def _to_bytes(data: bytes | str | None, what: str) -> bytes | None:
@@ -145,7 +146,8 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
-        self._acc = RecordAccumulator(batch_size, linger_ms, delivery_timeout_ms, max_request_size)
+        self._acc = RecordAccumulator(batch_size, linger_ms, delivery_timeout_ms, max_request_size,
+                                      max_batches_per_request=IDEMPOTENT_WINDOW if self.idempotent else None)
         self._partitioner = partitioner or DefaultPartitioner()
         self._cond = threading.Condition()
         self._closed = False

@@ -110,11 +110,15 @@ def test_per_record_errors_carry_confluents_kafka_error_codes(compat: LocalProce
                                       {"records": [{"value": 1}]}, content_type=JSON_V2)
             assert status == 200, body
             offset = body["offsets"][0]
-            if offset["error_code"] is not None or time.monotonic() > deadline:
-                break
+            if offset["error_code"] is not None:
+                # Every retriable error is Confluent's 50003: a produce that raced the ISR shrink may first see
+                # NOT_LEADER_OR_FOLLOWER (the controller's ISR change bumps the leader epoch) or a timeout.
+                assert offset["offset"] is None and offset["error_code"] == 50003, offset
+                if offset["error_name"].startswith("NOT_ENOUGH_REPLICAS"):
+                    break
+            assert time.monotonic() < deadline, f"no NOT_ENOUGH_REPLICAS within 30 s: {offset}"
             time.sleep(0.2)
-        assert offset["offset"] is None and offset["error_code"] == 50003, offset
-        assert offset["error_name"].startswith("NOT_ENOUGH_REPLICAS") and "NOT_ENOUGH_REPLICAS" in offset["error"]
+        assert "NOT_ENOUGH_REPLICAS" in offset["error"]
     finally:
         compat.start_broker(other)
 

@@ -107,7 +107,7 @@ def test_a_killed_and_restarted_streaming_query_leaves_each_record_once(
         cluster: LocalProcessBackend, tmp_path: Path, job_processes: list[subprocess.Popen[str]]) -> None:
     source = new_topic(cluster, partitions=2, rf=3, prefix="eo-src")
     sink = new_topic(cluster, partitions=2, rf=3, prefix="eo-dst")
-    n = 400
+    n = 1000  # 50 micro-batches of 20: the kill after 60 committed lands well before the end
     produce(cluster, source, [{"value": f"r-{i}", "partition": i % 2} for i in range(n)])
     checkpoint = str(tmp_path / "checkpoint")
     args = (bootstrap(cluster), source, sink, checkpoint, "--per-trigger", "20")

@@ -128,6 +128,19 @@ def test_max_request_size_splits_a_partition_backlog_over_requests() -> None:
     assert len(out[0][2]) == 1 and len(acc.queued(TP)) == 2
 
 
+def test_an_idempotent_request_carries_at_most_the_leaders_window_of_batches_per_partition() -> None:
+    """A request whose append succeeded but whose answer was lost is retried whole; the leader recognises it as
+    duplicates only if all its batches are among the 5 it remembers per producer (else OUT_OF_ORDER_SEQUENCE)."""
+    acc = RecordAccumulator(batch_size=100, linger_ms=0, max_request_size=1 << 20, max_batches_per_request=5)
+    for i in range(8):
+        add(acc, TP, bytes([65 + i]) * 50)  # one record per batch
+    out, _ = acc.drain(0.0, leader)
+    assert len(out[0][2]) == 5
+    acc.requeue(TP, out[0][2], retry_at=0.0)  # an ambiguous failure: the same five go again, nothing more
+    out, _ = acc.drain(0.0, leader)
+    assert [b.records[0][1][:1] for b in out[0][2]] == [b"A", b"B", b"C", b"D", b"E"]
+
+
 def test_a_retry_goes_back_in_front_in_order_and_waits_for_its_backoff() -> None:
     acc = RecordAccumulator(batch_size=100, linger_ms=0)
     add(acc, TP, b"A" * 50)
