@@ -15,6 +15,7 @@ then run the reference, which produces the same result or names the error. So er
 from __future__ import annotations
 
 import binascii
+import functools
 import itertools
 import os
 from base64 import b64decode, b64encode
@@ -28,6 +29,7 @@ from odradek.protocol.partitioner import to_positive
 from odradek.protocol.records import Record
 from odradek.protocol.records import decode_records as py_decode_records
 from odradek.protocol.records import encode_batch as py_encode_batch
+from odradek.protocol.records.validate import validate_client_batches as py_validate_client_batches
 
 __all__ = [
     "COMPILED",
@@ -38,6 +40,7 @@ __all__ = [
     "record_texts",
     "render_offsets",
     "render_records",
+    "validate_client_batches",
 ]
 
 Batches = tuple[dict[int, bytes], list[int]]
@@ -151,6 +154,7 @@ if _c is not None:
     produce_batches = _c.produce_batches
     render_offsets = _c.render_offsets
     record_texts = _c.record_texts
+    validate_client_batches = functools.partial(py_validate_client_batches, check_block=_c.check_records)
 
     def decode_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True,
                        include_control: bool = False) -> list[Record]:
@@ -169,6 +173,7 @@ else:
     render_offsets = py_render_offsets
     decode_records = py_decode_records
     render_records = py_render_records
+    validate_client_batches = py_validate_client_batches
 
     def record_texts(body: bytes) -> RawTexts | None:
         """No compiled scanner: None sends the caller to broker/api/raw_json.py (the reference)."""

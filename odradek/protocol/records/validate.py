@@ -45,10 +45,13 @@ from odradek.protocol.records.batch import (
 from odradek.protocol.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from odradek.protocol.records.decode import _decode_block
 
-__all__ = ["decompress_capped", "validate_client_batches"]
+__all__ = ["BlockCheck", "check_block_records", "decompress_capped", "validate_client_batches"]
 
 _CHUNK = 256 * 1024
 LONG_MAX = 2**63 - 1
+
+BlockCheck = Callable[[bytes, int, int, bool, int, int], bool]
+"""(records block, record count, first timestamp, log-append-time, now ms, max timestamp diff) -> certainly valid"""
 
 
 def _too_large(codec: int, cap: int) -> RecordTooLargeError:
@@ -136,10 +139,13 @@ def validate_client_batches(
     max_timestamp_diff_ms: int = LONG_MAX,
     now_ms: int = 0,
     allow_transactional: bool = False,
+    check_block: BlockCheck | None = None,
 ) -> list[BatchHeader]:
     """Check every batch of a producer's request as described in this module's docstring; the headers.
     ``allow_transactional``: the binary path accepts transactional batches (docs/transactions.md) when they
-    carry a producer id and sequence; control batches are refused whatever it says.
+    carry a producer id and sequence; control batches are refused whatever it says. ``check_block``: a faster
+    twin of ``check_block_records`` (speedups.py passes the compiled one) answering True only when the block
+    certainly passes; on False the reference runs and names the error.
 
     Raises the typed error of the first problem found; nothing has been written when it raises.
     """
@@ -165,17 +171,27 @@ def validate_client_batches(
         block = bytes(view[pos + HEADER_SIZE : pos + size])
         data = decompress_capped(codec, block, max_decompressed_bytes)
         log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-        try:
-            records = _decode_block(data, h.record_count, 0, h.first_timestamp, None)
-        except (ValueError, IndexError) as exc:  # a header key that is not UTF-8, a truncated varint
-            raise CorruptRecordError(f"a record of the batch at position {pos} does not parse: {exc}") from None
-        for i, r in enumerate(records):
-            if r.offset != i:
-                raise InvalidRecordError(f"record {i} of the batch at position {pos} has offset delta {r.offset}; "
-                                         "offset deltas must be 0, 1, 2, ...")
-            if not log_append_time and abs(r.timestamp - now_ms) > max_timestamp_diff_ms and r.timestamp >= 0:
-                raise InvalidTimestampError(
-                    f"record {i} has timestamp {r.timestamp}, more than {max_timestamp_diff_ms} ms from the broker's "
-                    f"time {now_ms} (message.timestamp.difference.max.ms)")
+        if check_block is None or not check_block(data, h.record_count, h.first_timestamp, log_append_time, now_ms,
+                                                  max_timestamp_diff_ms):
+            check_block_records(data, h.record_count, h.first_timestamp, log_append_time, now_ms,
+                                max_timestamp_diff_ms, pos)
         pos += size
     return headers
+
+
+def check_block_records(data: bytes, count: int, first_ts: int, log_append_time: bool, now_ms: int,
+                        max_timestamp_diff_ms: int, pos: int = 0) -> None:
+    """The records of one batch (``data``: its decompressed records block, the batch at ``pos`` of the request)
+    are exactly what its header says, with CreateTime timestamps near the broker's clock; else the typed error."""
+    try:
+        records = _decode_block(data, count, 0, first_ts, None)
+    except (ValueError, IndexError) as exc:  # a header key that is not UTF-8, a truncated varint
+        raise CorruptRecordError(f"a record of the batch at position {pos} does not parse: {exc}") from None
+    for i, r in enumerate(records):
+        if r.offset != i:
+            raise InvalidRecordError(f"record {i} of the batch at position {pos} has offset delta {r.offset}; "
+                                     "offset deltas must be 0, 1, 2, ...")
+        if not log_append_time and abs(r.timestamp - now_ms) > max_timestamp_diff_ms and r.timestamp >= 0:
+            raise InvalidTimestampError(
+                f"record {i} has timestamp {r.timestamp}, more than {max_timestamp_diff_ms} ms from the broker's "
+                f"time {now_ms} (message.timestamp.difference.max.ms)")
