@@ -1,5 +1,5 @@
-"""Consumer-group verbs over ZooKeeper: coordinator claim, member registrations, group state, partition owners
-and committed offsets (layout: docs/consumer-groups.md; paths and codecs: the groups section of zk/znodes.py).
+"""Consumer-group verbs over ZooKeeper: coordinator claim (zk/coordinators.py), member registrations, group state,
+partition owners and committed offsets (layout: docs/consumer-groups.md; paths and codecs: zk/znodes.py).
 
 Why a separate facade: only the group coordinator writes these nodes, and it needs a handful of verbs that the
 controller's facade (zk.client) should not grow. Every kazoo call runs inside ``zk.retrying`` so the one retry
@@ -18,6 +18,7 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
+from zk import coordinators
 from zk.client import ZkClient
 from zk.znodes import (
     ConsumerGroupCoordinatorZNode,
@@ -51,50 +52,15 @@ class GroupStore:
     # ------------------------------------------------------------------------------------------ coordinator
 
     def claim_coordinator(self, group: str, broker_id: int, epoch: int) -> int:
-        """Create the ephemeral coordinator node if nobody holds it; return the holder's broker id."""
-        path = ConsumerGroupCoordinatorZNode.path(group)
-
-        def claim() -> int:
-            self._k.ensure_path(ConsumerGroupZNode.path(group))
-            try:
-                self._k.create(path, ConsumerGroupCoordinatorZNode.encode(broker_id, epoch), ephemeral=True)
-                return broker_id
-            except NodeExistsError:
-                try:
-                    data, _ = self._k.get(path)
-                except NoNodeError:
-                    return -1  # released between our create and read: the caller asks again
-                return ConsumerGroupCoordinatorZNode.decode(data)[0]
-
-        return int(self._run(claim))
+        """Create the ephemeral coordinator node if nobody holds it; return the holder's broker id (-1: retry)."""
+        return coordinators.claim(self._zk, ConsumerGroupZNode.path(group), ConsumerGroupCoordinatorZNode.path(group),
+                                  broker_id, epoch)
 
     def get_coordinator(self, group: str, watch: Watch | None = None) -> int | None:
-        path = ConsumerGroupCoordinatorZNode.path(group)
-
-        def get() -> int | None:
-            try:
-                data, _ = self._k.get(path, watch=_arm(watch))
-            except NoNodeError:
-                if watch is not None:
-                    self._k.exists(path, watch=_arm(watch))
-                return None
-            return ConsumerGroupCoordinatorZNode.decode(data)[0]
-
-        result = self._run(get)
-        return None if result is None else int(result)
+        return coordinators.get(self._zk, ConsumerGroupCoordinatorZNode.path(group), watch)
 
     def release_coordinator(self, group: str, broker_id: int) -> None:
-        path = ConsumerGroupCoordinatorZNode.path(group)
-
-        def release() -> None:
-            try:
-                data, stat = self._k.get(path)
-                if ConsumerGroupCoordinatorZNode.decode(data)[0] == broker_id:
-                    self._k.delete(path, version=stat.version)
-            except NoNodeError:
-                pass
-
-        self._run(release)
+        coordinators.release(self._zk, ConsumerGroupCoordinatorZNode.path(group), broker_id)
 
     # ----------------------------------------------------------------------------------------------- groups
 
@@ -290,12 +256,3 @@ class GroupStore:
         for group in self.list_groups():
             self.delete_offsets(group, topic)
 
-
-def _arm(watch: Watch | None) -> Callable[[Any], None] | None:
-    if watch is None:
-        return None
-
-    def fire(_event: Any) -> None:
-        watch()
-
-    return fire

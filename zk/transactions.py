@@ -1,4 +1,5 @@
-"""Transaction-coordinator verbs over ZooKeeper: the coordinator claim and the state of each transactional id.
+"""Transaction-coordinator verbs over ZooKeeper: the coordinator claim (zk/coordinators.py) and the state of each
+transactional id.
 
 Why ZooKeeper (docs/transactions.md): the cluster's coordination already lives there, a transactional id's
 state is small and written a few times per transaction, and a write conditional on the znode's version fences
@@ -9,12 +10,12 @@ Concurrency: blocking, thread-safe (kazoo is); asyncio callers use ``asyncio.to_
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from zk import coordinators
 from zk.client import ZkClient
 from zk.znodes import TransactionCoordinatorZNode, TransactionsZNode, TransactionZNode
 
@@ -36,43 +37,14 @@ class TxnStore:
 
     def claim_coordinator(self, tid: str, broker_id: int, epoch: int) -> int:
         """Create the ephemeral coordinator node if nobody holds it; the holder's broker id (-1: retry)."""
-        path = TransactionCoordinatorZNode.path(tid)
-
-        def claim() -> int:
-            self._k.ensure_path(TransactionZNode.path(tid))
-            try:
-                self._k.create(path, TransactionCoordinatorZNode.encode(broker_id, epoch), ephemeral=True)
-                return broker_id
-            except NodeExistsError:
-                try:
-                    data, _ = self._k.get(path)
-                except NoNodeError:
-                    return -1
-                return TransactionCoordinatorZNode.decode(data)[0]
-
-        return int(self._run(claim))
+        return coordinators.claim(self._zk, TransactionZNode.path(tid), TransactionCoordinatorZNode.path(tid),
+                                  broker_id, epoch)
 
     def get_coordinator(self, tid: str) -> int | None:
-        def get() -> int | None:
-            try:
-                data, _ = self._k.get(TransactionCoordinatorZNode.path(tid))
-            except NoNodeError:
-                return None
-            return TransactionCoordinatorZNode.decode(data)[0]
-
-        result = self._run(get)
-        return None if result is None else int(result)
+        return coordinators.get(self._zk, TransactionCoordinatorZNode.path(tid))
 
     def release_coordinator(self, tid: str, broker_id: int) -> None:
-        path = TransactionCoordinatorZNode.path(tid)
-
-        def release() -> None:
-            with contextlib.suppress(NoNodeError, BadVersionError):
-                data, stat = self._k.get(path)
-                if TransactionCoordinatorZNode.decode(data)[0] == broker_id:
-                    self._k.delete(path, version=stat.version)
-
-        self._run(release)
+        coordinators.release(self._zk, TransactionCoordinatorZNode.path(tid), broker_id)
 
     def list_ids(self) -> list[str]:
         def ls() -> list[str]:

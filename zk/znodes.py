@@ -416,12 +416,10 @@ class ConsumerGroupIdsZNode:
         return f"{ConsumerGroupZNode.path(group)}/ids"
 
 
-class ConsumerGroupCoordinatorZNode:
-    """Ephemeral for the coordinating broker's session: exactly one broker coordinates a group at a time."""
-
-    @staticmethod
-    def path(group: str) -> str:
-        return f"{ConsumerGroupZNode.path(group)}/coordinator"
+class CoordinatorZNode:
+    """The one codec of both coordinator znodes (the claim, read and release verbs: zk/coordinators.py).
+    Ephemeral for the coordinating broker's session: one broker coordinates a group or a transactional id at
+    a time. A payload without ``epoch`` decodes with epoch -1."""
 
     @staticmethod
     def encode(broker_id: int, epoch: int) -> bytes:
@@ -431,6 +429,12 @@ class ConsumerGroupCoordinatorZNode:
     def decode(data: bytes) -> tuple[int, int]:
         obj = _loads(data)
         return int(obj["broker_id"]), int(obj.get("epoch", -1))
+
+
+class ConsumerGroupCoordinatorZNode(CoordinatorZNode):
+    @staticmethod
+    def path(group: str) -> str:
+        return f"{ConsumerGroupZNode.path(group)}/coordinator"
 
 
 class ConsumerGroupMemberZNode:
@@ -582,18 +586,7 @@ class TransactionZNode:
         return dict(_loads(data))
 
 
-class TransactionCoordinatorZNode:
-    """Ephemeral: the broker coordinating a transactional id (as /consumers/G/coordinator for groups)."""
-
+class TransactionCoordinatorZNode(CoordinatorZNode):
     @staticmethod
     def path(transactional_id: str) -> str:
         return f"{TransactionZNode.path(transactional_id)}/coordinator"
-
-    @staticmethod
-    def encode(broker_id: int, epoch: int) -> bytes:
-        return _dumps({"version": 1, "broker_id": broker_id, "epoch": epoch})
-
-    @staticmethod
-    def decode(data: bytes) -> tuple[int, int]:
-        obj = _loads(data)
-        return int(obj["broker_id"]), int(obj["epoch"])

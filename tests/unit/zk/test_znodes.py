@@ -64,3 +64,15 @@ def test_admin_and_config_round_trips() -> None:
     }
     assert orjson.loads(z.ConfigChangesZNode.encode("topics", "t")) == {"version": 2, "entity_path": "topics/t"}
     assert z.ConsumerOffsetZNode.decode(z.ConsumerOffsetZNode.encode(42)) == 42
+
+
+def test_both_coordinator_znodes_share_one_codec_and_keep_their_paths_and_bytes() -> None:
+    assert z.ConsumerGroupCoordinatorZNode.path("g") == "/consumers/g/coordinator"
+    assert z.TransactionCoordinatorZNode.path("a/b") == "/transactions/a%2Fb/coordinator"
+    for kind in (z.ConsumerGroupCoordinatorZNode, z.TransactionCoordinatorZNode):
+        assert kind.encode is z.CoordinatorZNode.encode and kind.decode is z.CoordinatorZNode.decode
+    assert z.CoordinatorZNode.encode(3, 17) == b'{"version":1,"broker_id":3,"epoch":17}'
+    # what either kind of coordinator wrote before still reads the same
+    assert z.CoordinatorZNode.decode(b'{"version":1,"broker_id":3,"epoch":17}') == (3, 17)
+    assert z.CoordinatorZNode.decode(b'{"broker_id":"2","epoch":"5","version":1}') == (2, 5)
+    assert z.CoordinatorZNode.decode(b'{"version":1,"broker_id":2}') == (2, -1)
