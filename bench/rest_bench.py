@@ -13,8 +13,8 @@ async publishes (subject per partition). Reads: REST ``GET .../records`` (defaul
 JSON), Redis ``XRANGE COUNT 1000``, a JetStream pull consumer fetching 1,000 at a time. The RF figures use a
 3-broker cluster with an RF 1 and an RF 3 topic (min.insync.replicas 2), both acks=all on the binary path to
 each partition's leader, as Kafka's own RF 1 / RF 3 comparison does. Every server is started and stopped by
-this script on 127.0.0.1 (redis-server and nats-server come from apt: `apt-get install redis-server
-nats-server`; `pip install redis hiredis nats-py`); a missing one is reported, not fatal. Prints a table; not
+this script on 127.0.0.1 (`bash scripts/bench-setup.sh` installs redis-server, nats-server and their clients);
+a missing one is reported, not fatal. Prints a table; not
 a test. The machine is shared: the load average is printed with the figures.
 """
 
