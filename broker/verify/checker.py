@@ -1,7 +1,8 @@
 """The checks, named as Jepsen's queue checkers name them, over the history and a final read of everything.
 
 * lost: acknowledged, never read in the final read.
-* duplicated: a value read more than once (no idempotent producer yet: reported, not a failure).
+* duplicated: a value read more than once (a failure with the idempotent client producer, reported only through
+  REST v2 produce, which has no idempotence: report.verdict decides).
 * misplaced: acknowledged at (partition, offset), but no copy of it sits there.
 * reordered: within a partition, one producer's acknowledged values read in an order other than its sends.
 * unexpected: read, but never sent.
@@ -218,6 +219,7 @@ def check_group(history: History, reads: dict[int, list[tuple[int, str]]], commi
         "committed_beyond_processed": len(beyond) + len(final_beyond),
         "committed_beyond_examples": (beyond + final_beyond)[:limit],
         "final_committed": committed, "members": sorted({op.member for op in history.polls}),
+        "last_poll_s": round(max((op.t for op in history.polls), default=0.0), 3),  # liveness, not a check
     }
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from broker.localcluster import listen_port_range
-from broker.verify import checker, report
-from broker.verify.cluster import LoopDisk, VerifyCluster, clock_jump_unsupported
-from broker.verify.nemesis import ALL_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
+from broker.verify import checker, clockshift, report
+from broker.verify.cluster import LoopDisk, VerifyCluster
+from broker.verify.nemesis import ALL_KINDS, CLOCK_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
 from broker.verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
 from broker.verify.workload import (
     ClientProducerWorker,
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session-timeout-ms", type=int, default=3000, help="brokers' ZooKeeper session")
     p.add_argument("--tick-ms", type=int, default=500, help="ZooKeeper tickTime")
     p.add_argument("--replica-lag-time-max-ms", type=int, default=3000)
+    p.add_argument("--retention-ms", type=int, default=7 * 24 * 3600 * 1000,
+                   help="the topic's retention.ms (default 7 days); clock steps stay under a tenth of it")
     p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
                    help="run hosts in network namespaces (needed for partitions; auto: when root)")
     p.add_argument("--disk", choices=("auto", "on", "off"), default="auto", help="loop-mounted disk for disk-full")
@@ -137,15 +139,17 @@ class Run:
 
     def _start_cluster(self, kinds: list[str]) -> None:
         a = self.args
-        clock = "clock-jump" in kinds
-        if clock and (why_not := clock_jump_unsupported(sys.executable)) is not None:
-            self.skipped["clock-jump"] = why_not
-            clock = False
+        clock_lib: Path | None = None
+        if any(k in kinds for k in CLOCK_KINDS):
+            clock_lib, why_not = clockshift.prepare(self.out / "clockshift", sys.executable)
+            for k in CLOCK_KINDS:
+                if why_not is not None and k in kinds:
+                    self.skipped[k] = why_not
         base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
         self.cluster = VerifyCluster(
             self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,
             zk_base_port=zk_base, tick_ms=a.tick_ms, session_timeout_ms=a.session_timeout_ms,
-            broker_args=["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)], clock_jumps=clock)
+            broker_args=["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)], clock_lib=clock_lib)
         if "disk-full" in kinds:
             why = LoopDisk.supported() if a.disk != "off" else "--disk off"
             if why is None:
@@ -175,9 +179,9 @@ class Run:
             self.cluster = LocalCluster.load(self.args.cluster_dir)
             self.args.session_timeout_ms = self.cluster.session_timeout_ms  # the faults' timing follows it
             self.cluster.lab = None
-            self.cluster.faketime = None
+            self.cluster.clock_lib = None
             self.cluster.serving = self.cluster._serving
-            for k in ("disk-full", "clock-jump", *NETWORK_KINDS):
+            for k in ("disk-full", *CLOCK_KINDS, *NETWORK_KINDS):
                 if k in kinds:
                     self.skipped[k] = "not applicable to an attached cluster"
         else:
@@ -217,7 +221,8 @@ class Run:
         urls = [u if "://" in u else f"http://{u}" for u in bootstrap.split(",")]
         with AdminClient(bootstrap) as admin:
             admin.create_topic(self.topic, partitions=a.partitions, replication_factor=a.replication_factor,
-                               configs={"min.insync.replicas": str(a.min_insync_replicas)})
+                               configs={"min.insync.replicas": str(a.min_insync_replicas),
+                                        "retention.ms": str(a.retention_ms)})
         history = History()
         stop = threading.Event()
         workers: list[Any] = []
@@ -240,7 +245,8 @@ class Run:
         if self.cluster is not None and kinds:
             quiet = [float(x) for x in a.quiet.split(",")]
             config = NemesisConfig(kinds, a.concurrency, quiet[0], quiet[-1], a.session_timeout_ms,
-                                   a.replica_lag_time_max_ms, self.seed, dict(self.skipped))
+                                   a.replica_lag_time_max_ms, self.seed, dict(self.skipped),
+                                   max_clock_step_s=clockshift.max_step_s(a.retention_ms))
             nemesis = Nemesis(self.cluster, self.topic, a.partitions, config, history, self.disk, self.disk_broker)
         for w in [*workers, *members]:
             w.start()
@@ -277,8 +283,10 @@ class Run:
                 self.cluster.down()
             replicas = checker.read_replicas({b: s.data_dir for b, s in self.cluster.slots.items()}, self.topic,
                                              a.partitions)
+        idempotent = bool(workers) and all(getattr(w, "idempotent", False) for w in workers)
         result: dict[str, Any] = {
-            "seed": self.seed, "via": a.via, "netns": self.lab is not None, "topic": self.topic,
+            "seed": self.seed, "via": a.via, "idempotent_producer": idempotent, "netns": self.lab is not None,
+            "topic": self.topic,
             "duration_s": t_end, "healed_at_s": t_healed, "bootstrap": bootstrap,
             "unsafe_ack_before_isr": bool(a.unsafe_ack_before_isr),
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},

@@ -2,8 +2,8 @@
 clock files for the nemesis.
 
 Subclasses of ``LocalCluster`` and ``ZkEnsemble`` rather than edits to them: the only differences are a command
-prefix (``ip netns exec NS`` and ``env LD_PRELOAD=libfaketime ...``, both of which exec the real server, so the
-pid we hold stays the server's) and the address each server binds and advertises. Everything else (pids with
+prefix (``ip netns exec NS`` and ``env LD_PRELOAD=libclockshift.so ...``, both of which exec the real server, so
+the pid we hold stays the server's) and the address each server binds and advertises. Everything else (pids with
 start times, state files, registration waits) is the launcher users already run.
 """
 
@@ -19,34 +19,9 @@ import urllib.request
 from pathlib import Path
 
 from broker.localcluster import LocalCluster
+from broker.verify import clockshift
 from broker.verify.netns import NetLab
 from zk.ensemble import ZkEnsemble, ZkNodeStatus, four_letter_word, parse_mode
-
-FAKETIME_LIBS = (Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"),
-                 Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"))
-
-
-def faketime_library() -> Path | None:
-    """libfaketime (Debian's ``libfaketime``), or None: clock jumps are then skipped with a line saying so."""
-    return next((p for p in FAKETIME_LIBS if p.exists()), None)
-
-
-def clock_jump_unsupported(python: str) -> str | None:
-    """None when a broker can run under libfaketime here, else why clock jumps are skipped.
-
-    Probed, not assumed: Debian bookworm's libfaketime 0.9.10 makes Python's ``time.sleep`` fail with EINVAL
-    (its ``clock_nanosleep`` wrapper), which would kill a broker's threads for a reason no real clock step has.
-    """
-    lib = faketime_library()
-    if lib is None:
-        return "libfaketime is not installed (apt-get install libfaketime)"
-    env = {**os.environ, "LD_PRELOAD": str(lib), "FAKETIME": "+0", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-    probe = subprocess.run([python, "-c", "import time, threading; time.sleep(0.01); threading.Event().wait(0.01)"],
-                           env=env, capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return f"libfaketime here breaks Python's sleep ({last}), so a clock jump would test libfaketime, not us"
-    return None
 
 
 class LabEnsemble(ZkEnsemble):
@@ -86,12 +61,12 @@ class LabEnsemble(ZkEnsemble):
 
 
 class VerifyCluster(LocalCluster):
-    """``LocalCluster`` plus a command prefix per broker: its namespace (in a lab) and libfaketime (when
-    clock jumps are on). Broker ``i`` runs in host ``b<i>`` and advertises that address."""
+    """``LocalCluster`` plus a command prefix per broker: its namespace (in a lab) and the clock shim (when
+    clock faults are on). Broker ``i`` runs in host ``b<i>`` and advertises that address."""
 
     def __init__(self, data_dir: Path, *, lab: NetLab | None, brokers: int, zookeepers: int, base_port: int,
                  zk_base_port: int, tick_ms: int, session_timeout_ms: int, broker_args: list[str],
-                 clock_jumps: bool) -> None:
+                 clock_lib: Path | None) -> None:
         ensemble = (LabEnsemble(lab, Path(data_dir).absolute() / "zookeeper", zookeepers, tick_ms)
                     if lab is not None else None)
         super().__init__(data_dir, brokers=brokers, base_port=base_port, zookeepers=zookeepers,
@@ -99,7 +74,7 @@ class VerifyCluster(LocalCluster):
                          ensemble=ensemble, broker_args=broker_args)
         self.owns_ensemble = True
         self.lab = lab
-        self.faketime = faketime_library() if clock_jumps else None
+        self.clock_lib = clock_lib  # the built clockshift library, or None: no clock faults
 
     def host_of(self, broker_id: int) -> str:
         return f"b{broker_id}"
@@ -110,11 +85,13 @@ class VerifyCluster(LocalCluster):
         return f"http://{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
 
     def clock_file(self, broker_id: int) -> Path:
-        return self.slots[broker_id].dir / "faketime.rc"
+        return self.slots[broker_id].dir / "clock.offset"
 
-    def set_clock_offset(self, broker_id: int, seconds: int) -> None:
-        """libfaketime re-reads this file (cached for a second): the broker's wall clock jumps at once."""
-        self.clock_file(broker_id).write_text(f"{seconds:+d}\n")
+    def set_clock_offset(self, broker_id: int, offset_ns: int) -> None:
+        """The broker's wall clock is true time + ``offset_ns`` from now on (its monotonic clock is untouched)."""
+        clock = self.clock_file(broker_id)
+        clockshift.create_file(clock)
+        clockshift.write_offset(clock, offset_ns)
 
     def broker_command(self, broker_id: int) -> list[str]:
         cmd = super().broker_command(broker_id)
@@ -122,14 +99,10 @@ class VerifyCluster(LocalCluster):
             i = cmd.index("--listen")
             cmd[i + 1] = f"{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
         prefix: list[str] = []
-        if self.faketime is not None:
+        if self.clock_lib is not None:
             clock = self.clock_file(broker_id)
-            clock.parent.mkdir(parents=True, exist_ok=True)
-            if not clock.exists():
-                clock.write_text("+0\n")
-            # Only the wall clock jumps: monotonic time stays true, as on a host whose NTP stepped the clock.
-            prefix = ["env", f"LD_PRELOAD={self.faketime}", f"FAKETIME_TIMESTAMP_FILE={clock}",
-                      "FAKETIME_CACHE_DURATION=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_DONT_RESET=1"]
+            clockshift.create_file(clock)
+            prefix = clockshift.env_prefix(self.clock_lib, clock)
         if self.lab is not None:
             prefix = [*self.lab.exec_prefix(self.host_of(broker_id)), *prefix]
         return [*prefix, *cmd]

@@ -17,7 +17,10 @@ kill-zk, kill-zk-leader SIGKILL a ZooKeeper node (the ensemble's leader for the 
 session-expire         a running broker's session expires: cut from every ZooKeeper node for 2S (network
                        lab), or frozen for 2S without one
 disk-full              fill the loop-mounted data disk of one broker for 3-6 s, then free it
-clock-jump             jump a broker's wall clock by +-30..600 s for 3-6 s (libfaketime)
+clock-jump             step a broker's wall clock forward or back by 1 s..2 h (log-uniform, at most a tenth
+                       of the topic's retention.ms) for 3-6 s, then back to true time (the clock shim,
+                       clockshift.c: monotonic time and sleeps are untouched, as with an NTP step)
+clock-strobe           a broker's wall clock stepped back and forth every 50-300 ms for 3-5 s, then true
 part-leader-followers  cut a partition leader from the other brokers (not ZooKeeper, not clients)
 part-broker-zk         cut a broker from every ZooKeeper node, but not from brokers or clients
 part-majority-minority one broker and one ZooKeeper node against the rest (clients reach all)
@@ -26,6 +29,9 @@ part-2013              Jepsen 2013: a leader cut from its followers until its IS
 part-leader-isolated   a leader cut from its followers and ZooKeeper at once (clients still reach it) for
                        2S: a follower takes over while the old leader may still be asked to write
 =====================  ==============================================================================
+
+The schedule first deals every enabled kind once, in a seeded random order (a short run covers them all), then
+draws kinds at random; a kind dealt while no target was free goes back to the end of the deck (``REDEALS``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from broker.verify import clockshift
 from broker.verify.cluster import LoopDisk, VerifyCluster
 from broker.verify.workload import History
 from zk.znodes import TopicPartitionStateZNode
@@ -48,17 +55,20 @@ PROCESS_KINDS = ["kill-broker", "term-broker", "pause-short", "pause-long", "kil
                  "session-expire"]
 NETWORK_KINDS = ["part-leader-followers", "part-broker-zk", "part-majority-minority", "part-2013",
                  "part-leader-isolated"]
-ALL_KINDS = [*PROCESS_KINDS, "disk-full", "clock-jump", *NETWORK_KINDS]
+CLOCK_KINDS = ["clock-jump", "clock-strobe"]
+ALL_KINDS = [*PROCESS_KINDS, "disk-full", *CLOCK_KINDS, *NETWORK_KINDS]
 SCENARIOS: dict[str, list[str]] = {
     "all": ALL_KINDS,
     "process": PROCESS_KINDS,
     "network": [*NETWORK_KINDS, "session-expire"],
     "zookeeper": ["kill-zk", "kill-zk-leader", "session-expire", "part-broker-zk"],
+    "clock": CLOCK_KINDS,
     "jepsen-2013": ["part-2013"],
     "kill-leaders": ["kill-broker"],
     "none": [],
 }
 ROLES = ("random", "leader", "controller")
+REDEALS = 5  # a kind dealt while no target was free is dealt again, this many times at most
 
 
 @dataclass
@@ -84,6 +94,7 @@ class NemesisConfig:
     replica_lag_time_max_ms: int = 3000
     seed: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why it cannot run here
+    max_clock_step_s: float = clockshift.MAX_STEP_S  # clockshift.max_step_s(the topic's retention.ms)
 
 
 class Nemesis:
@@ -102,6 +113,8 @@ class Nemesis:
         self.zk = cluster.zk_client(session_timeout_s=10.0)
         self.session_s = config.session_timeout_ms / 1000
         self.kinds = [k for k in config.kinds if k not in config.skipped]
+        self.deck: list[tuple[str, int]] = [(k, 0) for k in dict.fromkeys(self.kinds)]
+        random.Random(config.seed).shuffle(self.deck)
 
     # ------------------------------------------------------------------------------------------ observing
 
@@ -134,8 +147,11 @@ class Nemesis:
 
     def _loop(self, rng: random.Random) -> None:
         while not self.stop_event.wait(rng.uniform(self.config.quiet_min_s, self.config.quiet_max_s)):
-            kind = rng.choice(self.kinds)
-            self.run_fault(kind, rng)
+            with self.lock:
+                kind, dealt = self.deck.pop(0) if self.deck else (rng.choice(self.kinds), -1)
+            if self.run_fault(kind, rng) is None and 0 <= dealt < REDEALS:
+                with self.lock:
+                    self.deck.append((kind, dealt + 1))  # no target was free: deal it again later
 
     def run_fault(self, kind: str, rng: random.Random) -> FaultEvent | None:
         fn: Callable[[random.Random, FaultEvent], str | None] = getattr(self, "_f_" + kind.replace("-", "_"))
@@ -182,8 +198,8 @@ class Nemesis:
             broker = state[0] if state and state[0] >= 0 else None
         elif role == "controller":
             broker = self.controller()
-        if broker is None or broker not in self.cluster.slots:
-            event.role = "random" if role != "random" else role
+        if broker is None or broker not in self.cluster.slots or f"b{broker}" in self.busy:
+            event.role = "random"  # no such broker now, or another fault holds it: any free one
             free = [b for b in self.cluster.slots if f"b{b}" not in self.busy]
             broker = rng.choice(free) if free else None
         if broker is None or self.cluster.broker_pid(broker) is None or not self._claim(event, f"b{broker}"):
@@ -303,17 +319,40 @@ class Nemesis:
         return f"broker {b}'s data disk filled ({written >> 20} MiB of filler){note}"
 
     def _f_clock_jump(self, rng: random.Random, event: FaultEvent) -> str | None:
-        if self.cluster.faketime is None:
+        if getattr(self.cluster, "clock_lib", None) is None:
             return None
-        b = self._pick_broker(rng, event, role="random")
+        b = self._pick_broker(rng, event)
         if b is None:
             return None
-        jump = rng.choice((-1, 1)) * rng.randint(30, 600)
-        self.cluster.set_clock_offset(b, jump)
-        self._hold(rng.uniform(3, 6))
-        self._healing(event)
-        self.cluster.set_clock_offset(b, 0)
-        return f"broker {b}'s wall clock jumped {jump:+d} s, then back"
+        step = clockshift.random_step_ns(rng, self.config.max_clock_step_s)
+        self.cluster.set_clock_offset(b, step)
+        try:
+            self._hold(rng.uniform(3, 6))
+        finally:
+            self._healing(event)
+            self.cluster.set_clock_offset(b, 0)
+        return f"broker {b}'s ({event.role}) wall clock stepped {step / 1e9:+.1f} s, then back"
+
+    def _f_clock_strobe(self, rng: random.Random, event: FaultEvent) -> str | None:
+        if getattr(self.cluster, "clock_lib", None) is None:
+            return None
+        b = self._pick_broker(rng, event)
+        if b is None:
+            return None
+        seconds = rng.uniform(3, 5)
+        end = time.monotonic() + seconds
+        steps, sign, largest = 0, rng.choice((-1, 1)), 0
+        try:
+            while time.monotonic() < end and not self.stop_event.is_set():
+                step = sign * abs(clockshift.random_step_ns(rng, self.config.max_clock_step_s))
+                self.cluster.set_clock_offset(b, step)
+                steps, sign, largest = steps + 1, -sign, max(largest, abs(step))
+                self._hold(rng.uniform(0.05, 0.3))
+        finally:
+            self._healing(event)
+            self.cluster.set_clock_offset(b, 0)
+        return (f"broker {b}'s ({event.role}) wall clock strobed: {steps} steps back and forth within "
+                f"+-{largest / 1e9:.1f} s for {seconds:.1f} s, then true")
 
     def _net_hold(self, event: FaultEvent, pairs: list[tuple[str, str]], seconds: float) -> None:
         lab = self.cluster.lab
@@ -424,7 +463,7 @@ class Nemesis:
             self.disk.free()
         for b in cluster.slots:
             with contextlib.suppress(Exception):
-                if cluster.faketime is not None:
+                if getattr(cluster, "clock_lib", None) is not None:
                     cluster.set_clock_offset(b, 0)
             if cluster.broker_pid(b) is not None:
                 with contextlib.suppress(Exception):

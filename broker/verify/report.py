@@ -2,7 +2,8 @@
 
 The verdict is computed here, once: a run fails when anything acknowledged was lost, misplaced or reordered,
 when replicas diverge, or when the consumer group skipped, went backwards or committed beyond what it had
-processed. Duplicates are reported but do not fail a run until the idempotent producer exists.
+processed. Duplicates fail a run whose producers were idempotent (the client's ``Producer``, the default
+``--via client``); through REST v2 produce (no idempotence, as in Confluent's REST Proxy) they are reported only.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from broker.verify.workload import History
 
 FAILING = ("lost", "misplaced", "reordered", "unexpected", "divergent", "poll_skips", "nonmonotonic_polls",
            "committed_beyond_processed")
+FAILING_IDEMPOTENT = (FAILING[0], "duplicated", *FAILING[1:])
+REST_DUPLICATES = ("not failing: REST v2 produce has no idempotence (as in Confluent's REST Proxy), so an "
+                   "ambiguous request may be written twice")
+
+
+def duplicates_fail(report: dict[str, Any]) -> bool:
+    """Duplicates are a failure when every producer was idempotent (reports before the flag: ``via client``)."""
+    return bool(report.get("idempotent_producer", report.get("via") == "client"))
 
 
 def verdict(report: dict[str, Any]) -> list[str]:
     """The names of the checks that failed (empty: the run passed)."""
     flat = {**report["queue"], **report["replicas"], **(report.get("group") or {})}
-    return [k for k in FAILING if flat.get(k)]
+    return [k for k in (FAILING_IDEMPOTENT if duplicates_fail(report) else FAILING) if flat.get(k)]
 
 
 def write_json(out_dir: Path, report: dict[str, Any], history: History) -> None:
@@ -43,7 +52,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"unexpected {q['unexpected']}  divergent {r['divergent']} (of {r['offsets_compared']} offsets)",
     ]
     if g:
-        lines.append(f"group: polled {g['polled']}, commits {g['commits']} (failed {g['commit_failures']}); "
+        lines.append(f"group: polled {g['polled']} (last at {g.get('last_poll_s', 0):.0f} s), "
+                     f"commits {g['commits']} (failed {g['commit_failures']}); "
                      f"poll skips {g['poll_skips']}, non-monotonic {g['nonmonotonic_polls']}, "
                      f"committed beyond processed {g['committed_beyond_processed']}")
     else:
@@ -55,7 +65,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append("median recovery: " + ", ".join(f"{k} {v['median_recovery_s']:.1f} s" for k, v in rec.items()))
     for kind, why in report.get("skipped_faults", {}).items():
         lines.append(f"skipped {kind}: {why}")
-    lines.append("VERDICT: " + ("PASS (0 lost, 0 misplaced, 0 reordered, 0 divergent)" if not failed
+    strict = duplicates_fail(report)
+    if not strict:
+        why = REST_DUPLICATES if report.get("via") == "rest" else "not failing: no idempotent producer wrote"
+        lines.append(f"duplicated {q['duplicated']}: {why}")
+    passed = "PASS (0 lost, 0 duplicated, " if strict else "PASS (0 lost, "
+    lines.append("VERDICT: " + (passed + "0 misplaced, 0 reordered, 0 divergent)" if not failed
                                 else "FAIL: " + ", ".join(failed)))
     return lines
 

@@ -5,10 +5,11 @@ outcome and, when acknowledged, its offset: that history is all the checker need
 ``<producer>-<seq>`` with ``seq`` increasing per producer, so a value names its writer and its place in that
 writer's order without any lookup.
 
-Producers go through the Python client (``Producer``, the binary path, with its own retries: an ambiguous
-failure can write twice, which the checker reports as a duplicate) or, with ``--via rest``, through REST Proxy v2
-JSON produce, one record per request against a rotating broker, with no retries (a failed request may still have
-written, and that is allowed: only acknowledged values must survive).
+Producers go through the Python client (``Producer``, the binary path, idempotent: its retries after an
+ambiguous failure carry the same producer id and sequence, so the leader recognises them and nothing is written
+twice; a duplicate then fails the run) or, with ``--via rest``, through REST Proxy v2 JSON produce, one record per
+request against a rotating broker, with no retries and no idempotence (a failed request may still have written,
+and that is allowed: only acknowledged values must survive; duplicates are reported, not failed).
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ class ClientProducerWorker(threading.Thread):
         self.rng = random.Random(seed)
         self.max_outstanding = max_outstanding
         self.outstanding = threading.Semaphore(max_outstanding)
-        self.producer = Producer(bootstrap, acks="all", linger_ms=2, retry_backoff_ms=100, request_timeout_ms=5000,
-                                 delivery_timeout_ms=30_000, max_block_ms=10_000)
+        self.producer = Producer(bootstrap, acks="all", enable_idempotence=True, linger_ms=2, retry_backoff_ms=100,
+                                 request_timeout_ms=5000, delivery_timeout_ms=30_000, max_block_ms=10_000)
+        self.idempotent = self.producer.idempotent  # the report's idempotent_producer: duplicates then fail
 
     def _done(self, op: WriteOp) -> Callable[[Future[RecordMetadata]], None]:
         def callback(fut: Future[RecordMetadata]) -> None:
@@ -153,6 +155,8 @@ class ClientProducerWorker(threading.Thread):
 
 class RestProducerWorker(threading.Thread):
     """One producer over REST Proxy v2: a JSON produce per record to a partition, acks=all, no retries."""
+
+    idempotent = False  # REST v2 produce has no producer id or sequences (as Confluent's REST Proxy)
 
     def __init__(self, name: str, urls: list[str], topic: str, partitions: int, rate: float, history: History,
                  stop: threading.Event, seed: int) -> None:
