@@ -44,7 +44,15 @@ RETENTION_CHECK_S = 10.0
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The clock of sessions, heartbeats and rebalance deadlines: monotonic, so a wall-clock step (NTP) neither
+    expires every member at once nor parks a rebalance in the future (found by odradek verify's clock faults)."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def wall_ms() -> int:
+    """The clock of what is stored in ZooKeeper and read by another coordinator: commit timestamps and
+    ``empty_since_ms`` (offset retention), as Kafka stores them."""
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +207,7 @@ class GroupCoordinator:
         if group in self.groups:
             return
         state = await asyncio.to_thread(self.store.get_state, group)
-        g = Group.rebuild(group, state, now_ms(), initial_delay_ms=self.initial_delay_ms)
+        g = Group.rebuild(group, state, now_ms(), initial_delay_ms=self.initial_delay_ms, wall_ms=wall_ms())
         # The old owner nodes died with the old coordinator's session; members it had may still consume, so
         # their partitions are claimed again for them until they rejoin or time out.
         for tp, member_id in list(g.owners.items()):
@@ -222,7 +230,9 @@ class GroupCoordinator:
     async def join(self, group: str, req: JoinRequest) -> dict[str, Any]:
         """Join (or rejoin) and long-poll until the rebalance completes."""
         member_id: str = await self.call(lambda: self._join(group, req))
-        waiter = self._waiters[(group, member_id)]
+        waiter = self._waiters.get((group, member_id))
+        if waiter is None:  # the group left this coordinator (a lost session) between the join and here
+            raise NotCoordinatorError(f"broker {self.broker_id} no longer coordinates group {group!r}: ask again")
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), req.rebalance_timeout_ms / 1000 + 5.0)
         except TimeoutError:
@@ -287,7 +297,7 @@ class GroupCoordinator:
                 await self._complete(name, g, counts)
         if time.monotonic() - self._last_retention_check > RETENTION_CHECK_S:
             self._last_retention_check = time.monotonic()
-            await self._expire_offsets(now)
+            await self._expire_offsets(wall_ms())
 
     async def _complete(self, name: str, g: Group, counts: dict[str, int]) -> None:
         now = now_ms()
@@ -295,7 +305,7 @@ class GroupCoordinator:
         failed = await asyncio.to_thread(self._apply_completion, name, completion)
         for tp, member_id in failed:
             g.claim_failed(tp, member_id)
-        g.stabilize(now)
+        g.stabilize(wall_ms())
         g.counts_seen = g.subscribed_topics(counts)
         await self._write_state(g)
         for m in completion.removed:
@@ -357,7 +367,7 @@ class GroupCoordinator:
     async def commit(self, group: str, member_id: str, generation: int, offsets: dict[TP, tuple[int, str]]) -> None:
         async def commit() -> None:
             self._local(group).check_commit(member_id, generation)
-            ts = now_ms()
+            ts = wall_ms()
             await asyncio.to_thread(self.store.commit_offsets, group,
                                     {tp: (o, meta, ts) for tp, (o, meta) in offsets.items()})
 
@@ -368,7 +378,7 @@ class GroupCoordinator:
             g = self._local(group)
             if g.members:
                 raise NonEmptyGroupError(f"group {group!r} has {len(g.members)} members: reset only when empty")
-            ts = now_ms()
+            ts = wall_ms()
             await asyncio.to_thread(self.store.commit_offsets, group,
                                     {tp: (o, "reset", ts) for tp, o in offsets.items()})
 

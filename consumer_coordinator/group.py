@@ -163,8 +163,9 @@ class Group:
         if member is not None and tp in member.assignment:
             member.assignment.remove(tp)
 
-    def stabilize(self, now_ms: int) -> None:
-        """The completion is in ZooKeeper: CompletingRebalance -> Stable (or Empty)."""
+    def stabilize(self, wall_ms: int) -> None:
+        """The completion is in ZooKeeper: CompletingRebalance -> Stable (or Empty). ``wall_ms``: the wall clock,
+        because ``empty_since_ms`` is stored and the next coordinator compares it for offset retention."""
         if self.state != COMPLETING:
             return
         if self.members:
@@ -173,7 +174,7 @@ class Group:
         else:
             self.state = EMPTY
             self.protocol = None
-            self.empty_since_ms = now_ms
+            self.empty_since_ms = wall_ms
 
     # ------------------------------------------------------------------------------------- liveness, exit
 
@@ -250,13 +251,15 @@ class Group:
 
     @classmethod
     def rebuild(cls, group_id: str, state: dict[str, Any] | None, now_ms: int, *,
-                initial_delay_ms: int = 300) -> Group:
+                initial_delay_ms: int = 300, wall_ms: int | None = None) -> Group:
         """A new coordinator's group from the state znode: the old members come back as members that must join
         within their rebalance timeout (and keep the partitions they held meanwhile, so nothing they may still
-        be consuming is handed to someone else), or time out."""
+        be consuming is handed to someone else), or time out. ``now_ms`` is the timers' clock (monotonic in the
+        coordinator), ``wall_ms`` the stored ``empty_since_ms``'s (the wall clock; ``now_ms`` when not given)."""
+        wall = now_ms if wall_ms is None else wall_ms
         group = cls(group_id, initial_delay_ms=initial_delay_ms)
         if not state:
-            group.empty_since_ms = now_ms
+            group.empty_since_ms = wall
             return group
         group.generation = int(state.get("generation", 0))
         group.protocol = state.get("protocol")
@@ -276,5 +279,5 @@ class Group:
             group.state = STABLE
             group.prepare(now_ms)
         else:
-            group.empty_since_ms = group.empty_since_ms or now_ms
+            group.empty_since_ms = group.empty_since_ms or wall
         return group

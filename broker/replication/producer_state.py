@@ -415,7 +415,9 @@ class DuplicateAppend(AppendResult):
 def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: ProducerStateManager | None,
                   keys: IdempotencyKeys | None, key: str | None) -> AppendResult:
     """A leader append with the idempotence checks, run on the partition's storage queue (so atomic)."""
-    now = time.time_ns() // 1_000_000
+    # Idempotency keys live only in this leader's memory, so their TTL runs on the monotonic clock: a wall-clock
+    # step (NTP) must not forget them (a retried REST produce written twice) nor keep them (odradek verify found it).
+    now = time.monotonic_ns() // 1_000_000
     if key is not None and keys is not None:
         hit = keys.get(key, now)
         if hit is not None:

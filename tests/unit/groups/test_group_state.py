@@ -124,3 +124,24 @@ def test_pattern_subscription_follows_new_topics() -> None:
     settle(g, 0, {"ev-1": 1, "other": 3})
     assert g.members["a"].assignment == [("ev-1", 0)]
     assert g.subscribed_topics({"ev-1": 1, "ev-2": 2, "other": 3}) == {"ev-1": 1, "ev-2": 2}
+
+
+def test_coordinator_timers_ignore_wall_clock_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions and rebalance deadlines run on the monotonic clock; stored times (commits, empty_since_ms) on the
+    wall clock. A one-hour NTP step must move only the latter (odradek verify's clock faults found members
+    expired en masse and a rebalance parked in the future when the timers read the wall clock)."""
+    import time as real_time
+
+    from consumer_coordinator import coordinator
+
+    timers, wall = coordinator.now_ms(), coordinator.wall_ms()
+    stepped = real_time.time() + 3600
+    monkeypatch.setattr(coordinator.time, "time", lambda: stepped)
+    monkeypatch.setattr(coordinator.time, "time_ns", lambda: int(stepped * 1e9))
+    assert coordinator.now_ms() - timers < 1000
+    assert coordinator.wall_ms() - wall >= 3_599_000
+
+
+def test_rebuild_stores_wall_time_for_retention_and_timers_on_their_own_clock() -> None:
+    g = Group.rebuild("g", None, 5, wall_ms=1_700_000_000_000)
+    assert g.empty_since_ms == 1_700_000_000_000
