@@ -74,18 +74,20 @@ async def read_records(request: web.Request) -> web.Response:
         except ROUTING_ERRORS:
             if not await broker.produce.router.wait_for_change(deadline):
                 raise
-    if speedups.COMPILED:  # one C pass from batches to the answer's JSON; else the reference below
-        rendered: object = orjson.Fragment(speedups.render_records(data, offset, speedups.read_prefix(topic, partition),
-                                                                   fmt == BINARY))
-    else:
-        rendered = [record_json(topic, partition, r, fmt) for r in decode_records(data) if r.offset >= offset]
     next_offset = offset
     for _, header in iter_batch_headers(data):
         next_offset = max(next_offset, min(header.next_offset, hw))
-    response = json_response({
-        "topic": topic, "partition": partition, "high_watermark": hw, "log_start_offset": lso,
-        "next_offset": next_offset, "records": rendered,
-    }, content_type=content_type)
+    answer = {"topic": topic, "partition": partition, "high_watermark": hw, "log_start_offset": lso,
+              "next_offset": next_offset}
+    if speedups.COMPILED:
+        # One C pass from the batches to the whole body, written once: the answer's other fields (orjson, as
+        # json_response would write them) are its head, ``records`` is last. Byte for byte json_response's.
+        body = speedups.render_records(data, offset, speedups.read_prefix(topic, partition), fmt == BINARY,
+                                       orjson.dumps(answer)[:-1] + b',"records":', b"}")
+    else:
+        answer["records"] = [record_json(topic, partition, r, fmt) for r in decode_records(data) if r.offset >= offset]
+        body = orjson.dumps(answer)
+    response = web.Response(body=body, content_type=content_type)
     response.headers[media.LEADER] = str(leader)
     return response
 

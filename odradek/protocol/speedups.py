@@ -121,8 +121,10 @@ def read_prefix(topic: str, partition: int) -> bytes:
     return b'{"topic":' + orjson.dumps(topic) + b',"partition":' + str(partition).encode() + b',"offset":'
 
 
-def py_render_records(buf: bytes | bytearray | memoryview, start: int, prefix: bytes, binary: bool) -> bytes:
-    """Reference of ``render_records``: broker/api/embedded.record_json's dicts through orjson."""
+def py_render_records(buf: bytes | bytearray | memoryview, start: int, prefix: bytes, binary: bool,
+                      head: bytes = b"", tail: bytes = b"") -> bytes:
+    """Reference of ``render_records``: broker/api/embedded.record_json's dicts through orjson, the array
+    between ``head`` and ``tail`` (the rest of the answer, so that the result can be the whole body)."""
     out = []
     for r in py_decode_records(buf):
         if r.offset < start:
@@ -135,7 +137,7 @@ def py_render_records(buf: bytes | bytearray | memoryview, start: int, prefix: b
         rest = orjson.dumps({"timestamp": r.timestamp, "key": key, "value": value, "headers": [
             {"name": n, "value": None if v is None else b64encode(v).decode()} for n, v in r.headers]})
         out.append(prefix + str(r.offset).encode() + b"," + rest[1:])
-    return b"[" + b",".join(out) + b"]"
+    return head + b"[" + b",".join(out) + b"]" + tail
 
 
 def _json_or_str(data: bytes | None) -> Any:
@@ -163,9 +165,10 @@ if _c is not None:
             return py_decode_records(buf, verify_crc=verify_crc, include_control=include_control)
         return out  # type: ignore[no-any-return]
 
-    def render_records(buf: bytes | bytearray | memoryview, start: int, prefix: bytes, binary: bool) -> bytes:
-        out = _c.render_records(buf, start, prefix, binary)
-        return py_render_records(buf, start, prefix, binary) if out is None else out
+    def render_records(buf: bytes | bytearray | memoryview, start: int, prefix: bytes, binary: bool,
+                       head: bytes = b"", tail: bytes = b"") -> bytes:
+        out = _c.render_records(buf, start, prefix, binary, head, tail)
+        return py_render_records(buf, start, prefix, binary, head, tail) if out is None else out
 else:
     murmur2 = py_murmur2
     encode_batch = py_encode_batch

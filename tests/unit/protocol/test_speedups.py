@@ -61,16 +61,43 @@ def test_encode_batch_errors_are_the_references() -> None:
 
 @SETTINGS
 @given(st.lists(st.lists(record, min_size=1, max_size=10), min_size=1, max_size=4),
-       st.sampled_from([NONE, GZIP]), st.booleans())
-def test_decode_records_and_render(batches: list, codec: int, binary: bool) -> None:
+       st.sampled_from([NONE, GZIP]), st.booleans(), st.binary(max_size=40), st.binary(max_size=8))
+def test_decode_records_and_render(batches: list, codec: int, binary: bool, head: bytes, tail: bytes) -> None:
     buf = b"".join(encode_batch(rs, base_offset=100 * i, compression=codec, now_ms=7) for i, rs in enumerate(batches))
     assert c.decode_records(buf) == decode_records(buf)
+    assert c.decode_records(bytearray(buf)) == decode_records(buf)
     prefix = speedups.read_prefix("t-1", 3)
     rendered = c.render_records(buf, 150, prefix, binary)
     assert rendered == speedups.py_render_records(buf, 150, prefix, binary)
     fmt = "binary" if binary else "json"
     expected = orjson.dumps([record_json("t-1", 3, r, fmt) for r in decode_records(buf) if r.offset >= 150])
     assert rendered == expected
+    assert c.render_records(buf, 150, prefix, binary, head, tail) == head + expected + tail
+    assert c.render_records(memoryview(buf), 150, prefix, binary, head, tail) == \
+        speedups.py_render_records(buf, 150, prefix, binary, head, tail)
+
+
+def _answer(buf: bytes, start: int, binary: bool) -> tuple[bytes, bytes]:
+    """(compiled, reference) read answer bodies, the compiled one written whole as broker/api/fetch.py does."""
+    fields = {"topic": "t.x", "partition": 7, "high_watermark": 1 << 40, "log_start_offset": 0, "next_offset": 12}
+    prefix = speedups.read_prefix("t.x", 7)
+    body = c.render_records(buf, start, prefix, binary, orjson.dumps(fields)[:-1] + b',"records":', b"}")
+    fmt = "binary" if binary else "json"
+    records = [record_json("t.x", 7, r, fmt) for r in decode_records(buf) if r.offset >= start]
+    return body, orjson.dumps({**fields, "records": records})
+
+
+def test_render_answer_is_the_json_response() -> None:
+    """What broker/api/fetch.py sends is what orjson writes for the answer dict, records and all."""
+    values = [(b"k%d" % i, bytes(range(i % 256)) * 3, 1_700_000_000_000 + i, ()) for i in range(300)]
+    json_values = [(b'"k%d"' % i, orjson.dumps({"i": i, "s": "é" * (i % 5), "l": [1.5, None, True]}), None, ())
+                   for i in range(300)]
+    for rows, binary in ((values, True), (json_values, False)):
+        buf = b"".join(encode_batch(rows[i:i + 70], base_offset=i, now_ms=9) for i in range(0, 300, 70))
+        for start in (0, 1, 140, 299, 300):
+            body, reference = _answer(buf, start, binary)
+            assert body == reference
+        assert _answer(b"", 0, binary)[0] == _answer(b"", 0, binary)[1]
 
 
 @SETTINGS
@@ -157,3 +184,32 @@ def test_record_texts_edge_cases() -> None:
 def test_render_offsets(partitions: list[int], acks0: bool) -> None:
     bases: dict[int, int | None] = {p: None if acks0 else p * 1000 for p in set(partitions)}
     assert c.render_offsets(partitions, bases) == speedups.py_render_offsets(partitions, bases)
+
+
+# Stored JSON-format texts: JSON as clients send it (spaced, nested, escaped, non-ASCII), and near-JSON that
+# orjson refuses or that lies outside the compiled check's subset (the reference then decides).
+json_texts = st.one_of(
+    st.builds(_spaced, json_value, st.integers(0, 5)),
+    st.text(alphabet='{}[],:"\\ -+.eE0123456789tfrunlasé\n\t\x00\x7f\ud7ff\ue000', max_size=24).map(
+        lambda t: t.encode("utf-8", "surrogatepass")),
+    st.binary(max_size=12).map(lambda b: b'"' + b + b'"'),
+    st.sampled_from([b'"\\ud800"', b'"\\udfff x"', b'"\\ud83d\\ude00"', b'"\\u00e9\\u0000"', b'"\\uZZZZ"',
+                     b'"\xed\xa0\x80"', b'"\xc0\x80"', b'"\xe0\x80\x80"', b'"\xf0\x80\x80\x80"', b'"\xf4\x90\x80\x80"',
+                     b'"\xef\xbb\xbf"', b"\xef\xbb\xbf1", b'"\xf0\x9f\x98\x80"', b'"\xe2\x82"', b"01", b"-", b"-0",
+                     b"1e400", b"1E2", b"1.", b".5", b"0.12345678901234567890", b"0.123456789012345678901",
+                     b"123456789012345678", b"1234567890123456789", b"18446744073709551616", b"[1,]", b'{"a":1,}',
+                     b'{"a"}', b"{,}", b"[,1]", b"[ ]", b"{ }", b' "x" ', b"\t\r\n null \n", b"tru", b"nulll", b"",
+                     b" ", b'"\t"', b'"\x7f"', b"[" * 64 + b"]" * 64, b"[" * 65 + b"]" * 65,
+                     b'{"a":' * 70 + b"1" + b"}" * 70, b'{"n":123456789012345678901234567890,"n":1}']),
+)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.none() | json_texts, st.none() | json_texts), min_size=1, max_size=12),
+       st.integers(0, 3), st.booleans())
+def test_render_json_texts(stored: list, start: int, binary: bool) -> None:
+    buf = encode_batch([(k, v, 5, ()) for k, v in stored], base_offset=1)
+    prefix = speedups.read_prefix("t", 0)
+    assert c.render_records(buf, start, prefix, binary) == speedups.py_render_records(buf, start, prefix, binary)
+    body, reference = _answer(buf, start, binary)
+    assert body == reference
