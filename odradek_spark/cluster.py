@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
-from odradek.client.metadata import Metadata
+from odradek.client.metadata import Metadata, check_authorized
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
 from odradek.protocol import media
 from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError, UnknownPartitionError, UnknownTopicError
@@ -94,6 +94,7 @@ class Cluster:
         out: list[TopicPartition] = []
         for topic in topics:
             meta = view.topics.get(topic)
+            check_authorized(meta)  # a streaming query must not wait forever for a topic it may not see
             if meta is None or meta.error is not None or not meta.partitions:
                 if must_exist:
                     raise UnknownTopicError(f"topic '{topic}' does not exist", topic=topic)

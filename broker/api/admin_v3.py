@@ -16,6 +16,7 @@ from aiohttp import web
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.params import INT32_MAX, int_param, is_json_type, limits, load_json_object, negotiate
+from broker.security.visibility import describe_filter
 from odradek.protocol import media
 from odradek.protocol.errors import (
     ClusterNotFoundError,
@@ -157,6 +158,9 @@ async def get_cluster(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     cid = _check_cluster(request)
     names = sorted(request.app[BROKER].cache.topics)
+    visible = describe_filter(request, "Topic")  # with ACLs: only the topics the caller may Describe
+    if visible is not None:
+        names = list(filter(visible, names))
     return _json(request, {"kind": "KafkaTopicList",
                           "metadata": {"self": f"{_base(request)}/clusters/{cid}/topics"},
                           "data": [_topic(request, n) for n in names]})

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 from broker.produce import forwarding as forward
+from broker.security.visibility import describe_filter
 from consumer_coordinator.assignors import ASSIGNORS, TP
 from consumer_coordinator.coordinator import JoinRequest
 from odradek.protocol.errors import (
@@ -257,12 +258,16 @@ async def delete(request: web.Request) -> web.Response:
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    """From ZooKeeper, on any broker: the coordinators' last written states."""
+    """From ZooKeeper, on any broker: the coordinators' last written states. With ACLs, Kafka's ListGroups rule:
+    a caller allowed Cluster Describe sees every group, any other only the groups it may Describe."""
     store = request.app[BROKER].groups.store
+    visible = describe_filter(request, "Group", cluster_describe_sees_all=True)
 
     def read() -> list[dict[str, Any]]:
         out = []
         for group in store.list_groups():
+            if visible is not None and not visible(group):
+                continue
             state = store.get_state(group) or {}
             out.append({"group": group, "state": state.get("state", "Empty"),
                         "members": len(state.get("assignment") or {}), "coordinator": store.get_coordinator(group)})

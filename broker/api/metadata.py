@@ -1,5 +1,9 @@
 """Metadata: GET /metadata (what clients route by), and REST Proxy v2's /brokers, /topics, partitions, offsets.
 
+On a cluster with ACLs, /metadata and /topics list only the topics the caller may Describe, and a topic named in
+``/metadata?topics=`` that it may not Describe comes back with ``"error": "TOPIC_AUTHORIZATION_FAILED"``
+(broker/security/visibility.py); without security nothing is filtered and no per-topic check runs.
+
 The v2 bodies are Confluent's entities field for field (kafka-rest ``entities/v2``: ``GetTopicResponse`` lists
 the topic's effective configuration, defaults included; ``TopicPartitionOffsetResponse`` is exactly
 ``beginning_offset`` and ``end_offset``). Every GET negotiates its media type as Confluent's resources do
@@ -19,8 +23,14 @@ from broker.api.fetch import read_committed
 from broker.api.params import int_param, negotiate, partition_param
 from broker.metadata.cache import MetadataCache, PartitionInfo
 from broker.produce import forwarding as forward
+from broker.security.visibility import describe_filter
 from odradek.protocol import media
-from odradek.protocol.errors import NotLeaderOrFollowerError, UnknownPartitionError, UnknownTopicError
+from odradek.protocol.errors import (
+    NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 
 
 def _partition_meta(info: PartitionInfo | None, partition: int, replicas: list[int]) -> dict[str, Any]:
@@ -47,14 +57,24 @@ async def metadata(request: web.Request) -> web.Response:
     ctype = negotiate(request, (media.PLAIN_JSON, media.KAFKA_V2, media.KAFKA_DEFAULT))
     cache = broker.cache
     wanted = request.query.get("topics")
-    topics = [t for t in wanted.split(",") if t] if wanted else sorted(cache.topics)
+    visible = describe_filter(request, "Topic")  # None (no per-topic work) unless ACLs apply to this caller
+    if wanted:  # named topics: one the caller may not Describe is refused, existing or not (Kafka's Metadata)
+        names = [t for t in wanted.split(",") if t]
+        topics = [topic_metadata(cache, t) if visible is None or visible(t) else _denied(t) for t in names]
+    else:  # every topic: the ones the caller may not Describe are left out
+        names = sorted(cache.topics)
+        topics = [topic_metadata(cache, t) for t in (names if visible is None else filter(visible, names))]
     return json_response({
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "brokers": [{"id": b.broker_id, "url": b.url, "rack": b.rack} for b in sorted(
             cache.brokers.values(), key=lambda b: b.broker_id)],
-        "topics": [topic_metadata(cache, t) for t in topics],
+        "topics": topics,
     }, content_type=ctype)
+
+
+def _denied(topic: str) -> dict[str, Any]:
+    return {"name": topic, "error": TopicAuthorizationFailedError.name, "partitions": []}
 
 
 def v2_type(request: web.Request) -> str:
@@ -67,7 +87,9 @@ async def brokers(request: web.Request) -> web.Response:
 
 
 async def topics(request: web.Request) -> web.Response:
-    return json_response(sorted(request.app[BROKER].cache.topics), content_type=v2_type(request))
+    names = sorted(request.app[BROKER].cache.topics)
+    visible = describe_filter(request, "Topic")
+    return json_response(names if visible is None else list(filter(visible, names)), content_type=v2_type(request))
 
 
 def _v2_partition(cache: MetadataCache, topic: str, partition: int) -> dict[str, Any]:

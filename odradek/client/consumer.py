@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from odradek.client.metadata import REFRESH_ERRORS, Metadata
+from odradek.client.metadata import REFRESH_ERRORS, Metadata, check_authorized
 from odradek.client.security import ClientSecurity
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, parse_bootstrap, quote_path
 from odradek.client.types import ConsumerRecord, TopicPartition
@@ -316,6 +316,8 @@ class Consumer:
             else:
                 self._refreshing = True
                 self._executor().submit(self._refresh_metadata)
+        for topic in {tp.topic for tp in self._states}:
+            check_authorized(metadata.topic(topic))  # Kafka's poll raises TopicAuthorizationException too
         now = time.monotonic()
         for tp, state in list(self._states.items()):
             if state.position is None and now >= state.retry_at:

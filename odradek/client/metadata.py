@@ -23,8 +23,9 @@ from odradek.protocol.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from odradek.protocol.security_errors import TopicAuthorizationFailedError
 
-__all__ = ["REFRESH_ERRORS", "ClusterView", "Metadata", "PartitionMeta", "TopicMeta"]
+__all__ = ["REFRESH_ERRORS", "ClusterView", "Metadata", "PartitionMeta", "TopicMeta", "check_authorized"]
 
 # Errors that mean "your map is stale": refresh it before retrying.
 REFRESH_ERRORS: tuple[type[OdradekError], ...] = (
@@ -222,6 +223,7 @@ class Metadata:
 
         Raises:
             UnknownTopicError: the cluster says the topic does not exist (no auto-creation).
+            TopicAuthorizationFailedError: this principal may not Describe the topic (Kafka's Metadata answer).
             BrokerNotAvailableError: no broker answered before the timeout.
         """
         deadline = self._clock() + timeout_ms / 1000.0
@@ -240,6 +242,7 @@ class Metadata:
             t = view.topics.get(name)
             if t is None or t.error == UnknownTopicError.name:
                 raise UnknownTopicError(f"topic '{name}' does not exist", topic=name)
+            check_authorized(t)
             if t.error is None and t.partitions:
                 return t
             if self._clock() + self._backoff > deadline:
@@ -273,3 +276,10 @@ class Metadata:
         available = tuple(p.partition for p in parts if p.leader >= 0 and p.leader in brokers)
         topics = {**view.topics, topic: TopicMeta(t.name, t.error, parts, available)}
         self._view = ClusterView(view.cluster_id, view.controller_id, brokers, topics)
+
+
+def check_authorized(meta: TopicMeta | None) -> None:
+    """Raise TOPIC_AUTHORIZATION_FAILED when the metadata answer says this principal may not Describe the topic
+    (the brokers filter listings and answer named topics so, as Kafka does): retrying cannot help."""
+    if meta is not None and meta.error == TopicAuthorizationFailedError.name:
+        raise TopicAuthorizationFailedError(f"not authorized to access topic '{meta.name}'", topic=meta.name)

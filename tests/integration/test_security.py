@@ -10,7 +10,9 @@ brokers' ZooKeeper identity from the environment), then:
 * a client that claims to be a follower gets 403, no bytes, and the high watermark does not move;
 * plaintext HTTP on a TLS listener gets no HTTP answer at all;
 * a ZooKeeper client without the brokers' credentials cannot write (or read the secrets of) cluster znodes;
-* the Python client produces and consumes over TLS with a SCRAM user; an ACL added with the tool applies in < 1 s.
+* the Python client produces and consumes over TLS with a SCRAM user; an ACL added with the tool applies in < 1 s;
+* listings (``/metadata``, ``/topics``, v3 topics, ``/groups``) show each principal only what the model says it may
+  Describe, and a named topic it may not Describe is refused (TOPIC_AUTHORIZATION_FAILED) whether it exists or not.
 """
 
 from __future__ import annotations
@@ -374,6 +376,76 @@ def test_rest_consumer_instances_belong_to_their_creator(secured: Secured) -> No
     assert request(f"{secured.url()}{base}/subscription", "POST", {"topics": ["orders"]}, ctx=ctx_a,
                    headers={**auth_a, **v2})[0] == 204
     assert request(f"{secured.url()}{base}", "DELETE", None, ctx=ctx_a, headers={**auth_a, **v2})[0] == 204
+
+
+def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -> None:
+    """Kafka's Metadata and ListGroups: topics need Topic Describe (implied by Read, Write, Delete, Alter), groups
+    Group Describe unless the caller has Cluster Describe; super users see all. Predicted by the same model."""
+    cid, admin = secured.cluster_id, secured.context("admin")
+    for g in ("locked", "other-group"):  # standalone commits (no member, generation -1) make the groups exist
+        status, raw, _ = request(f"{secured.url()}/groups/{g}/offsets", "POST",
+                                 {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]}, ctx=admin)
+        assert status in (200, 204), (g, status, raw[:200])
+
+    def listed(who: str, broker: int) -> dict[str, set[str]]:
+        ctx, auth = credentials(secured, who)
+
+        def get(path: str, accept: str = "application/json") -> Any:
+            status, raw, _ = request(f"{secured.url(broker)}{path}", ctx=ctx, headers={**auth, "Accept": accept})
+            assert status == 200, (who, path, status, raw[:200])
+            return json.loads(raw)
+
+        return {"metadata": {t["name"] for t in get("/metadata")["topics"]},
+                "v2": set(get("/topics", "application/vnd.kafka.v2+json")),
+                "v3": {t["topic_name"] for t in get(f"/v3/clusters/{cid}/topics")["data"]},
+                "groups": {g["group"] for g in get("/groups")["groups"]}}
+
+    everything = listed("admin", 1)
+    topics, all_groups = everything["v2"], everything["groups"]
+    assert {"orders", "logs-app", "logs-secret", "other"} <= topics and {"locked", "other-group"} <= all_groups
+    assert everything == {"metadata": topics, "v2": topics, "v3": topics, "groups": all_groups}
+    for i, (who, principal) in enumerate(PRINCIPALS.items()):
+        want = {t for t in topics if expected(principal, "Describe", "Topic", t)}
+        groups = all_groups if expected(principal, "Describe", "Cluster", "kafka-cluster") else {
+            g for g in all_groups if expected(principal, "Describe", "Group", g)}
+        assert listed(who, 1 + i % 2) == {"metadata": want, "v2": want, "v3": want, "groups": groups}, who
+    alice = listed("alice", 2)  # the model's answer, spelled out: Read on "orders", nothing on "other"
+    assert "orders" in alice["v2"] and "other" not in alice["v2"]
+    assert "locked" in alice["groups"] and "other-group" not in alice["groups"]  # Deny Read leaves Describe (Kafka)
+
+    for who, want in (("alice", {"orders": None, "other": "TOPIC_AUTHORIZATION_FAILED",
+                                 "no-such-topic": "TOPIC_AUTHORIZATION_FAILED"}),  # existence is not revealed
+                      ("admin", {"orders": None, "other": None, "no-such-topic": "UNKNOWN_TOPIC"})):
+        ctx, auth = credentials(secured, who)
+        status, raw, _ = request(f"{secured.url()}/metadata?topics=orders,other,no-such-topic", ctx=ctx, headers=auth)
+        assert status == 200, raw[:200]
+        named = {t["name"]: t for t in json.loads(raw)["topics"]}
+        assert {n: t["error"] for n, t in named.items()} == want, who
+        assert {n for n, t in named.items() if t["partitions"]} == {n for n, e in want.items() if e is None}
+    ctx, auth = credentials(secured, "alice")
+    for path in ("/topics/other", f"/v3/clusters/{cid}/topics/other"):
+        status, raw, _ = request(f"{secured.url()}{path}", ctx=ctx, headers=auth)
+        assert status == 403 and b"TOPIC_AUTHORIZATION_FAILED" in raw, (path, status, raw[:200])
+
+    # The clients read that answer as Kafka's do: an authorization error at once, not a wait for a topic to appear.
+    from odradek import Consumer, Producer, TopicPartition
+    from odradek.protocol.security_errors import TopicAuthorizationFailedError
+
+    opts = {"ssl_cafile": secured.cafile, "sasl_username": "alice", "sasl_password": PASSWORDS["alice"]}
+    bootstrap = secured.url(2).removeprefix("https://")
+    started = time.monotonic()
+    with Producer(bootstrap, acks="all", max_block_ms=20_000, **opts) as p, \
+            pytest.raises(TopicAuthorizationFailedError):
+        p.send("other", b"v").result(timeout=30)
+    consumer = Consumer(bootstrap, **opts)
+    try:
+        consumer.assign([TopicPartition("other", 0)])
+        with pytest.raises(TopicAuthorizationFailedError):
+            for _ in range(40):
+                consumer.poll(timeout_ms=250)
+    finally:
+        consumer.close()
+    assert time.monotonic() - started < 15, "an unauthorized topic was waited for instead of refused"
 
 
 def test_zookeeper_security_migration_secures_and_unsecures_an_existing_tree(zk_ensemble: ZkEnsemble) -> None:
