@@ -277,7 +277,8 @@ async def list_groups(request: web.Request) -> web.Response:
 
 
 async def offsets(request: web.Request) -> web.Response:
-    """Committed offsets with lag (high watermark - committed), from ZooKeeper, on any broker."""
+    """Committed offsets with lag (high watermark - committed), from ZooKeeper, on any broker; with ACLs only
+    for the topics the caller may Describe (Kafka's OffsetFetch answers the others TOPIC_AUTHORIZATION_FAILED)."""
     group = group_param(request)
     topic = request.query.get("topic")
     if topic is not None:
@@ -287,7 +288,9 @@ async def offsets(request: web.Request) -> web.Response:
     if not await asyncio.to_thread(store.exists, group):
         raise GroupIdNotFoundError(f"group {group!r} does not exist")
     committed = await asyncio.to_thread(store.get_offsets, group)
-    rows = sorted((tp, v) for tp, v in committed.items() if topic is None or tp[0] == topic)
+    visible = describe_filter(request, "Topic")  # Kafka's OffsetFetch: only topics the caller may Describe
+    rows = sorted((tp, v) for tp, v in committed.items()
+                  if (topic is None or tp[0] == topic) and (visible is None or visible(tp[0])))
     ends = await asyncio.gather(*(_high_watermark(request, tp) for tp, _ in rows))
     return json_response({"offsets": [
         {"topic": t, "partition": p, "offset": o, "metadata": meta, "commit_timestamp": ts,

@@ -384,7 +384,8 @@ def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -
     cid, admin = secured.cluster_id, secured.context("admin")
     for g in ("locked", "other-group"):  # standalone commits (no member, generation -1) make the groups exist
         status, raw, _ = request(f"{secured.url()}/groups/{g}/offsets", "POST",
-                                 {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]}, ctx=admin)
+                                 {"offsets": [{"topic": "orders", "partition": 0, "offset": 0},
+                                              {"topic": "other", "partition": 0, "offset": 0}]}, ctx=admin)
         assert status in (200, 204), (g, status, raw[:200])
 
     def listed(who: str, broker: int) -> dict[str, set[str]]:
@@ -412,6 +413,10 @@ def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -
     alice = listed("alice", 2)  # the model's answer, spelled out: Read on "orders", nothing on "other"
     assert "orders" in alice["v2"] and "other" not in alice["v2"]
     assert "locked" in alice["groups"] and "other-group" not in alice["groups"]  # Deny Read leaves Describe (Kafka)
+    for who, want in (("alice", {"orders"}), ("admin", {"orders", "other"})):  # OffsetFetch: Topic Describe too
+        ctx, auth = credentials(secured, who)
+        status, raw, _ = request(f"{secured.url()}/groups/locked/offsets", ctx=ctx, headers=auth)
+        assert status == 200 and {o["topic"] for o in json.loads(raw)["offsets"]} == want, (who, status, raw[:300])
 
     for who, want in (("alice", {"orders": None, "other": "TOPIC_AUTHORIZATION_FAILED",
                                  "no-such-topic": "TOPIC_AUTHORIZATION_FAILED"}),  # existence is not revealed
