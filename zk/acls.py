@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+CHANGE_EXPIRY_MS = 15 * 60 * 1000  # Kafka's AclChangeNotificationHandler / ZkNodeChangeNotificationListener
 RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
 ACL_PATHS = (ACL_ROOT, PREFIXED_ROOT, CHANGES, EXTENDED_CHANGES,
              *(f"{ACL_ROOT}/{t}" for t in RESOURCE_TYPES), *(f"{PREFIXED_ROOT}/{t}" for t in RESOURCE_TYPES))
@@ -164,6 +166,23 @@ class AclStore:
             except NoNodeError:
                 continue
         return sorted(out, key=lambda p: p.rsplit("_", 1)[-1])
+
+    def purge_changes(self, older_than_ms: int = CHANGE_EXPIRY_MS, now_ms: int | None = None) -> int:
+        """Delete change notifications created more than ``older_than_ms`` ago (Kafka's
+        ZkNodeChangeNotificationListener purges them after 15 minutes): every live broker has read them long
+        since, and a starting broker reads all ACLs, not the notifications. Returns how many went; brokers purge
+        concurrently, so one already gone is skipped."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        removed = 0
+        for path in self.changes():
+            try:
+                _, stat = self._zk.retrying(self._kz.get, path)
+                if now - stat.ctime > older_than_ms:
+                    self._zk.retrying(self._kz.delete, path)
+                    removed += 1
+            except NoNodeError:
+                continue
+        return removed
 
     def get_or_create_token_key(self, fresh: bytes) -> bytes:
         """The cluster's bearer-token HMAC key: the first broker writes it, every broker reads the same."""

@@ -16,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
+
+PURGE_EVERY_S = 60.0  # old ACL change notifications are purged at most this often (by every broker, harmlessly)
 
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "DescribeConfigs", "AlterConfigs",
               "ClusterAction", "IdempotentWrite", "All")
@@ -96,6 +99,7 @@ class AclCache:
         self._store = store
         self._changed = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._purged = float("-inf")
 
     def _signal(self) -> None:
         if self._loop is not None:
@@ -123,6 +127,9 @@ class AclCache:
             self._changed.clear()
             try:
                 self.authorizer.replace(await asyncio.to_thread(self._read))
+                if time.monotonic() - self._purged > PURGE_EVERY_S:
+                    self._purged = time.monotonic()
+                    await asyncio.to_thread(self._store.purge_changes)  # type: ignore[attr-defined]
             except Exception as e:  # ZooKeeper away: keep the last ACLs, retry on the next signal
                 log.warning("cannot re-load ACLs: %s", e)
                 if on_error is not None:
