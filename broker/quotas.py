@@ -1,21 +1,42 @@
-"""Client quotas (Kafka's ClientQuotaManager, KIP-13/KIP-124/KIP-219) and the token bucket shared with the
-replication throttle (broker/replication/throttle.py).
+"""Client and user quotas (Kafka's ClientQuotaManager, KIP-13/KIP-55/KIP-124/KIP-219) and the token bucket shared
+with the replication throttle (broker/replication/throttle.py).
 
 Quotas: ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per second, per broker) and
-``request_percentage`` (percent of one thread's time per second), per client id, with ``<default>`` for client
-ids without their own entry, stored in ``/config/clients/<id>`` (zk/configs.py) and read from the metadata
-cache, which the broker keeps current from ``/config/changes`` (broker/metadata/watcher.py): a change applies
-without a restart. Each client id has its own budget on each broker, as in Kafka.
+``request_percentage`` (percent of one thread's time per second), stored in ``/config/clients/<client id>`` and
+``/config/users/<user>`` with ``<default>`` entities (zk/configs.py), read from the metadata cache, which the
+broker keeps current from ``/config/changes`` (broker/metadata/watcher.py): a change applies without a restart.
+
+Who a request is: its client id is the ``Odradek-Client-Id`` header, and a request without one has the client
+id ``""`` (Kafka's empty client id), so ``<default>`` client quotas hold curl and REST-proxy clients too. Its user
+is the name of the principal the security middleware authenticated (``User:alice`` -> ``alice``); on an open
+cluster, or for ``User:ANONYMOUS``, there is no user and only client-id quotas apply.
+
+Which quota (per kind, KIP-55's precedence, most specific first): user+client, user+<default> client, user,
+<default> user+client, <default> user+<default> client, <default> user, client, <default> client. The budget
+is that of the matched entity as Kafka shares it: a quota that names or defaults the client is counted per
+(user, client id), a user-level one (user, <default> user) is shared by all that user's clients on the broker,
+and a client-level one is shared by every user of that client id. Nested user+client entities are read from
+the cache under ``("users/<user>/clients", <client id>)`` (Kafka's ``/config/users/<user>/clients/<client id>``
+split at its last level); the configs store and tools do not write them yet.
+
+Exempt: replica fetches (``replica_id``; replication has its own throttle) and inter-broker requests (a broker
+forwarding a produce or a read to the leader). On a secured cluster a request is inter-broker when its principal
+is a broker's: a super user, or a principal an ACL allows ClusterAction on the cluster (not the
+``allow.everyone.if.no.acl.found`` fallback); a client sending the marker header gains nothing. On an open
+cluster everyone is ANONYMOUS and, as Kafka without an authorizer lets any caller claim ClusterAction (and as our
+replica fetches' ``replica_id`` is believed), the ``Odradek-Inter-Broker`` header is believed: client ids are
+self-declared there anyway (a fresh id is a fresh budget), so client quotas on an open cluster bind cooperating
+clients only.
 
 Enforcement as KIP-219 (Kafka 2.0+): the response goes out at once and says how long the client is throttled
-(the ``Odradek-Throttle-Time-Ms`` header, and ``throttle_time_ms`` in a produce answer's body); the broker then
-"mutes" the client: its next produce or fetch waits here until the throttle time has passed, so a client that
-ignores the hint is held to its quota anyway. The throttle time is the budget's deficit over the rate (a token
-bucket that may go into debt), which is Kafka's ``(O - T) / T * window`` over a sliding window.
+(the ``Odradek-Throttle-Time-Ms`` header, and ``throttle_time_ms`` in a produce answer's body, both only when a
+quota applies to the request); the broker then "mutes" the client (user, client id): its next produce or fetch
+waits here until the throttle time has passed, so a client that ignores the hint is held to its quota anyway.
+The throttle time is the budget's deficit over the rate (a token bucket that may go into debt), which is
+Kafka's ``(O - T) / T * window`` over a sliding window.
 
-The client id comes from the ``Odradek-Client-Id`` request header (the Python client sends its ``client_id``).
-Requests without it (brokers forwarding to each other, replica fetches) are not subject to client quotas;
-replication has its own throttle.
+Cost: with no quota configured, a request costs one identity check of the cache's config map (the watcher
+replaces the map on every change; the quota index is rebuilt only then).
 
 Concurrency: everything runs on the broker's event loop.
 """
@@ -24,18 +45,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
 
 from broker.metadata.cache import MetadataCache
+from broker.security.authorizer import ANONYMOUS
+from broker.security.middleware import PRINCIPAL_KEY, SECURITY
 
 CLIENT_ID = "Odradek-Client-Id"
+INTER_BROKER = "Odradek-Inter-Broker"  # a broker's own request (value: its id); believed only as described above
 THROTTLE_TIME_MS = "Odradek-Throttle-Time-Ms"
 DEFAULT = "<default>"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+KINDS = (PRODUCE, FETCH, REQUEST)
 MAX_THROTTLE_MS = 30_000  # Kafka caps the throttle at the quota window span; a client must never hang forever
+
+# (user entity, client entity): None = the level is absent (a user-only or client-only quota)
+Entity = tuple[str | None, str | None]
+# (kind, user tag, client tag): whose budget is spent; None = shared across that level
+BudgetKey = tuple[str, str | None, str | None]
+Match = tuple[float, BudgetKey]
 
 
 class TokenBucket:
@@ -80,41 +111,106 @@ class TokenBucket:
         return max(1, min(max_bytes, max(floor, int(self.rate / 2))))
 
 
+def user_client_entity(user: str, client_id: str) -> tuple[str, str]:
+    """The metadata cache key of the nested ``/config/users/<user>/clients/<client id>`` entity (desanitized
+    names, as the cache holds the others; unambiguous, since the real entity types never contain a slash)."""
+    return f"users/{user}/clients", client_id
+
+
+def _entity_of(key: tuple[str, str]) -> Entity | None:
+    entity_type, name = key
+    if entity_type == "clients":
+        return None, name
+    if entity_type == "users":
+        return name, None
+    if entity_type.startswith("users/") and entity_type.endswith("/clients") and len(entity_type) > 14:
+        return entity_type[6:-8], name
+    return None  # brokers: not quotas
+
+
+def quota_index(dynamic: Mapping[tuple[str, str], Mapping[str, str]]) -> dict[str, dict[Entity, float]]:
+    """kind -> {entity: rate} for every positive, well-formed quota in the cache's entity configs."""
+    index: dict[str, dict[Entity, float]] = {}
+    for key, config in dynamic.items():
+        entity = _entity_of(key)
+        if entity is None:
+            continue
+        for kind in KINDS:
+            raw = config.get(kind)
+            if raw is None:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                continue
+            if value > 0:
+                index.setdefault(kind, {})[entity] = value
+    return index
+
+
+def resolve(entries: Mapping[Entity, float], kind: str, user: str | None, client_id: str) -> Match | None:
+    """The quota of ``kind`` that applies to (user, client id), and whose budget it spends (KIP-55's order)."""
+    if user is not None:
+        for u, c, budget in ((user, client_id, client_id), (user, DEFAULT, client_id), (user, None, None),
+                             (DEFAULT, client_id, client_id), (DEFAULT, DEFAULT, client_id), (DEFAULT, None, None)):
+            value = entries.get((u, c))
+            if value is not None:
+                return value, (kind, user, budget)
+    for c in (client_id, DEFAULT):
+        value = entries.get((None, c))
+        if value is not None:
+            return value, (kind, None, client_id)
+    return None
+
+
 class ClientQuotaManager:
-    """Budgets per (quota, client id); the quota values are looked up in the metadata cache on every use."""
+    """Budgets per matched quota entity; the quota values come from the metadata cache, indexed once per change."""
 
     def __init__(self, cache: MetadataCache, now: Callable[[], float] = time.monotonic) -> None:
         self._cache = cache
         self._now = now
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
-        self._muted_until: dict[str, float] = {}
+        self._buckets: dict[BudgetKey, TokenBucket] = {}
+        self._muted_until: dict[tuple[str | None, str], float] = {}
+        self._seen: object = None
+        self._index: dict[str, dict[Entity, float]] = {}
 
-    def quota(self, kind: str, client_id: str) -> float | None:
-        """The client's own entry, else ``<default>`` (Kafka's precedence for client-id quotas)."""
-        for name in (client_id, DEFAULT):
-            value = self._cache.dynamic.get(("clients", name), {}).get(kind)
-            if value is not None:
-                try:
-                    return float(value)
-                except ValueError:
-                    return None
-        return None
+    def active(self) -> bool:
+        """Whether any quota is configured at all (the hot path's one check)."""
+        dynamic = self._cache.dynamic
+        if dynamic is not self._seen:
+            self._index = quota_index(dynamic)
+            self._seen = dynamic
+            self._buckets = {k: b for k, b in self._buckets.items() if k[0] in self._index}
+            if not self._index:
+                self._muted_until.clear()
+        return bool(self._index)
 
-    async def wait_unmuted(self, client_id: str) -> None:
+    def match(self, kind: str, user: str | None, client_id: str) -> Match | None:
+        """The quota of ``kind`` that applies, with its budget key; None when none does."""
+        self.active()
+        entries = self._index.get(kind)
+        return resolve(entries, kind, user, client_id) if entries else None
+
+    def quota(self, kind: str, client_id: str, user: str | None = None) -> float | None:
+        found = self.match(kind, user, client_id)
+        return None if found is None else found[0]
+
+    async def wait_unmuted(self, client_id: str, user: str | None = None) -> None:
         """KIP-219's muted channel: hold the client's next request until its throttle time is over."""
-        until = self._muted_until.get(client_id, 0.0)
+        key = (user, client_id)
+        until = self._muted_until.get(key)
+        if until is None:
+            return
         wait = until - self._now()
         if wait > 0:
             await asyncio.sleep(wait)
+        if self._muted_until.get(key) == until:
+            del self._muted_until[key]
 
-    def record(self, kind: str, client_id: str, amount: float) -> int:
-        """Count ``amount`` against the client's quota of ``kind``; returns the throttle time in ms (0 if none)."""
-        quota = self.quota(kind, client_id)
-        key = (kind, client_id)
-        if quota is None or quota <= 0:
-            self._buckets.pop(key, None)
-            return 0
-        rate = quota / 100.0 if kind == REQUEST else quota  # request_percentage: seconds of work per second
+    def record_match(self, found: Match, amount: float, client_id: str, user: str | None = None) -> int:
+        """Count ``amount`` against the matched budget; the throttle time in ms (0 if none), muting the client."""
+        quota, key = found
+        rate = quota / 100.0 if key[0] == REQUEST else quota  # request_percentage: seconds of work per second
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = TokenBucket(rate, now=self._now)
@@ -122,9 +218,14 @@ class ClientQuotaManager:
             bucket.set_rate(rate)
         throttle_ms = min(MAX_THROTTLE_MS, int(bucket.record(amount) * 1000))
         if throttle_ms > 0:
-            until = self._now() + throttle_ms / 1000
-            self._muted_until[client_id] = max(self._muted_until.get(client_id, 0.0), until)
+            mute = (user, client_id)
+            self._muted_until[mute] = max(self._muted_until.get(mute, 0.0), self._now() + throttle_ms / 1000)
         return throttle_ms
+
+    def record(self, kind: str, client_id: str, amount: float, user: str | None = None) -> int:
+        """Count ``amount`` against the quota of ``kind`` that applies; the throttle time in ms (0 if none)."""
+        found = self.match(kind, user, client_id)
+        return 0 if found is None else self.record_match(found, amount, client_id, user)
 
 
 def _kind(request: web.Request) -> str | None:
@@ -140,6 +241,21 @@ def _kind(request: web.Request) -> str | None:
     return None
 
 
+def identity(request: web.Request) -> tuple[str | None, str] | None:
+    """(user, client id) whose quotas the request spends; None for an inter-broker request (exempt)."""
+    service = request.app.get(SECURITY)
+    principal = request.get(PRINCIPAL_KEY)
+    if service is None:
+        if INTER_BROKER in request.headers:
+            return None
+        user = None
+    else:
+        if principal is not None and service.is_broker(principal, request.remote or "*"):
+            return None
+        user = None if principal is None or principal == ANONYMOUS else principal.removeprefix("User:")
+    return user, request.headers.get(CLIENT_ID, "")
+
+
 def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]) -> Callable[..., Awaitable[
         web.StreamResponse]]:
     """The one place client quotas touch request handling: mute, handle, count, report."""
@@ -147,22 +263,31 @@ def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]
     @web.middleware
     async def middleware(request: web.Request,
                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        client_id = request.headers.get(CLIENT_ID)
-        kind = _kind(request) if client_id is not None else None
-        quotas = manager(request) if kind is not None else None
-        if quotas is None or client_id is None or kind is None:
+        quotas = manager(request)
+        if quotas is None or not quotas.active():
+            return await handler(request)  # no quota configured anywhere: the common case, one check
+        kind = _kind(request)
+        who = identity(request) if kind is not None else None
+        if kind is None or who is None:
             return await handler(request)
-        await quotas.wait_unmuted(client_id)
+        user, client_id = who
+        data, work = quotas.match(kind, user, client_id), quotas.match(REQUEST, user, client_id)
+        if data is None and work is None:
+            return await handler(request)
+        await quotas.wait_unmuted(client_id, user)
         started = time.perf_counter()
         response = await handler(request)
-        if kind == PRODUCE:
-            amount = request.content_length or 0
-        else:
-            body = getattr(response, "body", None)
-            # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts
-            amount = len(body) if isinstance(body, bytes | bytearray) else (response.content_length or 0)
-        throttle_ms = quotas.record(kind, client_id, amount)
-        throttle_ms = max(throttle_ms, quotas.record(REQUEST, client_id, time.perf_counter() - started))
+        throttle_ms = 0
+        if data is not None:
+            if kind == PRODUCE:
+                amount = request.content_length or 0
+            else:
+                body = getattr(response, "body", None)
+                # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts
+                amount = len(body) if isinstance(body, bytes | bytearray) else (response.content_length or 0)
+            throttle_ms = quotas.record_match(data, amount, client_id, user)
+        if work is not None:
+            throttle_ms = max(throttle_ms, quotas.record_match(work, time.perf_counter() - started, client_id, user))
         response.headers[THROTTLE_TIME_MS] = str(throttle_ms)
         if kind == PRODUCE and isinstance(response, web.Response):
             _add_body_field(response, throttle_ms)
@@ -172,13 +297,19 @@ def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]
 
 
 def _add_body_field(response: web.Response, throttle_ms: int) -> None:
-    """Produce answers are small JSON objects: give them Kafka's ``throttle_time_ms`` field too."""
+    """Give a JSON produce answer Kafka's ``throttle_time_ms`` field, spliced in after its opening brace: no
+    parse and re-encode of a large answer (a REST v2 answer of 1,000 offsets)."""
     body = response.body
     if not isinstance(body, bytes) or not body.startswith(b"{"):
         return
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    if b'"throttle_time_ms"' in body:  # never a duplicate key: the rare slow path
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        obj["throttle_time_ms"] = throttle_ms
+        response.body = orjson.dumps(obj)
         return
-    obj["throttle_time_ms"] = throttle_ms
-    response.body = orjson.dumps(obj)
+    field = b'{"throttle_time_ms":%d' % throttle_ms
+    rest = body[1:]
+    response.body = field + (rest if rest.lstrip().startswith(b"}") else b"," + rest)

@@ -41,7 +41,7 @@ from broker.metadata.events import Event, EventQueue
 from broker.metadata.watcher import MetadataWatcher
 from broker.metrics import BrokerMetrics
 from broker.produce.service import ProduceService
-from broker.quotas import ClientQuotaManager
+from broker.quotas import INTER_BROKER, ClientQuotaManager
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.listeners import inter_broker_headers, listener_sites, registration
 from broker.security.middleware import SecurityService
@@ -154,7 +154,8 @@ class Broker:
             # Forwarded produces and reads, group and admin calls: a bounded pool (inter_broker_max_connections),
             # so a thousand forwarded long-polls wait for a connection instead of opening a thousand.
             self.http_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2), headers=self.client_headers,
+                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2),
+                headers={**(self.client_headers or {}), INTER_BROKER: str(self.broker_id)},  # not a client's quota
                 connector=aiohttp.TCPConnector(limit=self.config.inter_broker_max_connections,
                                                limit_per_host=self.config.inter_broker_max_connections,
                                                ssl=self.client_ssl or True))

@@ -119,9 +119,19 @@ class SecurityService:
                 raise _DENIED[need.resource_type](
                     f"{principal} is not allowed {need.operation} on {need.resource_type}:{name}")
 
+    def is_broker(self, principal: str, host: str) -> bool:
+        """A broker's principal: a super user, or granted ClusterAction on the cluster by an ACL of the enforced
+        authorizer. Never by default: under ``allow.everyone.if.no.acl.found`` with no cluster ACL at all,
+        ``allowed`` would say yes to everyone, and everyone could then speak for someone else or skip quotas."""
+        authorizer = self.authorizer
+        if principal in authorizer.super_users:
+            return True
+        return (self.enforce and bool(authorizer.matching("Cluster", CLUSTER_NAME))
+                and authorizer.authorize(principal, host, "ClusterAction", "Cluster", CLUSTER_NAME))
+
     def effective_principal(self, request: web.Request, principal: str, host: str) -> str:
         claimed = request.headers.get(PRINCIPAL_HEADER)
-        if claimed and self.allowed(principal, host, "ClusterAction", "Cluster", CLUSTER_NAME):
+        if claimed and self.is_broker(principal, host):
             return claimed
         return principal
 

@@ -1,24 +1,35 @@
 """Client quotas (producer_byte_rate, consumer_byte_rate per client id), set with scripts/odradek-configs.sh and
 enforced by a running broker without a restart: a producing and a consuming client are held within 20% of the
 quota (measured on the receiving side over the middle of the transfer), and responses carry the throttle time
-(KIP-219: the answer goes out at once, the client's next request waits)."""
+(KIP-219: the answer goes out at once, the client's next request waits). User quotas (KIP-55) on a TLS cluster:
+a SCRAM user's quota, set with the configs tool, holds that user whatever its client ids (one shared budget),
+before the <default> client quota; a super user (a broker's peer) is not throttled."""
 
 from __future__ import annotations
 
+import base64
+import json
+import ssl
 import subprocess
+import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
 
+from broker.localcluster import LocalCluster
+from broker.security.local import admin_files
 from odradek import Producer
 from odradek.protocol import media
 from odradek.protocol.records import iter_batch_headers
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import request
+from tests.harness.ports import free_port_block
 from tests.harness.wait import wait_until
+from zk.ensemble import ZkEnsemble
 
 pytestmark = pytest.mark.cluster
 
@@ -53,16 +64,15 @@ def setup(make_cluster: MakeCluster, topic: str) -> LocalProcessBackend:
     return cluster
 
 
-def probe(url: str, topic: str) -> tuple[int, object, dict[str, str]]:
-    import urllib.request
-
+def probe(url: str, topic: str, headers: dict[str, str] | None = None,
+          ctx: ssl.SSLContext | None = None) -> tuple[int, object, dict[str, str]]:
     values = [{"value": "x" * 1000} for _ in range(600)]  # ~600 KB: more than two seconds of the quota
     req = urllib.request.Request(f"{url}/topics/{topic}/partitions/0?acks=1", method="POST",
-                                 data=__import__("json").dumps({"records": values}).encode(),
+                                 data=json.dumps({"records": values}).encode(),
                                  headers={"Content-Type": "application/vnd.kafka.json.v2+json",
-                                          "Odradek-Client-Id": "probe"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return resp.status, __import__("json").loads(resp.read()), dict(resp.headers)
+                                          **({"Odradek-Client-Id": "probe"} if headers is None else headers)})
+    with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+        return resp.status, json.loads(resp.read()), dict(resp.headers)
 
 
 def window_rate(samples: list[tuple[float, int]], total: int) -> float:
@@ -121,3 +131,51 @@ def test_a_fetch_quota_holds_the_consumer(make_cluster: MakeCluster) -> None:
     print(f"consumer held at {rate / 1024:.0f} KiB/s under a {QUOTA / 1024:.0f} KiB/s quota")
     assert max(throttles) > 0
     assert abs(rate - QUOTA) <= 0.2 * QUOTA, rate
+
+
+def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensemble: ZkEnsemble,
+                                                                        tmp_path: Path) -> None:
+    """alice (SCRAM) has producer_byte_rate=256 KiB/s, set with the configs tool; the <default> client quota is
+    1 B/s. alice's requests, with no client id and then another one, spend one budget at her rate (her quota wins
+    over the client default, KIP-55); her claim to be a broker is ignored; the admin (a super user) is exempt."""
+    cluster = LocalCluster(tmp_path / "tls", brokers=1, base_port=free_port_block(1), session_timeout_ms=6000,
+                           chroot=f"/odradek-quota-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble, tls=True,
+                           broker_args=["--allow-everyone-if-no-acl-found", "true"])
+    try:
+        cluster.up(timeout=60)
+        url, files = cluster.broker_url(1), admin_files(cluster)
+        admin = ssl.create_default_context(cafile=files["ssl_cafile"])
+        admin.load_cert_chain(files["ssl_certfile"], files["ssl_keyfile"])
+        user_ctx = ssl.create_default_context(cafile=files["ssl_cafile"])
+        done = subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", cluster.zk_connect,
+                               "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+                               f"SCRAM-SHA-256=[iterations=4096,password=alice-pw],producer_byte_rate={QUOTA}"],
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/v3/clusters"), context=admin) as resp:
+            v3 = f"{url}/v3/clusters/{json.loads(resp.read())['data'][0]['cluster_id']}"
+        for path, body in ((f"{v3}/topics", {"topic_name": "qu", "partitions_count": 1, "replication_factor": 1}),
+                           (f"{v3}/clients/%3Cdefault%3E/configs:alter",  # after alice's: both apply together
+                            {"data": [{"name": "producer_byte_rate", "value": "1", "operation": "SET"}]})):
+            req = urllib.request.Request(path, method="POST", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, context=admin) as resp:
+                assert resp.status < 300
+        alice = {"Authorization": "Basic " + base64.b64encode(b"alice:alice-pw").decode()}
+
+        def throttled() -> int:
+            status, _body, headers = probe(url, "qu", alice, user_ctx)
+            return status == 200 and int(headers.get("Odradek-Throttle-Time-Ms", "0"))
+
+        first = wait_until(throttled, 20, "the broker to apply alice's quota", interval=0.2)
+        # ~600 KB at 256 KiB/s is ~2.3 s; the <default> client's 1 B/s would be the 30 s cap
+        assert 1000 <= first <= 4000, first
+        status, body, headers = probe(url, "qu", {**alice, "Odradek-Client-Id": "other",
+                                                  "Odradek-Inter-Broker": "1"}, user_ctx)
+        second = int(headers["Odradek-Throttle-Time-Ms"])
+        assert status == 200 and isinstance(body, dict) and body["throttle_time_ms"] == second
+        assert first + 1000 <= second <= first + 4000, (first, second)  # the same budget, still in debt
+        status, body, headers = probe(url, "qu", {}, admin)
+        assert status == 200 and "Odradek-Throttle-Time-Ms" not in headers and "throttle_time_ms" not in body
+    finally:
+        cluster.down()

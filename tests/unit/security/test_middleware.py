@@ -64,3 +64,14 @@ def test_forwarded_principal_only_from_brokers() -> None:
     assert s.effective_principal(req, "User:mallory", "h") == "User:mallory"
     assert s.effective_principal(req, "User:CN=broker-2", "h") == "User:alice"  # ClusterAction ACL
     assert s.effective_principal(req, "User:CN=broker-1", "h") == "User:alice"  # super user
+
+
+def test_allow_everyone_if_no_acl_found_lets_no_one_speak_for_another() -> None:
+    """With no cluster ACL at all, allow.everyone.if.no.acl.found would grant ClusterAction to every principal:
+    the forwarded-principal header must still be believed only from a broker (super user or an explicit ACL)."""
+    s = SecurityService(SecuritySettings(listeners=LISTENERS, super_users=frozenset({"User:CN=broker-1"}),
+                                         allow_everyone_if_no_acl_found=True), None)
+    req = _request(9094, {PRINCIPAL_HEADER: "User:alice"})
+    assert s.allowed("User:mallory", "h", "ClusterAction", "Cluster", "kafka-cluster")  # the fallback says yes
+    assert s.effective_principal(req, "User:mallory", "h") == "User:mallory"
+    assert s.effective_principal(req, "User:CN=broker-1", "h") == "User:alice"
