@@ -4,8 +4,10 @@ Layout (classic Kafka, paths and codecs in zk/znodes.py):
 
     /config/clients/<sanitized client id>        {"version":1,"config":{"producer_byte_rate":"1048576"}}
     /config/users/<sanitized user>               same shape
+    /config/users/<user>/clients/<client id>     same shape: Kafka's nested user+client quota entity
     /config/brokers/<id> and /config/brokers/<default>
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"clients/<sanitized client id>"}
+                                                 (nested: "users/<user>/clients/<client id>")
 
 Why here and not in the brokers: as in Kafka's ZooKeeper-era ``kafka-configs.sh --zookeeper``, the writer is
 whoever holds a ZooKeeper session (a broker's HTTP handler, or the admin tool directly), and every writer must
@@ -16,7 +18,8 @@ Readers (brokers applying quotas) re-read the entity when a notification appears
 trigger, as in Kafka's DynamicConfigManager.
 
 Names are "sanitized" as Kafka's ``Sanitizer`` does (URL-encoded, ``*`` as ``%2A``), so any client id maps to
-one safe znode name; the default entity is the literal ``<default>``. Topic configs are not handled here
+one safe znode name; the default entity is the literal ``<default>`` (either level of a nested entity may be
+it: ``/config/users/<default>/clients/app1``). Topic configs are not handled here
 (their values are checked against the log's config rules in broker/admin/topics.py).
 
 Concurrency: blocking, thread-safe (kazoo is); asyncio callers use ``asyncio.to_thread``.
@@ -133,8 +136,10 @@ def _scram(key: str, value: str) -> str:
 
 # A user's SCRAM credentials live next to its quotas, in /config/users/<user> (Kafka's layout).
 USER_CONFIGS: dict[str, Validator] = {**QUOTA_CONFIGS, "SCRAM-SHA-256": _scram, "SCRAM-SHA-512": _scram}
+# The nested user+client entity holds quotas only (Kafka: SCRAM credentials belong to the user alone).
+USER_CLIENT = "users/clients"
 ALLOWED: dict[str, dict[str, Validator]] = {"clients": QUOTA_CONFIGS, "users": USER_CONFIGS,
-                                            "brokers": BROKER_CONFIGS}
+                                            "brokers": BROKER_CONFIGS, USER_CLIENT: QUOTA_CONFIGS}
 
 
 def sanitize(name: str) -> str:
@@ -160,6 +165,11 @@ def validate_entity(entity_type: str, name: str) -> str:
     return sanitize(name)
 
 
+def validate_user_client(user: str, client: str) -> tuple[str, str]:
+    """Check a nested entity's user and client id (either may be ``<default>``); return their znode names."""
+    return validate_entity("users", user), validate_entity("clients", client)
+
+
 def validate_alter(entity_type: str, set_: Mapping[str, str],
                    delete: Iterable[str]) -> tuple[dict[str, str], list[str]]:
     """Names known for the entity type, values parsed and normalised; a key may not be both set and deleted."""
@@ -179,19 +189,26 @@ def validate_alter(entity_type: str, set_: Mapping[str, str],
 
 
 class EntityConfigs:
-    """Read and alter /config/{clients,users,brokers}/<name>, with change notifications."""
+    """Read and alter /config/{clients,users,brokers}/<name> and /config/users/<user>/clients/<client id>, with
+    change notifications."""
 
     def __init__(self, zk: ZkClient) -> None:
         self._zk = zk
 
-    def describe(self, entity_type: str, name: str) -> dict[str, str]:
-        """The entity's stored overrides (empty when none)."""
-        path = ConfigEntityZNode.path(entity_type, validate_entity(entity_type, name))
+    def _read(self, path: str) -> dict[str, str]:
         try:
             data, _ = self._zk.retrying(self._zk.kazoo.get, path)
         except NoNodeError:
             return {}
         return ConfigEntityZNode.decode(data)
+
+    def describe(self, entity_type: str, name: str) -> dict[str, str]:
+        """The entity's stored overrides (empty when none)."""
+        return self._read(ConfigEntityZNode.path(entity_type, validate_entity(entity_type, name)))
+
+    def describe_user_client(self, user: str, client: str) -> dict[str, str]:
+        """The nested user+client entity's stored overrides (empty when none)."""
+        return self._read(ConfigEntityZNode.user_client_path(*validate_user_client(user, client)))
 
     def list_entities(self, entity_type: str) -> dict[str, dict[str, str]]:
         """Every entity of the type that has a config node, by (desanitized) name, with its overrides."""
@@ -207,6 +224,42 @@ class EntityConfigs:
                 out[desanitize(raw)] = config
         return out
 
+    def list_user_clients(self) -> dict[tuple[str, str], dict[str, str]]:
+        """Every nested user+client entity with overrides, by (desanitized) (user, client id).
+
+        Pipelined: one listing of the users, then every user's ``clients`` child and every leaf read
+        concurrently, so the broker's re-read on each notification costs three round trips, not one per user.
+        """
+        kazoo = self._zk.kazoo
+
+        def read() -> dict[tuple[str, str], dict[str, str]]:
+            try:
+                users = kazoo.get_children(ConfigEntityTypeZNode.path("users"))
+            except NoNodeError:
+                return {}
+            listings = [(u, kazoo.get_children_async(ConfigEntityZNode.user_client_path(u))) for u in sorted(users)]
+            leaves = []
+            for user, listing in listings:
+                try:
+                    clients = listing.get()
+                except NoNodeError:
+                    continue  # a user with no nested entities (the common case)
+                leaves += [(user, c, kazoo.get_async(ConfigEntityZNode.user_client_path(user, c)))
+                           for c in sorted(clients)]
+            out: dict[tuple[str, str], dict[str, str]] = {}
+            for user, client, got in leaves:
+                try:
+                    data, _ = got.get()
+                except NoNodeError:
+                    continue
+                config = ConfigEntityZNode.decode(data)
+                if config:
+                    out[(desanitize(user), desanitize(client))] = config
+            return out
+
+        found: dict[tuple[str, str], dict[str, str]] = self._zk.retrying(read)
+        return found
+
     def alter(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> dict[str, str]:
         """Merge ``set_`` and remove ``delete`` keys; write the whole set and a notification; return the new set.
 
@@ -217,11 +270,27 @@ class EntityConfigs:
         """
         znode_name = validate_entity(entity_type, name)
         clean, gone = validate_alter(entity_type, set_, delete)
-        path = ConfigEntityZNode.path(entity_type, znode_name)
+        return self._write(ConfigEntityZNode.path(entity_type, znode_name), ConfigEntityTypeZNode.path(entity_type),
+                           (entity_type, znode_name), clean, gone)
+
+    def alter_user_client(self, user: str, client: str, set_: Mapping[str, str],
+                          delete: Iterable[str]) -> dict[str, str]:
+        """``alter`` of the nested ``/config/users/<user>/clients/<client id>`` (quota keys only); the
+        notification's entity_path is ``users/<user>/clients/<client id>``, as Kafka writes it."""
+        user_node, client_node = validate_user_client(user, client)
+        clean, gone = validate_alter(USER_CLIENT, set_, delete)
+        return self._write(ConfigEntityZNode.user_client_path(user_node, client_node),
+                           ConfigEntityZNode.user_client_path(user_node),
+                           ("users", f"{user_node}/clients/{client_node}"), clean, gone)
+
+    def _write(self, path: str, parent: str, notice: tuple[str, str], clean: dict[str, str],
+               gone: list[str]) -> dict[str, str]:
+        """Read, merge, and write the node and its notification in one multi conditional on the node's version
+        (created if absent; its parents first, outside the multi: they carry no data, as Kafka's)."""
         kazoo = self._zk.kazoo
 
         def attempt() -> dict[str, str] | None:
-            kazoo.ensure_path(ConfigEntityTypeZNode.path(entity_type))
+            kazoo.ensure_path(parent)
             kazoo.ensure_path(ConfigChangesZNode.path)
             try:
                 data, stat = kazoo.get(path)
@@ -237,7 +306,7 @@ class EntityConfigs:
                 tx.create(path, ConfigEntityZNode.encode(merged))
             else:
                 tx.set_data(path, ConfigEntityZNode.encode(merged), version=version)
-            tx.create(ConfigChangesZNode.prefix, ConfigChangesZNode.encode(entity_type, znode_name), sequence=True)
+            tx.create(ConfigChangesZNode.prefix, ConfigChangesZNode.encode(*notice), sequence=True)
             results: list[Any] = tx.commit()
             if any(isinstance(r, BadVersionError | NodeExistsError | NoNodeError) for r in results):
                 return None  # someone else wrote in between: read again and merge again

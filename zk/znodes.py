@@ -17,6 +17,7 @@ timestamps, ``"version":"1"`` as a string in ``/cluster/id``, bare ASCII digits 
     /admin/reassign_partitions                    {"version":1,"partitions":[{"topic","partition","replicas"}]}
     /admin/preferred_replica_election             {"version":1,"partitions":[{"topic","partition"}]}
     /config/<entity type>/<name>                  {"version":1,"config":{"k":"v"}}
+    /config/users/<user>/clients/<client id>      same shape (Kafka's nested user+client quota entity)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/foo"}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
     /consumers/<group>/offsets/<t>/<p>            decimal offset string (next offset to consume)
@@ -322,6 +323,11 @@ class ConfigEntityZNode:
     @staticmethod
     def path(entity_type: str, name: str) -> str:
         return f"{ConfigEntityTypeZNode.path(entity_type)}/{name}"
+
+    @staticmethod
+    def user_client_path(user: str, client: str | None = None) -> str:
+        """Kafka's nested ``/config/users/<user>/clients[/<client id>]`` (sanitized names)."""
+        return f"/config/users/{user}/clients" + ("" if client is None else f"/{client}")
 
     @staticmethod
     def encode(config: dict[str, str]) -> bytes:

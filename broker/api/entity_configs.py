@@ -12,6 +12,13 @@ same shape as brokers, so one tool and one client path serve all three:
     GET  /v3/clusters/{c}/{clients|users}                  every entity with a quota: [{"entity_name", "configs"}]
     GET  /v3/clusters/{c}/{clients|users}/{name}/configs   ({name} may be <default>, URL-encoded)
     POST /v3/clusters/{c}/{clients|users}/{name}/configs:alter
+    GET  /v3/clusters/{c}/users/{name}/configs?client_id={id}         Kafka's nested user+client quota entity
+    POST /v3/clusters/{c}/users/{name}/configs:alter?client_id={id}   (/config/users/<user>/clients/<id>; either
+    GET  /v3/clusters/{c}/users?clients=true                          may be <default>), and every such entity
+
+Why a query parameter for the nested entity and not more routes: it is the same resource shape (a user's quota
+narrowed to one client id), and the answer names the client id in its ``metadata`` (and each entry), so a tool
+can tell a broker that understood it from an older one that ignored the parameter.
 
 Why any broker may write: as Kafka's ZooKeeper-era tool, the write is a ZooKeeper multi (config node and change
 notification) that every broker applies from the notification, so no broker has to own it. Every input is
@@ -51,18 +58,29 @@ def _entity(request: web.Request) -> tuple[str, str]:
     return info["entity_type"], info["name"]
 
 
+def _client_id(request: web.Request, entity_type: str) -> str | None:
+    """The nested entity's client id (``?client_id=``), only for users; None for the user entity itself."""
+    client = request.query.get("client_id")
+    if client is not None and entity_type != "users":
+        raise InvalidRequestError("client_id narrows a users entity only (users/<user>/clients/<client id>)")
+    return client
+
+
 def _store(request: web.Request) -> EntityConfigAdmin:
     return EntityConfigAdmin(request.app[BROKER].zk)
 
 
 def _entries(request: web.Request, entity_type: str, name: str, overrides: dict[str, str],
-             static: dict[str, str] | None = None) -> list[dict[str, Any]]:
+             static: dict[str, str] | None = None, client: str | None = None) -> list[dict[str, Any]]:
     cid = request.app[BROKER].cluster_id
     default = name == DEFAULT_ENTITY
     source = {"brokers": "DYNAMIC_DEFAULT_BROKER_CONFIG" if default else "DYNAMIC_BROKER_CONFIG",
               "clients": "CLIENT_QUOTA_CONFIG", "users": "USER_QUOTA_CONFIG"}[entity_type]
+    nested = {} if client is None else {"client_id": client}
+    if client is not None:
+        source = "USER_CLIENT_QUOTA_CONFIG"
     out = [{"kind": "KafkaEntityConfig", "cluster_id": cid, "entity_type": entity_type, "entity_name": name,
-            "name": k, "value": v, "is_default": False, "is_read_only": False, "is_sensitive": False,
+            **nested, "name": k, "value": v, "is_default": False, "is_read_only": False, "is_sensitive": False,
             "source": source} for k, v in sorted(overrides.items())]
     out += [{"kind": "KafkaEntityConfig", "cluster_id": cid, "entity_type": entity_type, "entity_name": name,
              "name": k, "value": v, "is_default": True, "is_read_only": True, "is_sensitive": False,
@@ -88,6 +106,11 @@ def _static_configs(request: web.Request) -> dict[str, str]:
 async def describe(request: web.Request) -> web.Response:
     _check_cluster(request)
     entity_type, name = _entity(request)
+    client = _client_id(request, entity_type)
+    if client is not None:
+        overrides = await asyncio.to_thread(_store(request).describe_user_client, name, client)
+        return json_response({"kind": "KafkaClientQuotaConfigList", "metadata": {"client_id": client},
+                              "data": _entries(request, entity_type, name, overrides, client=client)})
     overrides = await asyncio.to_thread(_store(request).describe, entity_type, name)
     static = None
     if (entity_type == "brokers" and request.query.get("all") == "true"
@@ -101,6 +124,13 @@ async def describe(request: web.Request) -> web.Response:
 async def list_entities(request: web.Request) -> web.Response:
     _check_cluster(request)
     entity_type = request.match_info["entity_type"]
+    if entity_type == "users" and request.query.get("clients") == "true":
+        nested = await asyncio.to_thread(_store(request).list_user_clients)
+        return json_response({"kind": "KafkaClientQuotaList", "metadata": {"clients": True}, "data": [
+            {"entity_type": entity_type, "entity_name": user, "client_id": client,
+             "configs": _entries(request, entity_type, user, config, client=client)}
+            for (user, client), config in sorted(nested.items())
+        ]})
     found = await asyncio.to_thread(_store(request).list_entities, entity_type)
     return json_response({"kind": "KafkaClientQuotaList", "metadata": {}, "data": [
         {"entity_type": entity_type, "entity_name": name, "configs": _entries(request, entity_type, name, config)}
@@ -142,6 +172,10 @@ async def alter(request: web.Request) -> web.Response:
     except orjson.JSONDecodeError as e:
         raise MalformedJsonError(f"the request body is not valid JSON: {e}") from None
     set_, delete = parse_alter(body)
+    client = _client_id(request, entity_type)
+    if client is not None:
+        await asyncio.to_thread(_store(request).alter_user_client, name, client, set_, delete)
+        return web.Response(status=204)
     await asyncio.to_thread(_store(request).alter, entity_type, name, set_, delete)
     return web.Response(status=204)
 

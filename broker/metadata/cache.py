@@ -38,7 +38,9 @@ class MetadataCache:
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
-    # (entity type, name) -> overrides of clients, users and brokers (quotas, throttles); see MetadataWatcher
+    # (entity type, name) -> overrides of clients, users and brokers (quotas, throttles), and of nested
+    # user+client entities under ("users/<user>/clients", <client id>) (broker.quotas.user_client_entity);
+    # see MetadataWatcher
     dynamic: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
     def partition_count(self, topic: str) -> int:

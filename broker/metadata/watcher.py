@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
 from broker.metadata.events import Event, EventQueue
+from broker.quotas import user_client_entity
 from odradek.protocol.errors import CoordinationUnavailableError
 from odradek.protocol.model import TopicPartition
 from zk.client import ZkClient
@@ -48,7 +49,7 @@ class TopicConfigChanged(Event):
 
 @dataclass(frozen=True, slots=True)
 class DynamicConfigChanged(Event):
-    """A notification appeared under /config/changes (client quotas, broker dynamic configs)."""
+    """A notification appeared under /config/changes (client, user and user+client quotas, broker configs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,9 @@ class MetadataWatcher:
         """Client/user quotas and broker dynamic configs, applied without a restart (Kafka's DynamicConfigManager).
 
         A notification is only a trigger: every entity of those types is re-read (there are few), so a missed
-        or expired notification costs nothing but a later re-read. Topic configs have their own watches.
+        or expired notification costs nothing but a later re-read. Topic configs have their own watches. Nested
+        ``/config/users/<user>/clients/<client id>`` entities go under the key broker/quotas.py looks them up by
+        (``user_client_entity``).
         """
         await asyncio.to_thread(self._zk.get_config_changes, self._queue.watcher(DynamicConfigChanged()))
         store = EntityConfigs(self._zk)
@@ -164,6 +167,8 @@ class MetadataWatcher:
         for entity_type in ENTITY_TYPES:
             found = await asyncio.to_thread(store.list_entities, entity_type)
             dynamic.update({(entity_type, name): config for name, config in found.items()})
+        nested = await asyncio.to_thread(store.list_user_clients)
+        dynamic.update({user_client_entity(user, client): config for (user, client), config in nested.items()})
         self.cache.dynamic = dynamic
 
     async def _state_batch(self, tps: list[TopicPartition]) -> None:

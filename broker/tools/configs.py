@@ -13,6 +13,11 @@ Two modes, as Kafka 2.x had:
 
 Entities: ``--entity-type T --entity-name N | --entity-default`` or Kafka 2.5's shorthands (``--topic``,
 ``--client``, ``--user``, ``--broker``, ``--client-defaults``, ``--user-defaults``, ``--broker-defaults``).
+Kafka's nested user+client quota entity (``/config/users/<user>/clients/<client id>``) takes two pairs,
+``--entity-type users --entity-name alice --entity-type clients --entity-name app1`` (either as
+``--entity-default``, in either order; names pair with types in the order given, and ``--describe`` may leave
+the later ones out to list every match), or ``--user alice --client app1``. Only users and clients nest, as in
+Kafka; a bad combination of entity options is one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -27,9 +32,17 @@ from odradek.client.transport import quote_path
 from zk.configs import DEFAULT_ENTITY, validate_entity
 
 PROG = "odradek-configs.sh"
+USAGE_EXIT = 2
 ENTITY_TYPES = ("topics", "brokers", "clients", "users")
 SHORTHANDS = {"topic": "topics", "client": "clients", "user": "users", "broker": "brokers"}
 SINGULAR = {"topics": "topic", "brokers": "broker", "clients": "client-id", "users": "user-principal"}
+
+Part = tuple[str, str | None]  # (entity type, name, <default>, or None: every entity of the type)
+Entity = tuple[Part, ...]  # one part, or (users part, clients part): Kafka's nested user+client entity
+
+
+class UsageError(ToolError):
+    """A bad combination of entity options: reported in one line, with exit code 2 (a usage error)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_bootstrap(p, zookeeper=True)
     p.add_argument("--describe", action="store_true", help="show the entity's configs")
     p.add_argument("--alter", action="store_true", help="change them (--add-config / --delete-config)")
-    p.add_argument("--entity-type", choices=None, metavar="topics|brokers|clients|users")
-    p.add_argument("--entity-name", help="topic name, broker id, client id or user principal")
-    p.add_argument("--entity-default", action="store_true", help="the <default> client, user or broker entity")
+    p.add_argument("--entity-type", action="append", metavar="topics|brokers|clients|users",
+                   help="the entity type; users and clients together name a user's quota for one client id")
+    # one ordered list, so the n-th name or default pairs with the n-th --entity-type, as Kafka pairs them
+    p.add_argument("--entity-name", dest="entity_names", action="append",
+                   help="topic name, broker id, client id or user principal")
+    p.add_argument("--entity-default", dest="entity_names", action="append_const", const=DEFAULT_ENTITY,
+                   help="the <default> client, user or broker entity")
     for short, plural in SHORTHANDS.items():
         p.add_argument(f"--{short}", metavar="NAME", help=f"same as --entity-type {plural} --entity-name NAME")
     for plural in ("clients", "users", "brokers"):
@@ -51,20 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(entity type, name or ``<default>`` or None for every entity of the type), from long or short options."""
-    chosen: list[tuple[str, str | None]] = []
-    if args.entity_type:
-        if args.entity_type in ("broker-loggers", "ips"):
-            raise ToolError(f"--entity-type {args.entity_type} is not supported by Odradek")
-        if args.entity_type not in ENTITY_TYPES:
-            raise ToolError(f"Invalid entity type {args.entity_type}, the entity type must be one of "
-                            f"{', '.join(ENTITY_TYPES)}")
-        if args.entity_name is not None and args.entity_default:
-            raise ToolError("--entity-name and --entity-default cannot be used together")
-        chosen.append((args.entity_type, DEFAULT_ENTITY if args.entity_default else args.entity_name))
-    elif args.entity_name is not None or args.entity_default:
-        raise ToolError("--entity-name and --entity-default need --entity-type")
+def resolve_entity(args: argparse.Namespace) -> Entity:
+    """The addressed entity from long or short options: one (type, name) part, or (users, clients) parts for
+    Kafka's nested user+client entity. A name of None means every entity of that type (``--describe``).
+
+    Raises:
+        UsageError: an unknown or unsupported type, names without types, or a combination Kafka refuses.
+    """
+    types: list[str] = list(args.entity_type or ())
+    names: list[str] = list(args.entity_names or ())
+    for entity_type in types:
+        if entity_type in ("broker-loggers", "ips"):
+            raise UsageError(f"--entity-type {entity_type} is not supported by Odradek")
+        if entity_type not in ENTITY_TYPES:
+            raise UsageError(f"Invalid entity type {entity_type}, the entity type must be one of "
+                             f"{', '.join(ENTITY_TYPES)}")
+    if len(names) > len(types):
+        raise UsageError("--entity-name and --entity-default need --entity-type" if not types else
+                         "each --entity-type takes at most one --entity-name or --entity-default")
+    chosen: list[Part] = [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
     for short, plural in SHORTHANDS.items():
         if getattr(args, short) is not None:
             chosen.append((plural, getattr(args, short)))
@@ -72,33 +94,42 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         if getattr(args, f"{plural[:-1]}_defaults"):
             chosen.append((plural, DEFAULT_ENTITY))
     if not chosen:
-        raise ToolError("Missing required argument \"[entity-type]\" (or --topic, --client, --user, --broker)")
-    if len(chosen) > 1:
-        raise ToolError("Only one entity may be addressed at a time (nested user/client quotas are not supported)")
-    entity_type, name = chosen[0]
-    if name is not None:
+        raise UsageError("Missing required argument \"[entity-type]\" (or --topic, --client, --user, --broker)")
+    kinds = [t for t, _ in chosen]
+    duplicates = sorted({t for t in kinds if kinds.count(t) > 1})
+    if duplicates:
+        raise UsageError(f"Duplicate entity type(s) specified: {', '.join(duplicates)}")
+    if len(chosen) > 1 and set(kinds) != {"users", "clients"}:
+        raise UsageError("Only 'users' and 'clients' entity types may be specified together (a user's quota "
+                         f"for a client id), not {' and '.join(kinds)}")
+    chosen.sort(key=lambda part: part[0] != "users")  # users first: /config/users/<user>/clients/<client id>
+    for entity_type, name in chosen:
+        if name is None:
+            continue
         if name == "":
             raise ToolError("--entity-name must not be empty")
         if entity_type == "topics":
             if name == DEFAULT_ENTITY:
-                raise ToolError("--entity-default is not supported for topics")
+                raise UsageError("--entity-default is not supported for topics")
             from broker.admin.topics import validate_topic_name
             validate_topic_name(name)
         else:
             validate_entity(entity_type, name)
-    return entity_type, name
+    return tuple(chosen)
 
 
-def validate(args: argparse.Namespace) -> tuple[str, str | None, dict[str, str], list[str]]:
+def validate(args: argparse.Namespace) -> tuple[Entity, dict[str, str], list[str]]:
     common.check_connection(args)
     if args.describe == args.alter:
         raise ToolError("Command must include exactly one action: --describe, --alter")
-    entity_type, name = resolve_entity(args)
+    entity = resolve_entity(args)
     set_: dict[str, str] = {}
     delete: list[str] = []
     if args.alter:
-        if name is None:
-            raise ToolError("an entity name or default entity must be specified with --alter")
+        if any(name is None for _, name in entity):
+            raise UsageError("--entity-name or --entity-default must be specified with each --entity-type for "
+                             "--alter" if len(entity) > 1 else
+                             "an entity name or default entity must be specified with --alter")
         if not args.add_config and not args.delete_config:
             raise ToolError("At least one of --add-config or --delete-config must be specified with --alter")
         set_ = common.parse_config_list(args.add_config) if args.add_config else {}
@@ -108,9 +139,9 @@ def validate(args: argparse.Namespace) -> tuple[str, str | None, dict[str, str],
             raise ToolError(f"Invalid config(s): {', '.join(both)} (both added and deleted)")
     elif args.add_config or args.delete_config:
         raise ToolError("--add-config and --delete-config can only be used with --alter")
-    if args.all and (not args.describe or entity_type not in ("topics", "brokers")):
-        raise ToolError("--all can only be used with --describe of topics or brokers")
-    return entity_type, name, set_, delete
+    if args.all and (not args.describe or len(entity) > 1 or entity[0][0] not in ("topics", "brokers")):
+        raise UsageError("--all can only be used with --describe of topics or brokers")
+    return entity, set_, delete
 
 
 def entity_string(entity_type: str, name: str) -> str:
@@ -120,8 +151,20 @@ def entity_string(entity_type: str, name: str) -> str:
     return f"{SINGULAR[entity_type]} '{name}'"
 
 
+def user_client_string(user: str, client: str, *, quota: bool = False) -> str:
+    """A nested entity as Kafka renders it: ``user-principal 'alice', client-id 'app1'`` (ZooKeeper mode);
+    with ``quota`` as its quota describe does: ``user-principal 'alice', the default client-id``."""
+    return ", ".join(("the " if quota and n == DEFAULT_ENTITY else "") + entity_string(t, n)
+                     for t, n in (("users", user), ("clients", client)))
+
+
 def joined(config: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def _matches(found: dict[tuple[str, str], dict[str, str]], user: str | None,
+             client: str | None) -> dict[tuple[str, str], dict[str, str]]:
+    return {k: c for k, c in found.items() if user in (None, k[0]) and client in (None, k[1])}
 
 
 # -------------------------------------------------------------------------------------------- HTTP mode
@@ -194,6 +237,45 @@ def http_alter(client: AdminClient, entity_type: str, name: str, set_: dict[str,
     return f"Completed updating config for {entity_type[:-1]} {name}."
 
 
+def http_describe_user_clients(client: AdminClient, user: str | None, client_id: str | None) -> list[str]:
+    """``--describe`` of nested user+client entities: one, a user's (or a client id's), or all."""
+    if user is not None and client_id is not None:
+        body = client.request_json("GET", _entity_path("users", user), query={"client_id": client_id})
+        _check_nested(body, client_id)
+        found = {(user, client_id): {e["name"]: e["value"] for e in body.get("data") or ()}}
+    else:
+        body = client.request_json("GET", "/v3/clusters/{cluster_id}/users", query={"clients": "true"})
+        if not (body.get("metadata") or {}).get("clients"):
+            raise ToolError("the broker does not know nested user+client entities (an older version?): "
+                            "use --zookeeper")
+        found = _matches({(e["entity_name"], e["client_id"]): {c["name"]: c["value"] for c in e.get("configs") or ()}
+                          for e in body.get("data") or ()}, user, client_id)
+    return [f"Quota configs for {user_client_string(u, c, quota=True)} are {joined(config)}"
+            for (u, c), config in sorted(found.items())]
+
+
+def _check_nested(body: Any, client_id: str) -> None:
+    """An older broker ignores ``?client_id=`` and would answer (or alter!) the user entity itself."""
+    if (body.get("metadata") or {}).get("client_id") != client_id:
+        raise ToolError("the broker does not know nested user+client entities (an older version?): "
+                        "use --zookeeper")
+
+
+def http_alter_user_client(client: AdminClient, user: str, client_id: str, set_: dict[str, str],
+                           delete: list[str]) -> str:
+    path, query = _entity_path("users", user), {"client_id": client_id}
+    body = client.request_json("GET", path, query=query)  # first: does the broker understand the entity?
+    _check_nested(body, client_id)
+    missing = [k for k in delete if k not in {e["name"] for e in body.get("data") or ()}]
+    if missing:
+        raise ToolError(f"Invalid config(s): {', '.join(missing)}")
+    ops = [{"name": k, "value": v, "operation": "SET"} for k, v in set_.items()]
+    ops += [{"name": k, "operation": "DELETE"} for k in delete]
+    client.request_json("POST", path + ":alter", {"data": ops}, query=query)
+    parts = [f"default {t}" if n == DEFAULT_ENTITY else f"{t} {n}" for t, n in (("user", user), ("client", client_id))]
+    return f"Completed updating config for {', '.join(parts)}."
+
+
 # --------------------------------------------------------------------------------------- ZooKeeper mode
 
 
@@ -227,9 +309,52 @@ def zk_alter(zk: Any, entity_type: str, name: str, set_: dict[str, str], delete:
     return f"Completed updating config for entity: {entity_string(entity_type, name)}."
 
 
+def zk_describe_user_clients(zk: Any, user: str | None, client: str | None) -> list[str]:
+    from zk.configs import EntityConfigs
+
+    store = EntityConfigs(zk)
+    if user is not None and client is not None:
+        found = {(user, client): store.describe_user_client(user, client)}
+    else:
+        found = _matches(store.list_user_clients(), user, client)
+    return [f"Configs for {user_client_string(u, c)} are {joined(config)}" for (u, c), config in sorted(found.items())]
+
+
+def zk_alter_user_client(zk: Any, user: str, client: str, set_: dict[str, str], delete: list[str]) -> str:
+    from zk.configs import EntityConfigs
+
+    EntityConfigs(zk).alter_user_client(user, client, set_, delete)
+    return f"Completed updating config for entity: {user_client_string(user, client)}."
+
+
+def _nested(args: argparse.Namespace, user: str | None, client: str | None, set_: dict[str, str],
+            delete: list[str]) -> list[str]:
+    if args.zookeeper:
+        with common.zk_session(args.zookeeper, args.command_timeout_ms) as zk:
+            if args.alter:
+                assert user is not None and client is not None
+                return [zk_alter_user_client(zk, user, client, set_, delete)]
+            return zk_describe_user_clients(zk, user, client)
+    with common.admin(args) as admin:
+        if args.alter:
+            assert user is not None and client is not None
+            return [http_alter_user_client(admin, user, client, set_, delete)]
+        return http_describe_user_clients(admin, user, client)
+
+
 def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    entity_type, name, set_, delete = validate(args)
+    try:
+        entity, set_, delete = validate(args)
+    except UsageError as e:
+        common.fail(f"Error: {e}")
+        return USAGE_EXIT
+    if len(entity) > 1:
+        (_, user), (_, client) = entity
+        for line in _nested(args, user, client, set_, delete):
+            print(line)
+        return 0
+    entity_type, name = entity[0]
     if args.zookeeper:
         if args.all:
             raise ToolError("--all is not supported with --zookeeper")

@@ -6,7 +6,7 @@ and importable from ``odradek.protocol.errors`` as before.
 
 from __future__ import annotations
 
-from odradek.protocol.errors import OdradekError
+from odradek.protocol.error_base import OdradekError
 
 
 class PolicyViolationError(OdradekError):

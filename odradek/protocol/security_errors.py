@@ -5,7 +5,7 @@ Apart from errors.py only for its length; errors.py imports this module, so ``er
 
 from __future__ import annotations
 
-from odradek.protocol.errors import OdradekError
+from odradek.protocol.error_base import OdradekError
 
 
 class AuthenticationFailedError(OdradekError):

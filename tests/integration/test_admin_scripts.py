@@ -223,6 +223,47 @@ def test_configs_topics_brokers_clients_users(cluster: LocalProcessBackend, bs: 
         {"version": 1, "config": {"producer_byte_rate": "4096"}}
 
 
+def test_configs_nested_user_client_quotas(cluster: LocalProcessBackend, bs: str) -> None:
+    """Kafka's user+client entity: written over HTTP and directly, to /config/users/<user>/clients/<client id>
+    with a users/<user>/clients/<client id> notification, and shown in both modes; bad combinations exit 2."""
+    zk = cluster.zk_connect
+    assert ok(script("configs", "--bootstrap-server", bs, "--alter", "--entity-type", "users", "--entity-name",
+                     "carol", "--entity-type", "clients", "--entity-name", "app 1", "--add-config",
+                     "producer_byte_rate=1024,consumer_byte_rate=2048")) == \
+        "Completed updating config for user carol, client app 1.\n"
+    assert ok(script("configs", "--zookeeper", zk, "--alter", "--entity-type", "clients", "--entity-default",
+                     "--entity-type", "users", "--entity-name", "carol", "--add-config", "request_percentage=50")) == \
+        "Completed updating config for entity: user-principal 'carol', default client-id.\n"
+    ok(script("configs", "--bootstrap-server", bs, "--alter", "--user", "carol", "--client", "app 1",
+              "--delete-config", "consumer_byte_rate"))
+    client = cluster.zk_client()
+    assert json.loads(client.retrying(client.kazoo.get, "/config/users/carol/clients/app%201")[0]) == \
+        {"version": 1, "config": {"producer_byte_rate": "1024"}}
+    last = sorted(client.get_config_changes())[-1]
+    assert json.loads(client.retrying(client.kazoo.get, f"/config/changes/{last}")[0]) == \
+        {"version": 2, "entity_path": "users/carol/clients/app%201"}
+    assert ok(script("configs", "--zookeeper", zk, "--describe", "--entity-type", "users", "--entity-name", "carol",
+                     "--entity-type", "clients")).splitlines() == [
+        "Configs for user-principal 'carol', default client-id are request_percentage=50",
+        "Configs for user-principal 'carol', client-id 'app 1' are producer_byte_rate=1024",
+    ]
+    assert ok(script("configs", "--bootstrap-server", bs, "--describe", "--user", "carol", "--client-defaults")) == \
+        "Quota configs for user-principal 'carol', the default client-id are request_percentage=50\n"
+    assert "Quota configs for user-principal 'carol', client-id 'app 1' are producer_byte_rate=1024" in ok(script(
+        "configs", "--bootstrap-server", bs, "--describe", "--entity-type", "users", "--entity-type", "clients"))
+    # the user entity itself is untouched (its parent node carries no config)
+    assert ok(script("configs", "--bootstrap-server", bs, "--user", "carol", "--describe")) == \
+        "Quota configs for user-principal 'carol' are \n"
+    for argv in (["--entity-type", "users", "--entity-name", "carol", "--entity-type", "topics", "--entity-name", "t"],
+                 ["--entity-type", "clients", "--entity-name", "a", "--entity-type", "clients", "--entity-name", "b"]):
+        r = script("configs", "--bootstrap-server", bs, "--alter", *argv, "--add-config", "producer_byte_rate=1")
+        assert r.returncode == 2, r
+        one_line_failure(r, "entity type")
+    with AdminClient(bs) as admin, pytest.raises(Exception) as info:  # only a user narrows to a client id
+        admin.request_json("GET", "/v3/clusters/{cluster_id}/clients/c9/configs", query={"client_id": "x"})
+    assert getattr(info.value, "http_status", 500) == 400, info.value
+
+
 def test_configs_bad_input_is_one_line(cluster: LocalProcessBackend, bs: str) -> None:
     one_line_failure(script("configs", "--bootstrap-server", bs, "--client", "c9", "--alter", "--add-config",
                             "producer_byte_rate=fast"), "producer_byte_rate")

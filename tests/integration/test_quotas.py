@@ -3,7 +3,9 @@ enforced by a running broker without a restart: a producing and a consuming clie
 quota (measured on the receiving side over the middle of the transfer), and responses carry the throttle time
 (KIP-219: the answer goes out at once, the client's next request waits). User quotas (KIP-55) on a TLS cluster:
 a SCRAM user's quota, set with the configs tool, holds that user whatever its client ids (one shared budget),
-before the <default> client quota; a super user (a broker's peer) is not throttled."""
+before the <default> client quota, except for the client id of a nested user+client quota (Kafka's
+/config/users/<user>/clients/<client id>, also set with the tool), which has its own; a super user (a broker's
+peer) is not throttled."""
 
 from __future__ import annotations
 
@@ -137,7 +139,9 @@ def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensem
                                                                         tmp_path: Path) -> None:
     """alice (SCRAM) has producer_byte_rate=256 KiB/s, set with the configs tool; the <default> client quota is
     1 B/s. alice's requests, with no client id and then another one, spend one budget at her rate (her quota wins
-    over the client default, KIP-55); her claim to be a broker is ignored; the admin (a super user) is exempt."""
+    over the client default, KIP-55); her claim to be a broker is ignored; with client id app1 she has the nested
+    alice+app1 quota (4 MiB/s, written by the tool in Kafka's two --entity-type syntax while the broker runs), a
+    budget of its own; the admin (a super user) is exempt."""
     cluster = LocalCluster(tmp_path / "tls", brokers=1, base_port=free_port_block(1), session_timeout_ms=6000,
                            chroot=f"/odradek-quota-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble, tls=True,
                            broker_args=["--allow-everyone-if-no-acl-found", "true"])
@@ -147,11 +151,15 @@ def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensem
         admin = ssl.create_default_context(cafile=files["ssl_cafile"])
         admin.load_cert_chain(files["ssl_certfile"], files["ssl_keyfile"])
         user_ctx = ssl.create_default_context(cafile=files["ssl_cafile"])
-        done = subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", cluster.zk_connect,
-                               "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
-                               f"SCRAM-SHA-256=[iterations=4096,password=alice-pw],producer_byte_rate={QUOTA}"],
-                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
-        assert done.returncode == 0, done.stderr
+        # the nested entity first: once the broker applies alice's (written after it), it has applied this too
+        for entity in (["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                        "--entity-name", "app1", "--add-config", f"producer_byte_rate={16 * QUOTA}"],
+                       ["--entity-type", "users", "--entity-name", "alice", "--add-config",
+                        f"SCRAM-SHA-256=[iterations=4096,password=alice-pw],producer_byte_rate={QUOTA}"]):
+            done = subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", cluster.zk_connect,
+                                   "--alter", *entity], capture_output=True, text=True, timeout=60, check=False,
+                                  cwd=ROOT)
+            assert done.returncode == 0, done.stderr
         with urllib.request.urlopen(urllib.request.Request(f"{url}/v3/clusters"), context=admin) as resp:
             v3 = f"{url}/v3/clusters/{json.loads(resp.read())['data'][0]['cluster_id']}"
         for path, body in ((f"{v3}/topics", {"topic_name": "qu", "partitions_count": 1, "replication_factor": 1}),
@@ -175,6 +183,10 @@ def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensem
         second = int(headers["Odradek-Throttle-Time-Ms"])
         assert status == 200 and isinstance(body, dict) and body["throttle_time_ms"] == second
         assert first + 1000 <= second <= first + 4000, (first, second)  # the same budget, still in debt
+        # ~600 KB at 4 MiB/s is ~150 ms: the nested quota's own budget, not alice's (in debt by seconds)
+        status, body, headers = probe(url, "qu", {**alice, "Odradek-Client-Id": "app1"}, user_ctx)
+        nested = int(headers["Odradek-Throttle-Time-Ms"])
+        assert status == 200 and 0 < nested < 1000, (nested, second)
         status, body, headers = probe(url, "qu", {}, admin)
         assert status == 200 and "Odradek-Throttle-Time-Ms" not in headers and "throttle_time_ms" not in body
     finally:

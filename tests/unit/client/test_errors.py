@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from odradek.protocol import errors as E
 
 
@@ -25,3 +27,16 @@ def test_body_round_trip_prefers_the_name() -> None:
     assert type(back) is E.ControllerMovedError and back.retriable
     assert type(E.error_for(None, 40401)) is E.UnknownTopicError
     assert type(E.error_for("NO_SUCH_THING", 12345)) is E.UnknownServerError
+
+
+@pytest.mark.parametrize("module", ["odradek.protocol.security_errors", "odradek.protocol.limit_errors",
+                                    "odradek.protocol.errors"])
+def test_every_error_module_can_be_imported_first(module: str) -> None:
+    """A fresh interpreter importing any of the error modules first gets the whole table (it was a cycle)."""
+    import subprocess
+    import sys
+
+    code = (f"import {module}\nfrom odradek.protocol.errors import error_for\n"
+            "assert type(error_for('TOPIC_AUTHORIZATION_FAILED', None)).__name__ == 'TopicAuthorizationFailedError'\n"
+            "assert type(error_for('POLICY_VIOLATION', None)).__name__ == 'PolicyViolationError'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from broker.tools import common, configs, console_consumer, console_producer, consumer_groups, leader_election, topics
@@ -136,12 +138,78 @@ def test_producer_properties() -> None:
 def test_configs_entities_and_rendering() -> None:
     parser = configs.build_parser()
     entity = configs.resolve_entity(parser.parse_args(["--entity-type", "clients", "--entity-default"]))
-    assert entity == ("clients", "<default>")
-    assert configs.resolve_entity(parser.parse_args(["--broker", "2"])) == ("brokers", "2")
-    with pytest.raises(ToolError, match="Only one entity"):
+    assert entity == (("clients", "<default>"),)
+    assert configs.resolve_entity(parser.parse_args(["--broker", "2"])) == (("brokers", "2"),)
+    assert configs.resolve_entity(parser.parse_args(["--entity-type", "users"])) == (("users", None),)
+    with pytest.raises(configs.UsageError, match="Only 'users' and 'clients'"):
         configs.resolve_entity(parser.parse_args(["--broker", "2", "--client", "c"]))
     assert configs.entity_string("clients", "<default>") == "default client-id"
     assert configs.entity_string("topics", "t") == "topic 't'"
+
+
+def test_configs_nested_user_client_entities() -> None:
+    """Kafka's syntax for /config/users/<user>/clients/<client id>: two type/name pairs in either order (names
+    pair with types as given), --entity-default for either part, or the shorthands; users always come first."""
+    parser = configs.build_parser()
+
+    def entity(*argv: str) -> configs.Entity:
+        return configs.resolve_entity(parser.parse_args(list(argv)))
+
+    both = (("users", "alice"), ("clients", "app1"))
+    assert entity("--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                  "--entity-name", "app1") == both
+    assert entity("--entity-type", "clients", "--entity-name", "app1", "--entity-type", "users",
+                  "--entity-name", "alice") == both
+    assert entity("--entity-type", "users", "--entity-type", "clients", "--entity-name", "alice",
+                  "--entity-name", "app1") == both
+    assert entity("--user", "alice", "--client", "app1") == both
+    assert entity("--entity-type", "users", "--entity-default", "--entity-type", "clients",
+                  "--entity-name", "app1") == (("users", "<default>"), ("clients", "app1"))
+    assert entity("--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                  "--entity-default") == (("users", "alice"), ("clients", "<default>"))
+    assert entity("--user-defaults", "--client-defaults") == (("users", "<default>"), ("clients", "<default>"))
+    # --describe may leave names out: every client of alice, every nested entity
+    assert entity("--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients") == (
+        ("users", "alice"), ("clients", None))
+    assert entity("--entity-type", "clients", "--entity-type", "users") == (("users", None), ("clients", None))
+    for argv, message in (
+        (["--entity-type", "users", "--entity-name", "a", "--entity-type", "topics", "--entity-name", "t"],
+         "Only 'users' and 'clients'"),
+        (["--entity-type", "brokers", "--entity-name", "1", "--entity-type", "clients"], "Only 'users' and"),
+        (["--user", "a", "--client", "c", "--topic", "t"], "Only 'users' and 'clients'"),
+        (["--entity-type", "users", "--entity-name", "a", "--entity-type", "users"], "Duplicate entity type"),
+        (["--user", "a", "--entity-type", "users"], "Duplicate entity type(s) specified: users"),
+        (["--entity-type", "users", "--entity-name", "a", "--entity-default"], "at most one --entity-name"),
+        (["--entity-name", "a"], "need --entity-type"),
+        (["--entity-type", "ips"], "not supported"),
+    ):
+        with pytest.raises(configs.UsageError, match=re.escape(message)):
+            entity(*argv)
+
+    def checked(*argv: str) -> tuple[configs.Entity, dict[str, str], list[str]]:
+        return configs.validate(parser.parse_args(["--zookeeper", "zk:2181", *argv]))
+
+    assert checked("--alter", "--user", "alice", "--client", "app1", "--add-config", "producer_byte_rate=1024") == (
+        both, {"producer_byte_rate": "1024"}, [])
+    with pytest.raises(configs.UsageError, match="with each --entity-type for --alter"):
+        checked("--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                "--add-config", "producer_byte_rate=1")
+    with pytest.raises(configs.UsageError, match="--all"):
+        checked("--describe", "--all", "--user", "alice", "--client", "app1")
+    assert configs.user_client_string("alice", "app1") == "user-principal 'alice', client-id 'app1'"
+    assert configs.user_client_string("<default>", "<default>", quota=True) == (
+        "the default user-principal, the default client-id")
+
+
+def test_configs_bad_entity_combinations_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--describe", "--entity-type", "topics", "--entity-name", "t", "--entity-type", "users"],
+                 ["--alter", "--user", "alice", "--entity-type", "clients", "--add-config", "producer_byte_rate=1"]):
+        assert configs.main(["--zookeeper", "127.0.0.1:1", *argv]) == 2  # refused before any connection
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and err.count("\n") == 1, err
+    # a bad value (not a combination) keeps the tools' usual exit code 1
+    assert configs.main(["--zookeeper", "127.0.0.1:1", "--describe", "--user", "alice", "--client", "a\nb"]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_zk_entity_validation() -> None:

@@ -12,6 +12,8 @@ def test_paths_follow_kafkas_layout() -> None:
     assert z.TopicZNode.path("t") == "/brokers/topics/t"
     assert z.TopicPartitionStateZNode.path("t", 2) == "/brokers/topics/t/partitions/2/state"
     assert z.ConfigEntityZNode.path("topics", "t") == "/config/topics/t"
+    assert z.ConfigEntityZNode.user_client_path("alice", "app1") == "/config/users/alice/clients/app1"
+    assert z.ConfigEntityZNode.user_client_path("<default>") == "/config/users/<default>/clients"
     assert z.DeleteTopicZNode.path("t") == "/admin/delete_topics/t"
     assert z.ConsumerOffsetZNode.path("g", "t", 1) == "/consumers/g/offsets/t/1"
     assert z.ControllerZNode.path == "/controller" and z.ControllerEpochZNode.path == "/controller_epoch"
