@@ -17,7 +17,8 @@ is that of the matched entity as Kafka shares it: a quota that names or defaults
 (user, client id), a user-level one (user, <default> user) is shared by all that user's clients on the broker,
 and a client-level one is shared by every user of that client id. Nested user+client entities are read from
 the cache under ``("users/<user>/clients", <client id>)`` (Kafka's ``/config/users/<user>/clients/<client id>``
-split at its last level), as zk/configs.py stores them and `odradek configs --entity-type users --entity-type clients` writes them.
+split at its last level), as zk/configs.py stores them and ``odradek configs`` writes them (two
+``--entity-type``/``--entity-name`` pairs, as kafka-configs).
 
 Exempt: replica fetches (``replica_id``; replication has its own throttle) and inter-broker requests (a broker
 forwarding a produce or a read to the leader). On a secured cluster a request is inter-broker when its principal
