@@ -59,6 +59,15 @@ def routes() -> list[web.RouteDef]:
     t, p = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
     c = "/v3/clusters/{cluster_id}"
     return [
+        # The hot routes first: aiohttp tries every resource under a static prefix ("/topics") in registration
+        # order, one regular expression each, so fetches and produces should not wait behind admin routes.
+        web.get(f"{p}/batches", fetch.fetch_batches),
+        web.post(f"{p}/batches", produce.produce_batches),
+        web.get(f"{p}/records", fetch.read_records),
+        web.get(t, metadata.topic),
+        web.post(t, produce.produce_json),
+        web.get(p, metadata.partition),
+        web.post(p, produce.produce_json),
         web.get("/health", ops.health),
         web.get("/metrics", ops.metrics),
         web.get("/openapi.json", ops.openapi),
@@ -66,15 +75,8 @@ def routes() -> list[web.RouteDef]:
         web.get("/metadata", metadata.metadata),
         web.get("/brokers", metadata.brokers),
         web.get("/topics", metadata.topics),
-        web.get(t, metadata.topic),
-        web.post(t, produce.produce_json),
         web.get(f"{t}/partitions", metadata.partitions),
-        web.get(p, metadata.partition),
-        web.post(p, produce.produce_json),
         web.get(f"{p}/offsets", metadata.partition_offsets),
-        web.get(f"{p}/records", fetch.read_records),
-        web.get(f"{p}/batches", fetch.fetch_batches),
-        web.post(f"{p}/batches", produce.produce_batches),
         web.get(f"{p}/epoch_end_offset", fetch.epoch_end_offset),
         web.post("/controller/controlled_shutdown", controller_ops.controlled_shutdown),
         web.post("/admin/preferred_leader_election", controller_ops.preferred_election),

@@ -130,12 +130,12 @@ async def produce_batches(request: web.Request) -> web.Response:
     return json_response(answer)
 
 
-INLINE_VALIDATE_BYTES = 64 * 1024
+INLINE_VALIDATE_BYTES = 256 * 1024  # about 0.2 ms of the compiled check: less than a thread hop costs
 
 
 def _cheap_to_validate(data: bytearray) -> bool:
     """Whether checking these batches on the event loop costs less than a thread hop: the compiled check, at
-    most 64 KiB, no codec (a small compressed batch may inflate up to the cap)."""
+    most 256 KiB, no codec (a small compressed batch may inflate up to the cap)."""
     if not speedups.COMPILED or len(data) > INLINE_VALIDATE_BYTES:
         return False
     return all(not h.attributes & COMPRESSION_MASK for _, h in iter_batch_headers(data))
