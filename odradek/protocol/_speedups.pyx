@@ -556,16 +556,17 @@ cdef inline uint8_t* _dec_lit(uint8_t* p, const char* lit, Py_ssize_t n) noexcep
     return p + n
 
 
-def render_offsets(list partitions, dict bases) -> bytes:
+def render_offsets(list partitions, dict bases):
     """The body of a REST v2 produce answer when every partition succeeded: offsets in request order, each
     ``bases[p] + its index among p's records`` (null when ``bases[p]`` is None: acks=0). One C pass into one
-    buffer: per record this is on the produce path of every REST client."""
+    buffer: per record this is on the produce path of every REST client. None for a partition number it does
+    not index: speedups.py then runs the reference."""
     cdef Py_ssize_t n = len(partitions), i, top = -1, q
     cdef int64_t p
     cdef object base
     for key in bases:
         if type(key) is not int or key < 0 or key > 1 << 20:
-            return py_render_offsets_fallback(partitions, bases)
+            return None
         if key > top:
             top = key
     cdef int64_t* next_offset = <int64_t*>malloc((top + 1) * sizeof(int64_t))
@@ -591,7 +592,7 @@ def render_offsets(list partitions, dict bases) -> bytes:
         for i in range(n):
             obj = partitions[i]
             if type(obj) is not int or obj < 0 or obj > top or not known[<Py_ssize_t>obj]:
-                return py_render_offsets_fallback(partitions, bases)  # bases[p] would raise there: its error
+                return None  # the reference answers (or raises on a partition without a base)
             p = obj
             if i:
                 w[0] = b','
@@ -610,27 +611,6 @@ def render_offsets(list partitions, dict bases) -> bytes:
         free(next_offset)
         free(known)
     return out[:w - start]
-
-
-def py_render_offsets_fallback(list partitions, dict bases) -> bytes:
-    """Unusual input (a partition number this code does not index): the general loop."""
-    cdef Py_ssize_t n = len(partitions), i
-    cdef dict seen = {}
-    cdef list parts = [b'{"key_schema_id":null,"value_schema_id":null,"offsets":[']
-    cdef object p, base
-    for i in range(n):
-        p = partitions[i]
-        index = seen.get(p, 0)
-        seen[p] = index + 1
-        base = bases[p]
-        if i:
-            parts.append(b",")
-        if base is None:
-            parts.append(b'{"partition":%d,"offset":null,"error_code":null,"error":null}' % p)
-        else:
-            parts.append(b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (p, base + index))
-    parts.append(b"]}")
-    return b"".join(parts)
 
 
 include "_raw_texts.pxi"

@@ -154,7 +154,11 @@ if _c is not None:
     murmur2 = _c.murmur2
     encode_batch = _c.encode_batch
     produce_batches = _c.produce_batches
-    render_offsets = _c.render_offsets
+
+    def render_offsets(partitions: list[int], bases: dict[int, int | None]) -> bytes:
+        out = _c.render_offsets(partitions, bases)
+        return py_render_offsets(partitions, bases) if out is None else out  # type: ignore[no-any-return]
+
     record_texts = _c.record_texts
     validate_client_batches = functools.partial(py_validate_client_batches, check_block=_c.check_records)
 

@@ -213,3 +213,11 @@ def test_render_json_texts(stored: list, start: int, binary: bool) -> None:
     assert c.render_records(buf, start, prefix, binary) == speedups.py_render_records(buf, start, prefix, binary)
     body, reference = _answer(buf, start, binary)
     assert body == reference
+
+
+def test_render_offsets_leaves_unusual_partitions_to_the_reference() -> None:
+    huge = {1 << 21: 5}
+    assert c.render_offsets([1 << 21], huge) is None
+    assert speedups.render_offsets([1 << 21], huge) == speedups.py_render_offsets([1 << 21], huge)
+    with pytest.raises(KeyError):  # a partition without a base: the reference's error
+        speedups.render_offsets([0, 1], {0: 3})
