@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +31,10 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_ONLY = SinkLayout(topic_column=False, key_column=False, partition_column=False, headers_column=False)
+# Generous deadlines for a loaded 2-core machine (a cold Spark start alone is 5-10 s there).
+PROGRESS_DEADLINE_S = 300.0
+STOP_FEEDER_S = 60.0
+CATCH_UP_DEADLINE_S = 600
 
 
 def committed_values(c: LocalProcessBackend, topic: str, partitions: int) -> list[bytes]:
@@ -103,37 +108,83 @@ def start_job(procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Pope
     return proc
 
 
+class SourceFeeder(threading.Thread):
+    """Keeps the source topic a fixed backlog ahead of what the sink has committed, so the streaming job is
+    always in the middle of the stream however fast the machine is: the job never runs dry before the kill, and
+    the kill never finds it finished. Values are ``r-<i>``, partition ``i % 2``, in chunks of ``chunk``."""
+
+    def __init__(self, c: LocalProcessBackend, topic: str, backlog: int, chunk: int = 20) -> None:
+        super().__init__(name="eo-source-feeder", daemon=True)
+        self.c, self.topic, self.backlog, self.chunk = c, topic, backlog, chunk
+        self.produced = 0
+        self.committed_seen = 0  # raised by the test as it observes the sink
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                if self.produced >= self.committed_seen + self.backlog:
+                    self._halt.wait(0.05)
+                    continue
+                first = self.produced
+                produce(self.c, self.topic,
+                        [{"value": f"r-{i}", "partition": i % 2} for i in range(first, first + self.chunk)])
+                self.produced = first + self.chunk
+        except BaseException as e:  # reported by stop(): a feeder that died must fail the test
+            self.error = e
+
+    def stop(self) -> int:
+        """Stop after the chunk in flight; the number of records produced, all acknowledged."""
+        self._halt.set()
+        self.join(STOP_FEEDER_S)
+        assert not self.is_alive(), "the source feeder did not stop"
+        if self.error is not None:
+            raise AssertionError(f"the source feeder failed: {self.error!r}") from self.error
+        return self.produced
+
+
+@pytest.mark.timeout(PROGRESS_DEADLINE_S + CATCH_UP_DEADLINE_S + 120)
 def test_a_killed_and_restarted_streaming_query_leaves_each_record_once(
         cluster: LocalProcessBackend, tmp_path: Path, job_processes: list[subprocess.Popen[str]]) -> None:
+    """The kill is driven by what the test sees, not by the machine's speed: the feeder keeps ``backlog`` records
+    ahead of the sink, and the job is SIGKILLed once ``kill_after`` records are committed while a backlog is
+    still unread, so it dies inside the stream (mid micro-batch or between two) on a fast or a slow machine."""
     source = new_topic(cluster, partitions=2, rf=3, prefix="eo-src")
     sink = new_topic(cluster, partitions=2, rf=3, prefix="eo-dst")
-    n = 1000  # 50 micro-batches of 20: the kill after 60 committed lands well before the end
-    produce(cluster, source, [{"value": f"r-{i}", "partition": i % 2} for i in range(n)])
+    per_trigger, kill_after, backlog = 20, 60, 200
+    feeder = SourceFeeder(cluster, source, backlog)
+    feeder.start()
     checkpoint = str(tmp_path / "checkpoint")
-    args = (bootstrap(cluster), source, sink, checkpoint, "--per-trigger", "20")
+    args = (bootstrap(cluster), source, sink, checkpoint, "--per-trigger", str(per_trigger))
 
     first = start_job(job_processes, *args)
     assert first.stdout is not None and first.stdout.readline().strip() == "started"
 
-    def progressed() -> bool:
+    def mid_stream() -> bool:
         if first.poll() is not None:  # pytest.fail is not an Exception: wait_until does not swallow it
             pytest.fail(f"the streaming job exited ({first.returncode}) before it was killed")
-        return len(committed_values(cluster, sink, 2)) >= 60
+        if feeder.error is not None:
+            pytest.fail(f"the source feeder failed: {feeder.error!r}")
+        committed = len(committed_values(cluster, sink, 2))
+        feeder.committed_seen = committed
+        return committed >= kill_after and feeder.produced > committed
 
-    wait_until(progressed, 180, "a few micro-batches to commit")
+    wait_until(mid_stream, PROGRESS_DEADLINE_S, f"{kill_after} records committed with a backlog still unread")
     os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, wherever they are in a micro-batch
     first.wait(30)
     killed_at = len(committed_values(cluster, sink, 2))
-    assert killed_at < n, "the query finished before it was killed: give it more records"
+    n = feeder.stop()
+    assert kill_after <= killed_at < n, f"killed at {killed_at} of {n}: the job was not inside the stream"
 
     second = start_job(job_processes, *args, "--available-now")
-    assert second.wait(300) == 0
+    assert second.wait(CATCH_UP_DEADLINE_S) == 0
 
     values = committed_values(cluster, sink, 2)
     counts = Counter(values)
     assert set(counts) == {f"r-{i}".encode() for i in range(n)}  # nothing lost
     duplicated = {v: c for v, c in counts.items() if c > 1}
-    assert not duplicated, f"{len(duplicated)} records written more than once (killed at {killed_at})"
+    assert not duplicated, f"{len(duplicated)} records written more than once (killed at {killed_at} of {n})"
 
 
 def test_options_of_the_exactly_once_writer_and_read_committed_reader() -> None:
