@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
 from tests.harness.http import request
 from tests.harness.ports import free_port_block
 from zk.client import ZkClient

@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
 from tests.harness.http import create_topic, request
 from tests.harness.ports import free_port_block
 

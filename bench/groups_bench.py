@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
 from tests.harness.group_member import GroupMember
 from tests.harness.http import create_topic
 from tests.harness.ports import free_port_block

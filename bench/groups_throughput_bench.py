@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
 from odradek import AdminClient, GroupConsumer, Producer
+from odradek_local.cluster import LocalCluster
 from tests.harness.ports import free_port_block
 
 PARTITIONS = 6

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.localcluster import LocalCluster
 from odradek import AdminClient, Producer
+from odradek_local.cluster import LocalCluster
 from tests.harness.ports import free_port_block
 
 

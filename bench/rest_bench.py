@@ -40,12 +40,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
 from odradek.protocol.partitioner import murmur2, to_positive
 from odradek.protocol.records import encode_batch, iter_batch_headers
+from odradek_local.cluster import LocalCluster
+from odradek_local.processes import ManagedProcess
 from tests.harness.http import create_topic, metadata
 from tests.harness.ports import free_port_block
-from zk.processes import ManagedProcess
 
 BATCHES = "application/vnd.odradek.batches.v2"
 JSON_V2 = "application/vnd.kafka.json.v2+json"

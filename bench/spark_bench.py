@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
 from odradek.client import AdminClient, Consumer, TopicPartition
 from odradek.client.transport import BATCHES_MEDIA_TYPE, Transport, quote_path
 from odradek.protocol.records import encode_batch
+from odradek_local.cluster import LocalCluster
 from tests.harness.ports import free_port_block
 
 TOPIC = "spark-bench"

@@ -30,8 +30,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
 from odradek.protocol.records import encode_batch
+from odradek_local.cluster import LocalCluster
 from tests.harness.http import create_topic, partition_state
 from tests.harness.ports import free_port_block
 

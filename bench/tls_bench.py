@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.localcluster import LocalCluster
-from broker.security.local import admin_files
+from odradek_local.cluster import LocalCluster
+from odradek_local.security import admin_files
+from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.ports import free_port_block
-from zk.ensemble import ZkEnsemble
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGEST = "bench:" + uuid.uuid4().hex
@@ -109,11 +109,11 @@ def binary_round(bootstrap: str, security: dict[str, str], topic: str, records: 
 
 def setup_tls_user(cluster: LocalCluster) -> None:
     env = dict(os.environ, ODRADEK_ZK_DIGEST=DIGEST, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", cluster.zk_connect, "--alter",
+    subprocess.run([sys.executable, "-m", "odradek_tools", "configs", "--zookeeper", cluster.zk_connect, "--alter",
                     "--entity-type", "users", "--entity-name", "bench", "--add-config",
                     "SCRAM-SHA-256=[password=bench-pw]"], env=env, check=True, capture_output=True, timeout=60)
     for op in ("Write", "Read", "Describe"):
-        subprocess.run([sys.executable, "-m", "broker", "acls", "--zookeeper", cluster.zk_connect, "--add",
+        subprocess.run([sys.executable, "-m", "odradek_tools", "acls", "--zookeeper", cluster.zk_connect, "--add",
                         "--allow-principal", "User:bench", "--operation", op, "--topic", "rest-",
                         "--resource-pattern-type", "prefixed"], env=env, check=True, capture_output=True,
                        timeout=60)

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from broker.verify.nemesis import SCENARIOS  # noqa: E402  (the repository on the path first)
+from odradek_verify.nemesis import SCENARIOS  # noqa: E402  (the repository on the path first)
 
 
 def main() -> int:
@@ -34,7 +34,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1729)
     ap.add_argument("--concurrency", type=int, default=2)
     args = ap.parse_args()
-    cmd = [sys.executable, "-m", "broker", "verify", "--out", str(args.out), "--duration", str(args.minutes * 60),
+    cmd = [sys.executable, "-m", "odradek_tools", "verify", "--out", str(args.out),
+           "--duration", str(args.minutes * 60),
            "--concurrency", str(args.concurrency), "--quiet", "0.5,1.5", "--scenario", "all", "--seed",
            str(args.seed), "--via", args.via]
     print("running:", " ".join(cmd), flush=True)

@@ -1,17 +1,15 @@
-"""The ``odradek`` command line: ``odradek broker ...`` runs one broker; ``odradek cluster ...`` runs a local
-cluster. Every failure is a non-zero exit code with a one-line reason on stderr.
+"""``odradek broker``: one broker in the foreground, its flags and their mapping onto BrokerConfig.
+
+``python -m broker --id 1 --zk ... --listen ...`` runs the same. The ``odradek`` command (odradek_tools/cli.py)
+mounts these flags as its ``broker`` sub-command; the broker image's entry point reads them from here too. Every
+failure is a non-zero exit code with a one-line reason on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import time
 from pathlib import Path
-
-DEFAULT_DATA_DIR = os.environ.get("ODRADEK_DATA_DIR", ".odradek")
 
 # Request limits (BrokerConfig fields of the same names; docs/http-api.md "Limits"): flag -> help.
 LIMIT_FLAGS: dict[str, str] = {
@@ -31,7 +29,8 @@ LIMIT_FLAGS: dict[str, str] = {
 }
 
 
-def _broker(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run the broker the parsed flags describe, until it stops."""
     from broker.config import BrokerConfig
     from broker.security.settings import from_args
     from broker.server import run_broker
@@ -72,192 +71,42 @@ def _broker(args: argparse.Namespace) -> int:
     return run_broker(config)
 
 
-def _cluster_up(args: argparse.Namespace) -> int:
-    from broker.localcluster import LocalCluster
-
-    started = time.monotonic()
-    cluster = LocalCluster(
-        Path(args.data_dir),
-        brokers=args.brokers,
-        base_port=args.base_port,
-        zookeepers=args.zookeepers,
-        zk_base_port=args.zk_base_port,
-        tick_ms=args.tick_ms,
-        session_timeout_ms=args.session_timeout_ms,
-        tls=args.tls,
-        zk_digest=args.zk_digest or os.environ.get("ODRADEK_ZK_DIGEST"),
-    )
-    try:
-        cluster.up(timeout=args.timeout)
-    except BaseException:
-        cluster.down()
-        raise
-    elapsed = time.monotonic() - started
-    print(f"Odradek cluster up in {elapsed:.1f} s (data in {cluster.data_dir})")
-    _print_status(cluster.status())
-    return 0
-
-
-def _print_status(status: dict) -> None:
-    print(f"zookeeper: {status['zk_connect']}")
-    for z in status["zookeepers"]:
-        print(f"  zk {z['id']}: 127.0.0.1:{z['client_port']} pid {z['pid']} mode {z['mode']}")
-    print(f"controller: broker {status['controller']}")
-    if status.get("tls"):
-        print(f"tls: CA {status['tls']['ssl_cafile']}, admin certificate {status['tls']['ssl_certfile']}")
-    for b in status["brokers"]:
-        state = "registered" if b["registered"] else ("running" if b["alive"] else "down")
-        print(f"  broker {b['id']}: {b['url']} pid {b['pid']} {state}")
-
-
-def _cluster_status(args: argparse.Namespace) -> int:
-    from broker.localcluster import LocalCluster
-
-    status = LocalCluster.load(Path(args.data_dir)).status()
-    if args.json:
-        print(json.dumps(status))
-    else:
-        _print_status(status)
-    return 0
-
-
-def _cluster_down(args: argparse.Namespace) -> int:
-    from broker.localcluster import LocalCluster
-
-    cluster = LocalCluster.load(Path(args.data_dir))
-    cluster.down()
-    print(f"Odradek cluster in {cluster.data_dir} is down")
-    return 0
-
-
-def _cluster_broker(args: argparse.Namespace) -> int:
-    from broker.localcluster import LocalCluster
-
-    cluster = LocalCluster.load(Path(args.data_dir))
-    if args.action == "start":
-        proc = cluster.start_broker(args.node_id, notify=lambda line: print(line, flush=True))
-        print(f"broker {args.node_id} started (pid {proc.pid}) at {cluster.broker_url(args.node_id)}")
-    elif args.action == "stop":
-        cluster.stop_broker(args.node_id)
-        print(f"broker {args.node_id} stopped")
-    else:
-        cluster.kill_broker(args.node_id)
-        print(f"broker {args.node_id} killed")
-    return 0
-
-
-def _cluster_zookeeper(args: argparse.Namespace) -> int:
-    from broker.localcluster import LocalCluster
-
-    cluster = LocalCluster.load(Path(args.data_dir))
-    ensemble = cluster.ensemble
-    if args.node_id not in ensemble.nodes:
-        raise SystemExit(f"odradek: no ZooKeeper node {args.node_id} (nodes are {sorted(ensemble.nodes)})")
-    {"start": ensemble.start_node, "stop": ensemble.stop_node, "kill": ensemble.kill_node}[args.action](
-        args.node_id
-    )
-    ensemble.save()
-    print(f"zookeeper {args.node_id}: {args.action} done")
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="odradek", description="Odradek: a ZooKeeper-coordinated commit log")
-    sub = parser.add_subparsers(dest="command", required=True)
-    from broker.tools import TOOLS
-
-    for name, (_module, summary) in TOOLS.items():  # listed for --help; main() hands them over before parsing
-        sub.add_parser(name, help=summary, add_help=False)
-    sub.add_parser("verify", help="inject faults, read everything back, check (Jepsen-style)", add_help=False)
-
-    b = sub.add_parser("broker", help="run one broker in the foreground")
-    b.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
-    b.add_argument("--zk", required=True, help="ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182/odradek")
-    b.add_argument("--listen", default=None, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092 (or --listeners)")
-    b.add_argument("--data-dir", required=True, help="directory for this broker's logs")
-    b.add_argument("--rack", default=None)
-    b.add_argument("--advertised-url", default=None,
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``odradek broker`` flag, on ``p``."""
+    p.add_argument("--id", type=int, required=True, help="broker id (a non-negative integer)")
+    p.add_argument("--zk", required=True, help="ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182/odradek")
+    p.add_argument("--listen", default=None, help="HTTP listener HOST:PORT, e.g. 127.0.0.1:9092 (or --listeners)")
+    p.add_argument("--data-dir", required=True, help="directory for this broker's logs")
+    p.add_argument("--rack", default=None)
+    p.add_argument("--advertised-url", default=None,
                    help="URL clients and brokers use to reach this one, e.g. http://127.0.0.1:9092 (default: --listen)")
-    b.add_argument("--zk-session-timeout-ms", type=int, default=6000)
-    b.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
-    b.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
-    b.add_argument("--log-retention-check-interval-ms", type=int, default=300_000)
-    b.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
-    b.add_argument("--leader-imbalance-check-interval-seconds", type=float, default=300.0)
-    b.add_argument("--leader-imbalance-per-broker-percentage", type=int, default=10)
-    b.add_argument("--offsets-retention-minutes", type=int, default=10080, help="empty groups' offsets expire")
-    b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=300)
+    p.add_argument("--zk-session-timeout-ms", type=int, default=6000)
+    p.add_argument("--replica-lag-time-max-ms", type=int, default=10000)
+    p.add_argument("--max-request-bytes", type=int, default=64 * 1024 * 1024, help="larger requests get 413")
+    p.add_argument("--log-retention-check-interval-ms", type=int, default=300_000)
+    p.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
+    p.add_argument("--leader-imbalance-check-interval-seconds", type=float, default=300.0)
+    p.add_argument("--leader-imbalance-per-broker-percentage", type=int, default=10)
+    p.add_argument("--offsets-retention-minutes", type=int, default=10080, help="empty groups' offsets expire")
+    p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=300)
     from broker.config import BrokerConfig
 
     defaults = BrokerConfig(broker_id=0, zk_connect="", host="", port=0, data_dir=Path("."))
-    b.add_argument("--log-file", default=None, help="log to this file, rotated (default: stderr)")
+    p.add_argument("--log-file", default=None, help="log to this file, rotated (default: stderr)")
     from broker.security.settings import add_flags as add_security_flags
 
-    add_security_flags(b)
+    add_security_flags(p)
     for name, help_ in LIMIT_FLAGS.items():
-        b.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
-    b.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
+    p.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
                    help="REST v2 consumer instances idle this long are deleted")
-    b.set_defaults(func=_broker)
 
-    c = sub.add_parser("cluster", help="a local cluster on 127.0.0.1").add_subparsers(dest="cluster_command",
-                                                                                    required=True)
-    data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="default: $ODRADEK_DATA_DIR or .odradek")
 
-    up = c.add_parser("up", parents=[data_dir], help="start ZooKeeper and brokers in the background")
-    up.add_argument("--zookeepers", type=int, default=3, choices=(1, 3, 5))
-    up.add_argument("--brokers", type=int, default=3)
-    up.add_argument("--base-port", type=int, default=9092, help="broker N listens on base-port + N - 1")
-    up.add_argument("--zk-base-port", type=int, default=2181, help="ZooKeeper node N on zk-base-port + N - 1")
-    up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
-    up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")
-    up.add_argument("--timeout", type=float, default=60.0)
-    up.add_argument("--tls", action="store_true",
-                    help="TLS + authentication + ACLs, with a throwaway CA in <data-dir>/tls (docs/security.md)")
-    up.add_argument("--zk-digest", default=None,
-                    help="USER:PASSWORD: brokers authenticate to ZooKeeper and set ACLs on every znode")
-    up.set_defaults(func=_cluster_up)
-
-    st = c.add_parser("status", parents=[data_dir], help="show what runs")
-    st.add_argument("--json", action="store_true")
-    st.set_defaults(func=_cluster_status)
-
-    c.add_parser("down", parents=[data_dir], help="stop everything `up` started").set_defaults(func=_cluster_down)
-
-    for name, func in (("broker", _cluster_broker), ("zookeeper", _cluster_zookeeper)):
-        p = c.add_parser(name, parents=[data_dir], help=f"start, stop (SIGTERM) or kill (SIGKILL) one {name}")
-        p.add_argument("action", choices=("start", "stop", "kill"))
-        p.add_argument("node_id", type=int, metavar="ID")
-        p.set_defaults(func=func)
-    return parser
+def build_parser(prog: str = "odradek broker") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="run one broker in the foreground")
+    add_arguments(p)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    from broker.tools import TOOLS, run_tool
-
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in TOOLS:  # admin tools parse Kafka's options themselves (broker/tools)
-        return run_tool(argv[0], argv[1:])
-    if argv and argv[0] == "verify":  # the durability checker has its own parser (broker/verify/cli.py)
-        from broker.verify.cli import main as verify_main
-
-        return verify_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    if args.command != "broker":
-        import logging
-
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # our own one-line reasons say it better
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except SystemExit:
-        raise
-    except Exception as e:  # one line, not a traceback: the reason is what the user needs
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"odradek: {reason}", file=sys.stderr)
-        detail = "\n".join(str(e).splitlines()[1:])
-        if detail:
-            print(detail, file=sys.stderr)
-        return 1
+    return run(build_parser("python -m broker").parse_args(sys.argv[1:] if argv is None else argv))

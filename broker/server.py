@@ -46,11 +46,11 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.security.listeners import inter_broker_headers, listener_sites, registration
 from broker.security.middleware import SecurityService
 from broker.security.tls import broker_client_context
-from broker.txn.coordinator import TxnCoordinator
 from consumer_coordinator.coordinator import GroupCoordinator
 from consumer_coordinator.rest_instances import RestInstanceManager
 from odradek.protocol.errors import BrokerIdInUseError, OdradekError
 from odradek.protocol.model import BrokerInfo
+from transaction_coordinator.coordinator import TxnCoordinator
 from zk.client import CONNECTED, LOST, ZkClient
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,8 @@ class Broker:
                 self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, changed=self.metadata.changed,
                 offsets_retention_minutes=self.config.offsets_retention_minutes,
                 initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
-            self.txn = TxnCoordinator(  # transactions (broker/txn/); state in ZooKeeper, markers via the leaders
+            # transactions (transaction_coordinator/); state in ZooKeeper, markers via the leaders
+            self.txn = TxnCoordinator(
                 self.broker_id, self.zk, lambda: self.broker_epoch, self.replicas.producer_ids.next_id,
                 transactions_api.marker_writer(self))
             self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)

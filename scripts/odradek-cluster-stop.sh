@@ -2,4 +2,4 @@
 # odradek-cluster-stop.sh [--data-dir D]: stop every process `odradek-cluster-start.sh` started, by pid
 # (a thin shell over `odradek cluster down`).
 source "$(dirname "$0")/_python.sh"
-exec "$PY" -m broker cluster down "$@"
+exec "$PY" -m odradek_tools cluster down "$@"

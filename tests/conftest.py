@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
+from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.cluster import ClusterBackend, LocalProcessBackend
 from tests.harness.ports import free_port_block
-from zk.ensemble import ZkEnsemble
 
 TICK_MS = 500
 SESSION_TIMEOUT_MS = 1500

@@ -125,8 +125,8 @@ BROKER_CONFIGS: dict[str, Validator] = {
 
 def _scram(key: str, value: str) -> str:
     """``[password=...]`` (kafka-configs.sh's syntax) is salted and stored as Kafka stores it; the password
-    itself is never written (broker/security/scram.py)."""
-    from broker.security.scram import parse_alter_value
+    itself is never written (odradek/protocol/scram.py)."""
+    from odradek.protocol.scram import parse_alter_value
 
     try:
         return parse_alter_value(key, value)

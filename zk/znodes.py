@@ -572,7 +572,7 @@ class TransactionsZNode:
 
 
 class TransactionZNode:
-    """Persistent: one transactional id's coordinator state (broker/txn/state.py's JSON), written only
+    """Persistent: one transactional id's coordinator state (transaction_coordinator/state.py's JSON), written only
     conditionally on its zkVersion. The id is percent-encoded: transactional ids may hold '/'."""
 
     @staticmethod

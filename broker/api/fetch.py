@@ -23,7 +23,6 @@ from broker.api.params import INT32_MAX, int_param, partition_param, wait_param
 from broker.metadata.watcher import PartitionStateChanged
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
-from broker.txn.markers import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 from odradek.protocol import media, speedups
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
@@ -34,6 +33,7 @@ from odradek.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from odradek.protocol.records import decode_records, iter_batch_headers
+from transaction_coordinator.markers import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 
 if TYPE_CHECKING:
     from broker.replication.partition import Partition, SliceResult
@@ -115,7 +115,7 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
             except BaseException:
                 _close(result)
                 raise
-    elif read_committed(request):  # filtered per batch (broker/txn/markers.py): no zero-copy
+    elif read_committed(request):  # filtered per batch (transaction_coordinator/markers.py): no zero-copy
         result = await part.read_committed(offset, max_bytes, timeout_ms)
     else:
         result = await part.read(offset, max_bytes, timeout_ms, zero_copy=True)

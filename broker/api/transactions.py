@@ -1,7 +1,7 @@
 """Transactions over HTTP (docs/transactions.md): init, add partitions, add offsets, end, describe, and the
 coordinator-to-leader marker write.
 
-Handlers only validate and translate: the rules live in broker/txn. Any broker accepts a transactional id's
+Handlers only validate and translate: the rules live in transaction_coordinator. Any broker accepts a transactional id's
 request and forwards it to the id's coordinator (as group requests are, broker/api/groups.py); a forwarded
 request carries ``Odradek-Forwarded`` so that a coordinator change in between is NOT_COORDINATOR (retriable).
 """
@@ -21,13 +21,13 @@ from broker.api.context import BROKER, json_response
 from broker.api.groups import COORDINATOR_HEADER, FORWARDED_HEADER
 from broker.produce import forwarding as forward
 from broker.produce.routing import Remote, deadline_after, remaining_ms
-from broker.txn.state import TxnOffsets
 from odradek.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
     NotCoordinatorError,
 )
 from odradek.protocol.records.control import ABORT, COMMIT, encode_marker
+from transaction_coordinator.state import TxnOffsets
 
 if TYPE_CHECKING:
     from broker.server import Broker

@@ -65,7 +65,6 @@ from broker.replication.storage_jobs import (
     _truncate_fully,
     _truncate_to,
 )
-from broker.txn.markers import drop_aborted
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -76,6 +75,7 @@ from odradek.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from odradek.protocol.model import LeaderAndIsr
+from transaction_coordinator.markers import drop_aborted
 
 T = TypeVar("T")
 LeaderUrl = Callable[[int], str | None]
@@ -378,7 +378,8 @@ class Partition:
     # -------------------------------------------------------------------------------------------- fetch
 
     async def read_committed(self, offset: int, max_bytes: int, timeout_ms: int) -> ReadResult:
-        """A read_committed read (broker/txn/markers.py): below the LSO, aborted transactions' batches dropped.
+        """A read_committed read (transaction_coordinator/markers.py): below the LSO, aborted transactions'
+        batches dropped.
         An answer whose batches were all aborted reads on (up to the LSO) rather than come back empty."""
         result = await self.read(offset, max_bytes, timeout_ms, stable=True)
         while result.data and self.producer_state is not None:

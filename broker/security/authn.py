@@ -23,8 +23,8 @@ import json
 import time
 from collections.abc import Callable
 
-from broker.security import scram
 from broker.security.authorizer import ANONYMOUS
+from odradek.protocol import scram
 from odradek.protocol.security_errors import AuthenticationFailedError
 
 TOKEN_PREFIX = "odt1"

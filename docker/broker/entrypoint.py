@@ -29,11 +29,7 @@ def env_name(flag: str) -> str:
 def broker_parser() -> argparse.ArgumentParser:
     from broker.cli import build_parser
 
-    parser = build_parser()
-    for action in parser._actions:  # argparse has no public way to reach a sub-command's parser
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices["broker"]
-    raise SystemExit("entrypoint: `odradek` has no `broker` sub-command")
+    return build_parser()
 
 
 def broker_args(environ: dict[str, str]) -> list[str]:
@@ -78,7 +74,7 @@ def main(argv: list[str]) -> int:
         print(f"entrypoint: set {' and '.join(missing)} (every broker flag is an ODRADEK_* variable)",
               file=sys.stderr)
         return 2
-    command = [sys.executable, "-m", "broker", "broker", *args, *argv]
+    command = [sys.executable, "-m", "broker", *args, *argv]
     os.execv(command[0], command)
 
 

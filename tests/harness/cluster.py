@@ -2,7 +2,7 @@
 
 ``ClusterBackend`` is what a test may do to a cluster: start, stop (SIGTERM), kill (SIGKILL), pause (SIGSTOP) and
 resume brokers and ZooKeeper nodes, and learn their addresses. ``LocalProcessBackend`` runs real processes on
-127.0.0.1 through ``broker.localcluster.LocalCluster`` (the same code ``odradek cluster`` uses); a
+127.0.0.1 through ``odradek_local.cluster.LocalCluster`` (the same code ``odradek cluster`` uses); a
 testcontainers backend implements the same protocol with containers on the host network.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 from typing import Protocol
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
+from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.wait import wait_until as wait_until  # re-exported: older tests import it from here
 from zk.client import ZkClient
-from zk.ensemble import ZkEnsemble
 
 
 class ClusterBackend(Protocol):

@@ -7,7 +7,7 @@ import os
 import random
 import socket
 
-from broker.localcluster import listen_port_range
+from odradek_local.cluster import listen_port_range
 
 _taken: set[int] = set()
 _LOW, _HIGH = listen_port_range()

@@ -17,10 +17,10 @@ import pytest
 
 from odradek.client.admin import AdminClient
 from odradek.client.group_consumer import GroupConsumer
+from odradek_local.processes import read_proc_stat
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.ports import free_port_block
 from tests.harness.wait import wait_until
-from zk.processes import read_proc_stat
 
 pytestmark = pytest.mark.cluster
 
@@ -51,7 +51,7 @@ def cluster(zk_ensemble: object, tmp_path_factory: pytest.TempPathFactory) -> It
     """One 3-broker cluster for the module (the tests use distinct topics and groups)."""
     import uuid
 
-    from broker.localcluster import LocalCluster
+    from odradek_local.cluster import LocalCluster
     from tests.conftest import SESSION_TIMEOUT_MS
 
     backend = LocalProcessBackend(LocalCluster(

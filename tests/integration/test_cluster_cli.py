@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from odradek_local.processes import read_proc_stat
 from tests.harness.ports import free_port_block
-from zk.processes import read_proc_stat
 
 pytestmark = pytest.mark.cluster
 
 
 def odradek(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "odradek_tools", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ})
 
 
@@ -104,7 +104,7 @@ def test_a_broker_that_cannot_start_leaves_no_other_process_behind(zk_ensemble: 
     import socket
     import uuid
 
-    from broker.localcluster import ClusterError, LocalCluster
+    from odradek_local.cluster import ClusterError, LocalCluster
 
     base = free_port_block(3)
     cluster = LocalCluster(tmp_path / "c", brokers=3, base_port=base, session_timeout_ms=1500,

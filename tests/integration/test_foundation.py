@@ -14,12 +14,12 @@ import pytest
 
 from odradek.protocol.errors import ControllerMovedError
 from odradek.protocol.model import LeaderAndIsr
+from odradek_local.zookeeper import ZkEnsemble
 from tests.conftest import SESSION_TIMEOUT_MS, MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.ports import free_port_block
 from tests.harness.wait import wait_until
 from zk.client import ControllerClaim
-from zk.ensemble import ZkEnsemble
 
 pytestmark = pytest.mark.cluster
 
@@ -99,7 +99,7 @@ def test_duplicate_broker_id_is_refused(make_cluster: MakeCluster, tmp_path: Any
     cluster = make_cluster(brokers=1)
     port = free_port_block(1)
     proc = subprocess.run(
-        [sys.executable, "-m", "broker", "broker", "--id", "1", "--zk", cluster.zk_connect,
+        [sys.executable, "-m", "odradek_tools", "broker", "--id", "1", "--zk", cluster.zk_connect,
          "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "dup")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -42,7 +42,7 @@ RSS_LIMIT_KB = 500 * 1024
 
 @pytest.fixture(scope="module")
 def c(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
-    from broker.localcluster import LocalCluster
+    from odradek_local.cluster import LocalCluster
     from tests.conftest import SESSION_TIMEOUT_MS
     from tests.harness.ports import free_port_block
 

@@ -39,7 +39,7 @@ BUDGET_S = 150.0
 def broker(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     import uuid
 
-    from broker.localcluster import LocalCluster
+    from odradek_local.cluster import LocalCluster
     from tests.conftest import SESSION_TIMEOUT_MS
     from tests.harness.ports import free_port_block
 

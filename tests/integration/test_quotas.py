@@ -21,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalCluster
-from broker.security.local import admin_files
 from odradek import Producer
 from odradek.protocol import media
 from odradek.protocol.records import iter_batch_headers
+from odradek_local.cluster import LocalCluster
+from odradek_local.security import admin_files
+from odradek_local.zookeeper import ZkEnsemble
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import request
 from tests.harness.ports import free_port_block
 from tests.harness.wait import wait_until
-from zk.ensemble import ZkEnsemble
 
 pytestmark = pytest.mark.cluster
 
@@ -156,7 +156,7 @@ def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensem
                         "--entity-name", "app1", "--add-config", f"producer_byte_rate={16 * QUOTA}"],
                        ["--entity-type", "users", "--entity-name", "alice", "--add-config",
                         f"SCRAM-SHA-256=[iterations=4096,password=alice-pw],producer_byte_rate={QUOTA}"]):
-            done = subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", cluster.zk_connect,
+            done = subprocess.run([sys.executable, "-m", "odradek_tools", "configs", "--zookeeper", cluster.zk_connect,
                                    "--alter", *entity], capture_output=True, text=True, timeout=60, check=False,
                                   cwd=ROOT)
             assert done.returncode == 0, done.stderr

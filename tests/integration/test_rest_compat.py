@@ -29,7 +29,7 @@ def compat(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """Two brokers (so a replica can be taken away), a 200 kB request limit (so 413 is cheap to reach)."""
     import uuid
 
-    from broker.localcluster import LocalCluster
+    from odradek_local.cluster import LocalCluster
     from tests.conftest import SESSION_TIMEOUT_MS
     from tests.harness.ports import free_port_block
 

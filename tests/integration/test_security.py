@@ -36,17 +36,23 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from broker.localcluster import LocalCluster
-from broker.security.local import admin_files, tls_dir
 from broker.security.tls import issue_certificate
+from odradek_local.cluster import LocalCluster
+from odradek_local.security import admin_files, tls_dir
+from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.ports import free_port_block
-from zk.ensemble import ZkEnsemble
+from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.timeout(300)
 
 ZK_DIGEST = "odradek-brokers:" + uuid.uuid4().hex
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "dave": "dave-pw"}
 ROOT = Path(__file__).resolve().parents[2]
+# An ACL change reaches every broker through a ZooKeeper watch, within a round trip (docs/security.md: "within a
+# second" on an idle machine). The only other way it could get there is the authorizer's fallback re-load every
+# 30 s (AclCache.run), so a bound well under that still tells the watch from the fallback, and leaves a loaded
+# machine several seconds for the round trip.
+ACL_WATCH_S = 5.0
 
 
 @dataclass
@@ -69,7 +75,7 @@ class Secured:
 
 def tool(cluster: LocalCluster, *args: str, stdin: str | None = None) -> str:
     env = dict(os.environ, ODRADEK_ZK_DIGEST=ZK_DIGEST, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "broker", *args], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "odradek_tools", *args], env=env, capture_output=True, text=True,
                           timeout=60, input=stdin)
     assert proc.returncode == 0, f"odradek {' '.join(args)} failed: {proc.stderr}{proc.stdout}"
     return proc.stdout
@@ -347,13 +353,13 @@ def test_client_round_trip_and_acl_change_applies_within_a_second(secured: Secur
          "User:dave", "--operation", "Describe", "--topic", "other")
     changed = time.monotonic()
     while request(url, ctx=ctx, headers=auth)[0] == 403:
-        assert time.monotonic() - changed < 1.0, "the new ACL did not apply within a second"
+        assert time.monotonic() - changed < ACL_WATCH_S, "the new ACL did not apply by its watch"
         time.sleep(0.02)
     tool(secured.cluster, "acls", "--zookeeper", secured.cluster.zk_connect, "--remove", "--force",
          "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "other")
     changed = time.monotonic()
     while request(url, ctx=ctx, headers=auth)[0] != 403:
-        assert time.monotonic() - changed < 1.0, "the removed ACL still applied after a second"
+        assert time.monotonic() - changed < ACL_WATCH_S, "the removed ACL still applied: its watch did not fire"
         time.sleep(0.02)
     listed = tool(secured.cluster, "acls", "--zookeeper", secured.cluster.zk_connect, "--list", "--topic", "orders")
     assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
@@ -438,10 +444,11 @@ def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -
 
     opts = {"ssl_cafile": secured.cafile, "sasl_username": "alice", "sasl_password": PASSWORDS["alice"]}
     bootstrap = secured.url(2).removeprefix("https://")
+    # Waiting for the topic would take the producer's whole max_block_ms, far longer than a refusal on any machine.
     started = time.monotonic()
-    with Producer(bootstrap, acks="all", max_block_ms=20_000, **opts) as p, \
+    with Producer(bootstrap, acks="all", max_block_ms=int(3 * SLOW_MACHINE_S * 1000), **opts) as p, \
             pytest.raises(TopicAuthorizationFailedError):
-        p.send("other", b"v").result(timeout=30)
+        p.send("other", b"v").result(timeout=4 * SLOW_MACHINE_S)
     consumer = Consumer(bootstrap, **opts)
     try:
         consumer.assign([TopicPartition("other", 0)])
@@ -450,7 +457,7 @@ def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -
                 consumer.poll(timeout_ms=250)
     finally:
         consumer.close()
-    assert time.monotonic() - started < 15, "an unauthorized topic was waited for instead of refused"
+    assert time.monotonic() - started < SLOW_MACHINE_S, "an unauthorized topic was waited for instead of refused"
 
 
 def test_zookeeper_security_migration_secures_and_unsecures_an_existing_tree(zk_ensemble: ZkEnsemble) -> None:
@@ -464,7 +471,7 @@ def test_zookeeper_security_migration_secures_and_unsecures_an_existing_tree(zk_
 
         def migrate(mode: str) -> str:
             env = dict(os.environ, ODRADEK_ZK_DIGEST=ZK_DIGEST, PYTHONPATH=str(ROOT))
-            proc = subprocess.run([sys.executable, "-m", "broker", "zookeeper-security-migration",
+            proc = subprocess.run([sys.executable, "-m", "odradek_tools", "zookeeper-security-migration",
                                    "--zookeeper.acl", mode, "--zookeeper.connect", connect], env=env,
                                   capture_output=True, text=True, timeout=60)
             assert proc.returncode == 0, proc.stderr

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.verify import checker
-from broker.verify.netns import netns_supported
-from broker.verify.workload import History, PollOp, WriteOp
+from odradek_verify import checker
+from odradek_verify.netns import netns_supported
+from odradek_verify.workload import History, PollOp, WriteOp
 
 REPO = Path(__file__).resolve().parents[2]
 NETWORK_KINDS = {"part-leader-followers", "part-broker-zk", "part-majority-minority", "part-2013",
@@ -72,7 +72,8 @@ def _verify(tmp_path: Path, *extra: str, timeout: float = 900) -> tuple[int, dic
     out = tmp_path / "verify"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("ODRADEK_UNSAFE_ACK_BEFORE_ISR", None)
-    proc = subprocess.run([sys.executable, "-m", "broker", "verify", "--out", str(out), *extra], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "odradek_tools", "verify", "--out", str(out), *extra],
+                          cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
     text = proc.stdout + proc.stderr
     report_path = out / "report.json"
@@ -101,7 +102,7 @@ def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
     faults = [f for f in report["faults"] if not f.get("error")]
     assert len(faults) >= 10, report["faults_by_kind"]
     assert NETWORK_KINDS & {f["kind"] for f in faults}, report["faults_by_kind"]
-    # Clock steps run on brokers under our shim (broker/verify/clockshift.c); the schedule deals every kind
+    # Clock steps run on brokers under our shim (odradek_verify/clockshift.c); the schedule deals every kind
     # once first, so a short run reaches them. Where the shim cannot be built the run says why.
     assert not CLOCK_KINDS & set(report["skipped_faults"]), report["skipped_faults"]
     clock = [f for f in faults if f["kind"] in CLOCK_KINDS]

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from odradek_local.zookeeper import HOST, ZkEnsemble
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.http import JSON_V2, create_topic, request
 from zk.client import ZkClient
-from zk.ensemble import HOST, ZkEnsemble
 
 pytestmark = pytest.mark.cluster
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from broker.localcluster import LocalCluster
+from odradek_local.cluster import LocalCluster
 from tests.conftest import SESSION_TIMEOUT_MS
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic

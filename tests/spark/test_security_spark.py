@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from broker.localcluster import LocalCluster
-from broker.security.local import admin_files
+from odradek_local.cluster import LocalCluster
+from odradek_local.security import admin_files
 from tests.harness.ports import free_port_block
 
 ZK_DIGEST = "spark-sec:" + uuid.uuid4().hex
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _tool(cluster: LocalCluster, *args: str) -> None:
     env = dict(os.environ, ODRADEK_ZK_DIGEST=ZK_DIGEST, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "broker", *args], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "odradek_tools", *args], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from odradek_local.zookeeper import ZkEnsemble
 from zk.acls import AclEntry, AclStore
 from zk.client import ZkClient
-from zk.ensemble import ZkEnsemble
 
 
 def test_old_acl_change_notifications_are_purged_and_new_ones_kept(zk_ensemble: ZkEnsemble) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.wait import wait_until
-from zk.ensemble import (
+from odradek_local.processes import read_proc_stat
+from odradek_local.zookeeper import (
     ZOOKEEPER_JAR,
     EnsembleNotReadyError,
     PortInUseError,
@@ -23,7 +23,7 @@ from zk.ensemble import (
     ZkNodeStatus,
     four_letter_word,
 )
-from zk.processes import read_proc_stat
+from tests.harness.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 needs_zookeeper = pytest.mark.skipif(
@@ -107,7 +107,7 @@ def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemb
 
     code = (
         "import json, sys\n"
-        "from zk.ensemble import ZkEnsemble\n"
+        "from odradek_local.zookeeper import ZkEnsemble\n"
         "ens = ZkEnsemble.load(sys.argv[1])\n"
         "print(json.dumps([[s.pid, s.mode] for s in ens.status()]))\n"
         "ens.stop(timeout=10)\n"

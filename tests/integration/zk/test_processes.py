@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from odradek_local.processes import ManagedProcess, read_proc_stat
 from tests.harness.wait import wait_until
-from zk.processes import ManagedProcess, read_proc_stat
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 Spawn = Callable[..., ManagedProcess]
@@ -63,7 +63,7 @@ def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, 
 
     code = (
         "import json, sys\n"
-        "from zk.processes import ManagedProcess\n"
+        "from odradek_local.processes import ManagedProcess\n"
         "p = ManagedProcess.from_json(json.load(open(sys.argv[1])))\n"
         "print(p.is_alive()); p.terminate(timeout=5); print(p.is_alive())\n"
     )

@@ -8,8 +8,8 @@ import hmac
 
 import pytest
 
-from broker.security import scram
 from broker.security.authn import Authenticator, TokenSigner, basic_header
+from odradek.protocol import scram
 from odradek.protocol.security_errors import AuthenticationFailedError
 
 

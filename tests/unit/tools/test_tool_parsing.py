@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from broker.tools import common, configs, console_consumer, console_producer, consumer_groups, leader_election, topics
-from broker.tools.common import ToolError
 from odradek.client.types import ConsumerRecord
 from odradek.protocol.errors import InvalidConfigError, InvalidRequestError
+from odradek_tools import common, configs, console_consumer, console_producer, consumer_groups, leader_election, topics
+from odradek_tools.common import ToolError
 from zk.configs import sanitize, validate_alter, validate_entity
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from broker.replication.producer_state import ProducerStateManager
-from broker.txn import state as s
-from broker.txn.markers import drop_aborted
 from odradek.protocol.errors import InvalidTxnStateError, ProducerFencedError
 from odradek.protocol.records import encode_batch, iter_batch_headers, set_base_offset
 from odradek.protocol.records.control import ABORT, COMMIT, encode_marker, marker_type
+from transaction_coordinator import state as s
+from transaction_coordinator.markers import drop_aborted
 
 
 def test_commit_path_and_fencing() -> None:

@@ -1,4 +1,4 @@
-"""The clock shim (broker/verify/clockshift.c), compiled and run under a real Python: the wall clock steps by
+"""The clock shim (odradek_verify/clockshift.c), compiled and run under a real Python: the wall clock steps by
 exactly the offset written to the clock file, while monotonic time and sleeps stay the kernel's.
 
 This starts processes (the compiler and a Python), unlike most unit tests, because the shim is only meaningful
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.verify import clockshift
+from odradek_verify import clockshift
 
 # Each line on stdin: measure every clock, sleep 0.05 s, answer one JSON line.
 CHILD = r"""

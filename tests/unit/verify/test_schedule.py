@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from broker.verify.nemesis import ALL_KINDS, CLOCK_KINDS, SCENARIOS, FaultEvent, Nemesis, NemesisConfig
-from broker.verify.workload import History
+from odradek_verify.nemesis import ALL_KINDS, CLOCK_KINDS, SCENARIOS, FaultEvent, Nemesis, NemesisConfig
+from odradek_verify.workload import History
 
 
 class _FakeCluster:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.verify import checker, report
-from broker.verify.workload import History, WriteOp
+from odradek_verify import checker, report
+from odradek_verify.workload import History, WriteOp
 
 
 def _history_and_reads(duplicate: bool) -> tuple[History, dict[int, list[tuple[int, str]]]]:
@@ -63,7 +63,7 @@ def test_a_report_without_the_flag_follows_its_path() -> None:
 def test_the_verify_workload_builds_an_idempotent_producer() -> None:
     import threading
 
-    from broker.verify.workload import ClientProducerWorker, RestProducerWorker
+    from odradek_verify.workload import ClientProducerWorker, RestProducerWorker
 
     w = ClientProducerWorker("p0", "127.0.0.1:1", "t", 3, 10.0, History(), threading.Event(), 0)
     try:

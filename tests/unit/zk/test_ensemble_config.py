@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zk.ensemble import ZkEnsemble, ZooKeeperNotInstalledError, parse_mode
+from odradek_local.zookeeper import ZkEnsemble, ZooKeeperNotInstalledError, parse_mode
 
 
 def test_missing_install_names_the_package_to_install(tmp_path: Path) -> None:

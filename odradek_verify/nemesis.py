@@ -46,9 +46,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from broker.verify import clockshift
-from broker.verify.cluster import LoopDisk, VerifyCluster
-from broker.verify.workload import History
+from odradek_verify import clockshift
+from odradek_verify.cluster import LoopDisk, VerifyCluster
+from odradek_verify.workload import History
 from zk.znodes import TopicPartitionStateZNode
 
 PROCESS_KINDS = ["kill-broker", "term-broker", "pause-short", "pause-long", "kill-zk", "kill-zk-leader",

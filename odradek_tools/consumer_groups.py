@@ -17,11 +17,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.client.transport import quote_path
 from odradek.protocol.errors import GroupIdNotFoundError, OdradekError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-consumer-groups.sh"
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")

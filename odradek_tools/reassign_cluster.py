@@ -1,7 +1,7 @@
 """What the reassignment tool needs from the cluster, over the brokers' HTTP API or over ZooKeeper directly.
 
 Why two: Kafka's tool took ``--zookeeper`` until 2.5 and ``--bootstrap-server`` after; an operator may use
-either. Both give the same answers; config writes reuse the configs tool's verbs (broker/tools/configs.py), so
+either. Both give the same answers; config writes reuse the configs tool's verbs (odradek_tools/configs.py), so
 the throttle goes through the same validation and change notifications as ``odradek-configs.sh``. Replica sizes
 (for progress) always come from the brokers' ``/admin/log_dirs``, as Kafka's DescribeLogDirs.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from broker.tools import common, configs
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.protocol.errors import OdradekError
+from odradek_tools import common, configs
+from odradek_tools.common import ToolError
 
 TP = tuple[str, int]
 

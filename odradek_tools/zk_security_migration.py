@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from broker.tools import common
-from broker.tools.common import ToolError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-zookeeper-security-migration.sh"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zk.processes import ManagedProcess, log_tail, terminate_all
+from odradek_local.processes import ManagedProcess, log_tail, terminate_all
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")

@@ -2,7 +2,8 @@
 
 Which broker coordinates transactional id T: the one holding the ephemeral ``/transactions/T/coordinator``
 znode, claimed by the first broker asked while nobody holds it, exactly as consumer groups do
-(docs/consumer-groups.md "Who coordinates a group"). Its state is ``/transactions/T`` (broker/txn/state.py),
+(docs/consumer-groups.md "Who coordinates a group"). Its state is ``/transactions/T``
+(transaction_coordinator/state.py),
 re-read at every request and written conditionally on its zkVersion: a coordinator that lost its znode (a
 session expiry) and still acts can only fail its write, never overwrite its successor's decision.
 
@@ -25,8 +26,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from broker.txn import state as s
-from broker.txn.state import TxnOffsets, TxnState
 from odradek.protocol.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
@@ -35,6 +34,8 @@ from odradek.protocol.errors import (
     InvalidTxnStateError,
     NotCoordinatorError,
 )
+from transaction_coordinator import state as s
+from transaction_coordinator.state import TxnOffsets, TxnState
 from zk.client import ZkClient
 from zk.groups import GroupStore
 from zk.transactions import StaleTxnStateError, TxnStore

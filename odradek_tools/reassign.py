@@ -30,10 +30,10 @@ from typing import Any
 
 import orjson
 
-from broker.tools import common
-from broker.tools.common import ToolError
-from broker.tools.reassign_cluster import Cluster, HttpCluster, ZkCluster
-from broker.tools.reassign_progress import follow, progress_lines, snapshot
+from odradek_tools import common
+from odradek_tools.common import ToolError
+from odradek_tools.reassign_cluster import Cluster, HttpCluster, ZkCluster
+from odradek_tools.reassign_progress import follow, progress_lines, snapshot
 
 PROG = "odradek-reassign-partitions.sh"
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")

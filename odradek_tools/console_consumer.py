@@ -20,11 +20,11 @@ import sys
 import time
 from typing import Any, BinaryIO
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.client.consumer import Consumer
 from odradek.client.types import ConsumerRecord, TopicPartition
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-console-consumer.sh"
 FORMATTER_PROPERTIES = ("print.timestamp", "print.key", "print.offset", "print.partition", "print.headers",
@@ -139,7 +139,7 @@ def _unescape(text: str) -> str:
 
 
 def consumer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    from broker.tools.console_producer import read_properties_file
+    from odradek_tools.console_producer import read_properties_file
 
     props = read_properties_file(args.consumer_config) if args.consumer_config else {}
     props |= common.parse_properties(args.consumer_property, "--consumer-property")

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from broker.verify.workload import History
+from odradek_verify.workload import History
 
 FAILING = ("lost", "misplaced", "reordered", "unexpected", "divergent", "poll_skips", "nonmonotonic_polls",
            "committed_beyond_processed")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from broker.security.tls import client_context, make_local_pki
 
 if TYPE_CHECKING:
-    from broker.localcluster import LocalCluster
+    from odradek_local.cluster import LocalCluster
 
 ADMIN = "admin"
 

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.localcluster import listen_port_range
-from broker.verify import checker, clockshift, report
-from broker.verify.cluster import LoopDisk, VerifyCluster
-from broker.verify.nemesis import ALL_KINDS, CLOCK_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
-from broker.verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
-from broker.verify.workload import (
+from odradek_local.cluster import listen_port_range
+from odradek_verify import checker, clockshift, report
+from odradek_verify.cluster import LoopDisk, VerifyCluster
+from odradek_verify.nemesis import ALL_KINDS, CLOCK_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
+from odradek_verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
+from odradek_verify.workload import (
     ClientProducerWorker,
     GroupMemberWorker,
     History,
@@ -174,7 +174,7 @@ class Run:
     def _attach(self, kinds: list[str]) -> None:
         """An existing cluster: process faults only through its `odradek cluster` state, if given."""
         if self.args.cluster_dir is not None:
-            from broker.localcluster import LocalCluster
+            from odradek_local.cluster import LocalCluster
 
             self.cluster = LocalCluster.load(self.args.cluster_dir)
             self.args.session_timeout_ms = self.cluster.session_timeout_ms  # the faults' timing follows it
@@ -376,7 +376,7 @@ def cleanup(out: Path) -> list[str]:
 
     errors: list[str] = []
     if (out / "cluster" / "cluster.json").exists():
-        from broker.localcluster import LocalCluster
+        from odradek_local.cluster import LocalCluster
 
         try:
             LocalCluster.load(out / "cluster").down()

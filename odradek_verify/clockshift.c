@@ -1,6 +1,6 @@
 /* clockshift: an LD_PRELOAD shim that steps a process's wall clock, and nothing else.
  *
- * odradek verify's clock faults (broker/verify/clockshift.py compiles this at run time with the system C
+ * odradek verify's clock faults (odradek_verify/clockshift.py compiles this at run time with the system C
  * compiler). It interposes only the wall clock: clock_gettime for CLOCK_REALTIME, CLOCK_REALTIME_COARSE and
  * CLOCK_TAI, gettimeofday, time and timespec_get, adding a signed offset in nanoseconds. CLOCK_MONOTONIC,
  * CLOCK_BOOTTIME, the CPU clocks and every sleep (nanosleep, clock_nanosleep, timed waits) are the kernel's,

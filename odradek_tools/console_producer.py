@@ -18,11 +18,11 @@ import sys
 from concurrent.futures import Future
 from typing import Any, TextIO
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.producer import Producer
 from odradek.client.types import RecordMetadata
 from odradek.protocol.errors import OdradekError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-console-producer.sh"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.client.transport import quote_path
+from odradek_tools import common
+from odradek_tools.common import ToolError
 from zk.configs import DEFAULT_ENTITY, validate_entity
 
 PROG = "odradek-configs.sh"

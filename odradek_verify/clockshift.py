@@ -42,7 +42,7 @@ def build(work_dir: Path) -> tuple[Path | None, str | None]:
     """Compile the shim into ``work_dir``: (the library, None) or (None, why clock faults are skipped)."""
     cc = compiler()
     if cc is None:
-        return None, "no C compiler (cc) to build the clock shim broker/verify/clockshift.c"
+        return None, "no C compiler (cc) to build the clock shim odradek_verify/clockshift.c"
     if not SOURCE.exists():
         return None, f"{SOURCE} is missing from this installation"
     work_dir.mkdir(parents=True, exist_ok=True)

@@ -28,10 +28,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from broker.verify.workload import History, WriteOp, value_of
 from odradek.client import Consumer, TopicPartition
 from odradek.protocol.records.batch import iter_batch_headers
 from odradek.protocol.records.decode import decode_batch
+from odradek_verify.workload import History, WriteOp, value_of
 
 # ------------------------------------------------------------------------------------------------- reading
 

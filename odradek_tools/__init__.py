@@ -12,16 +12,17 @@ from collections.abc import Sequence
 
 # subcommand -> (module, one-line help)
 TOOLS: dict[str, tuple[str, str]] = {
-    "topics": ("broker.tools.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
-    "leader-election": ("broker.tools.leader_election", "preferred or unclean leader election (kafka-leader-election)"),
-    "consumer-groups": ("broker.tools.consumer_groups", "list, describe, reset and delete consumer groups"),
-    "console-producer": ("broker.tools.console_producer", "produce lines from stdin (kafka-console-producer)"),
-    "console-consumer": ("broker.tools.console_consumer", "print records to stdout (kafka-console-consumer)"),
-    "configs": ("broker.tools.configs", "describe and alter topic, broker, client and user configs (kafka-configs)"),
-    "reassign-partitions": ("broker.tools.reassign",
+    "topics": ("odradek_tools.topics", "create, list, describe, alter and delete topics (kafka-topics)"),
+    "leader-election": ("odradek_tools.leader_election",
+                        "preferred or unclean leader election (kafka-leader-election)"),
+    "consumer-groups": ("odradek_tools.consumer_groups", "list, describe, reset and delete consumer groups"),
+    "console-producer": ("odradek_tools.console_producer", "produce lines from stdin (kafka-console-producer)"),
+    "console-consumer": ("odradek_tools.console_consumer", "print records to stdout (kafka-console-consumer)"),
+    "configs": ("odradek_tools.configs", "describe and alter topic, broker, client and user configs (kafka-configs)"),
+    "reassign-partitions": ("odradek_tools.reassign",
                             "move partitions between brokers, with a throttle (kafka-reassign-partitions)"),
-    "acls": ("broker.tools.acls", "add, remove and list ACLs in ZooKeeper (kafka-acls)"),
-    "zookeeper-security-migration": ("broker.tools.zk_security_migration",
+    "acls": ("odradek_tools.acls", "add, remove and list ACLs in ZooKeeper (kafka-acls)"),
+    "zookeeper-security-migration": ("odradek_tools.zk_security_migration",
                                      "set or clear ZooKeeper ACLs on every znode (zookeeper-security-migration)"),
 }
 

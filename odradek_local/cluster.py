@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.security.local import admin_files, ensure_local_pki, local_client_context, local_security_args
+from odradek_local.processes import ManagedProcess, log_tail, terminate_all
+from odradek_local.security import admin_files, ensure_local_pki, local_client_context, local_security_args
+from odradek_local.zookeeper import ZkEnsemble
 from zk.client import ZkClient
-from zk.ensemble import ZkEnsemble
-from zk.processes import ManagedProcess, log_tail, terminate_all
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
@@ -151,7 +151,7 @@ class LocalCluster:
     def broker_command(self, broker_id: int) -> list[str]:
         slot = self.slots[broker_id]
         return [
-            self.python, "-m", "broker", "broker",
+            self.python, "-m", "broker",
             "--id", str(broker_id),
             "--zk", self.zk_connect,
             "--listen", f"{HOST}:{slot.port}",

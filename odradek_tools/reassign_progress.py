@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.tools.common import ToolError
+from odradek_tools.common import ToolError
 
 if TYPE_CHECKING:
-    from broker.tools.reassign_cluster import Cluster
+    from odradek_tools.reassign_cluster import Cluster
 
 TP = tuple[str, int]
 POLL_S = 0.5

@@ -14,10 +14,10 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.protocol.errors import TopicAlreadyExistsError, UnknownTopicError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-topics.sh"
 ACTIONS = ("create", "list", "describe", "alter", "delete")

@@ -21,10 +21,10 @@ import argparse
 import time
 from typing import Any
 
-from broker.tools import common
-from broker.tools.common import ToolError
 from odradek.client.admin import AdminClient
 from odradek.protocol.errors import OdradekError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-leader-election.sh"
 TP = tuple[str, int]

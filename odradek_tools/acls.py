@@ -15,8 +15,8 @@ import argparse
 import sys
 
 from broker.security.authorizer import CLUSTER_NAME, normalize_operation
-from broker.tools import common
-from broker.tools.common import ToolError
+from odradek_tools import common
+from odradek_tools.common import ToolError
 
 PROG = "odradek-acls.sh"
 

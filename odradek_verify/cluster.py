@@ -18,10 +18,10 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from broker.localcluster import LocalCluster
-from broker.verify import clockshift
-from broker.verify.netns import NetLab
-from zk.ensemble import ZkEnsemble, ZkNodeStatus, four_letter_word, parse_mode
+from odradek_local.cluster import LocalCluster
+from odradek_local.zookeeper import ZkEnsemble, ZkNodeStatus, four_letter_word, parse_mode
+from odradek_verify import clockshift
+from odradek_verify.netns import NetLab
 
 
 class LabEnsemble(ZkEnsemble):
