@@ -15,6 +15,13 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+SLOW_MACHINE_S = 60.0
+"""The deadline for something a healthy run does in a second or two (a ZooKeeper watch firing, a session expiring,
+an election, a rebalance, a broker or JVM starting): generous enough for a loaded 2-core machine where ZooKeeper,
+brokers and Spark share the CPUs with other tests, short enough that a real hang still fails the test within a
+minute. Use it (or a multiple of it) instead of a small literal wherever a test waits for the system; never where
+the deadline itself is the property under test (there, name the bound and say what it excludes)."""
+
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
     """Poll ``predicate`` until it returns something truthy and return that; fail with ``what`` after ``timeout`` s.

@@ -16,7 +16,7 @@ from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, partition_state, produce, read_all, request
 from tests.harness.sockets import socket_inodes, tcp_sockets, unread_at_server
-from tests.harness.wait import hold_for, wait_at_most, wait_until
+from tests.harness.wait import SLOW_MACHINE_S, hold_for, wait_at_most, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -38,7 +38,7 @@ def segment_bytes(cluster: LocalProcessBackend, broker: int, topic: str = TOPIC,
     return b"".join(p.read_bytes() for p in sorted(Path(d).glob("*.log")))
 
 
-def wait_converged(cluster: LocalProcessBackend, brokers: list[int], timeout: float = 20) -> bytes:
+def wait_converged(cluster: LocalProcessBackend, brokers: list[int], timeout: float = SLOW_MACHINE_S) -> bytes:
     def same() -> bytes | None:
         blobs = {b: segment_bytes(cluster, b) for b in brokers}
         first = blobs[brokers[0]]
@@ -93,7 +93,7 @@ def test_sigkill_of_the_leader_loses_no_acknowledged_record(make_cluster: MakeCl
 
     producer = SequentialProducer(cluster, count=300)
     producer.start()
-    wait_until(lambda: len(producer.acked) >= 60, 30, "some acknowledged records before the kill")
+    wait_until(lambda: len(producer.acked) >= 60, SLOW_MACHINE_S, "some acknowledged records before the kill")
     cluster.kill_broker(old_leader)
     producer.join(120)
     assert not producer.is_alive()
@@ -129,14 +129,15 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins(make_cluster: MakeCluster
     try:
         # keep writing so the stopped follower falls behind the leader's log end
         wait_until(lambda: produce(leader_url, TOPIC, 0, ["during"], acks="1")[0] == 200
-                   and follower not in partition_state(leader_url, TOPIC)["isr"], 10,
+                   and follower not in partition_state(leader_url, TOPIC)["isr"], SLOW_MACHINE_S,
                    "the ISR to shrink after replica.lag.time.max.ms")
         isr = partition_state(leader_url, TOPIC)["isr"]
         assert sorted(isr) == sorted(b for b in (1, 2, 3) if b != follower)
         assert produce(leader_url, TOPIC, 0, ["while-shrunk"])[0] == 200  # acks=all still works with 2 in ISR
     finally:
         cluster.resume_broker(follower)
-    wait_until(lambda: follower in partition_state(leader_url, TOPIC)["isr"], 15, "the follower to rejoin the ISR")
+    wait_until(lambda: follower in partition_state(leader_url, TOPIC)["isr"], SLOW_MACHINE_S,
+               "the follower to rejoin the ISR")
     wait_converged(cluster, [1, 2, 3])
 
 
@@ -148,7 +149,8 @@ def test_acks_all_needs_min_insync_replicas_but_acks_1_does_not(make_cluster: Ma
     for b in (1, 2, 3):
         if b != leader:
             cluster.kill_broker(b)
-    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink to the leader")
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], SLOW_MACHINE_S,
+               "the ISR to shrink to the leader")
 
     status, body = produce(leader_url, TOPIC, 0, ["refused"], acks="all")
     assert status == 200 and body["offsets"][0]["offset"] is None
@@ -187,7 +189,7 @@ def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_
     for f in followers:
         cluster.resume_broker(f)
 
-    new = wait_until(lambda: (lead := leader_of(cluster, via=followers[0])) in followers and lead, 20,
+    new = wait_until(lambda: (lead := leader_of(cluster, via=followers[0])) in followers and lead, SLOW_MACHINE_S,
                      "a new leader among the followers")
     new_url = cluster.broker_url(int(new))  # type: ignore[arg-type]
     status, body = produce(new_url, TOPIC, 0, ["after"])
@@ -198,7 +200,7 @@ def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_
     # timeout, not a refused connection, and never a success.
     conn = _send_batch(old_url, b"from-stale-leader")
     client_port, server_port = conn.sock.getsockname()[1], cluster.cluster.slots[old].port
-    wait_until(lambda: (unread_at_server(client_port, server_port) or 0) > 0, 10,
+    wait_until(lambda: (unread_at_server(client_port, server_port) or 0) > 0, SLOW_MACHINE_S,
                "the produce to be queued, unread, at the frozen old leader")
     cluster.resume_broker(old)
     response = conn.getresponse()  # the old leader is reachable again: it must answer (30 s socket timeout)
@@ -211,7 +213,7 @@ def test_a_stale_leader_acknowledges_nothing_and_its_divergent_tail_is_cut(make_
     if answer["error"] == "NOT_LEADER_OR_FOLLOWER":
         assert answer.get("leader") == new, answer  # it names the leader the client should go to
 
-    wait_until(lambda: len(partition_state(new_url, TOPIC)["isr"]) == 3, 30, "the old leader to rejoin")
+    wait_until(lambda: len(partition_state(new_url, TOPIC)["isr"]) == 3, SLOW_MACHINE_S, "the old leader to rejoin")
     log_bytes = wait_converged(cluster, [1, 2, 3])
     assert b"divergent" not in log_bytes and b"from-stale-leader" not in log_bytes
     values = [r["value"] for r in read_all(new_url, TOPIC)]
@@ -256,14 +258,14 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     assert status == 200 and body["offsets"][0]["error_code"] is None, body
 
     cluster.kill_broker(other)
-    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink")
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], SLOW_MACHINE_S, "the ISR to shrink")
     status, body = produce(leader_url, TOPIC, 0, ["only-leader"], acks="1")
     assert status == 200 and body["offsets"][0]["error_code"] is None, body
     cluster.kill_broker(leader)  # the whole ISR is gone now
     cluster.start_broker(other)  # alive, but out of sync
     other_url = cluster.broker_url(other)
     # The killed leader's session must expire before the controller takes the partition offline (leader -1).
-    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, 15, "the partition to go offline")
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, SLOW_MACHINE_S, "the partition to go offline")
     # A produce waits up to its timeout for a leader (as it does right after a topic creation): no clean leader
     # may appear meanwhile, so after 3 s it answers LEADER_NOT_AVAILABLE.
     status, body = produce(other_url, TOPIC, 0, ["x"], timeout_ms=3000)
@@ -274,7 +276,8 @@ def test_clean_election_keeps_the_partition_offline_until_unclean_is_allowed(mak
     config_url = f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/unclean.leader.election.enable"
     status, _, _ = request("PUT", config_url, {"value": "true"})
     assert status == 204
-    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, 15, "the out-of-sync replica to lead")
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, SLOW_MACHINE_S,
+               "the out-of-sync replica to lead")
     assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]  # the leader-only record is lost, as allowed
 
 
@@ -290,18 +293,19 @@ def test_an_unclean_election_by_the_operator_brings_a_leaderless_partition_back(
     leader_url = cluster.broker_url(leader)
     assert produce(leader_url, TOPIC, 0, ["both"])[0] == 200
     cluster.kill_broker(other)
-    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], 15, "the ISR to shrink")
+    wait_until(lambda: partition_state(leader_url, TOPIC)["isr"] == [leader], SLOW_MACHINE_S, "the ISR to shrink")
     assert produce(leader_url, TOPIC, 0, ["only-leader"], acks="1")[0] == 200
     cluster.kill_broker(leader)
     cluster.start_broker(other)
     other_url = cluster.broker_url(other)
-    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, 15, "the partition to go offline")
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == -1, SLOW_MACHINE_S, "the partition to go offline")
     script = Path(__file__).resolve().parents[2] / "scripts" / "odradek-leader-election.sh"
     done = subprocess.run([str(script), "--bootstrap-server", other_url, "--election-type", "unclean",
                            "--topic", TOPIC, "--partition", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"Successfully completed leader election (UNCLEAN) for partitions {TOPIC}-0"
-    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, 15, "the out-of-sync replica to lead")
+    wait_until(lambda: partition_state(other_url, TOPIC)["leader"] == other, SLOW_MACHINE_S,
+               "the out-of-sync replica to lead")
     assert [r["value"] for r in read_all(other_url, TOPIC)] == ["both"]
     cid = request("GET", f"{other_url}/v3/clusters")[1]["data"][0]["cluster_id"]
     status, config, _ = request("GET", f"{other_url}/v3/clusters/{cid}/topics/{TOPIC}/configs/"
@@ -315,15 +319,18 @@ def test_controlled_shutdown_moves_leadership_with_no_failed_produce(make_cluste
     leader = leader_of(cluster)
     producer = SequentialProducer(cluster, count=200)
     producer.start()
-    wait_until(lambda: len(producer.acked) >= 50, 30, "records before the shutdown")
-    stopped_at = time.monotonic()
+    wait_until(lambda: len(producer.acked) >= 50, SLOW_MACHINE_S, "records before the shutdown")
+    logs = {b: cluster.cluster.slots[b].log_path for b in cluster.broker_ids()}
+    logged = {b: path.stat().st_size for b, path in logs.items()}
     cluster.stop_broker(leader)  # SIGTERM: controlled shutdown
-    moved_in = time.monotonic() - stopped_at
     producer.join(120)
     assert not producer.failed and len(producer.acked) == 200
     new_leader = leader_of(cluster)
     assert new_leader != leader
-    assert moved_in < 8.0  # well before the 8 s session timeout would have moved it
+    # The controller moved the leadership at the broker's request, before it went (not because its registration
+    # or session went): the controller says so in its log, whichever broker it is.
+    done = f"controlled shutdown of broker {leader}; it still leads []"
+    assert any(done in path.read_bytes()[logged[b]:].decode(errors="replace") for b, path in logs.items()), done
     values = [r["value"] for r in read_all(cluster.broker_url(new_leader), TOPIC)]
     assert [v for v in dict.fromkeys(values) if v in set(producer.acked)] == producer.acked
 
@@ -339,9 +346,10 @@ def test_preferred_leaders_come_back_on_request_and_by_auto_rebalance(make_clust
     moved = int(partition_state(other_url, "manual")["leader"])
     assert moved != preferred
     cluster.start_broker(preferred)
-    wait_until(lambda: preferred in partition_state(other_url, "manual")["isr"], 15, "the preferred replica in sync")
+    wait_until(lambda: preferred in partition_state(other_url, "manual")["isr"], SLOW_MACHINE_S,
+               "the preferred replica in sync")
     # the auto-rebalance (every second here, 10 % imbalance) gives leadership back without being asked
-    wait_until(lambda: partition_state(other_url, "manual")["leader"] == preferred, 15,
+    wait_until(lambda: partition_state(other_url, "manual")["leader"] == preferred, SLOW_MACHINE_S,
                "leadership back on the preferred replica")
 
 
@@ -356,7 +364,8 @@ def test_preferred_leader_election_on_request(make_cluster: MakeCluster) -> None
     cluster.stop_broker(victim)
     cluster.start_broker(victim)
     for p in (0, 3):
-        wait_until(lambda p=p: victim in partition_state(other_url, "manual", p)["isr"], 15, "the replica in sync")
+        wait_until(lambda p=p: victim in partition_state(other_url, "manual", p)["isr"], SLOW_MACHINE_S,
+                   "the replica in sync")
     # No automatic move when disabled: with checks every second, an enabled rebalance would have moved it.
     hold_for(lambda: partition_state(other_url, "manual", 0)["leader"] != victim, 2.5,
              "partition 0 away from its preferred leader with auto-rebalance disabled")
@@ -364,8 +373,9 @@ def test_preferred_leader_election_on_request(make_cluster: MakeCluster) -> None
     status, body, _ = request("POST", f"{other_url}/admin/preferred_leader_election",
                               {"partitions": [{"topic": "manual", "partition": 0}]})
     assert status == 202 and body["accepted"] is True
-    wait_until(lambda: partition_state(other_url, "manual", 0)["leader"] == victim, 15, "partition 0 back")
+    wait_until(lambda: partition_state(other_url, "manual", 0)["leader"] == victim, SLOW_MACHINE_S, "partition 0 back")
     assert partition_state(other_url, "manual", 3)["leader"] != victim  # only the listed partition moved
-    wait_until(lambda: request("POST", f"{other_url}/admin/preferred_leader_election")[0] == 202, 10,
+    wait_until(lambda: request("POST", f"{other_url}/admin/preferred_leader_election")[0] == 202, SLOW_MACHINE_S,
                "the first election to finish")
-    wait_until(lambda: partition_state(other_url, "manual", 3)["leader"] == victim, 15, "all partitions back")
+    wait_until(lambda: partition_state(other_url, "manual", 3)["leader"] == victim, SLOW_MACHINE_S,
+               "all partitions back")
