@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         inter_broker = security.inter_broker()
     except ValueError as e:
         raise SystemExit(f"odradek broker: {e}") from None
+    if args.producer_id_expiration_ms < 1:
+        raise SystemExit("odradek broker: --producer-id-expiration-ms must be at least 1")
     if inter_broker is not None:  # --listeners: the inter-broker listener is the registered address
         host, port = inter_broker.host, inter_broker.port
     elif args.listen:
@@ -64,10 +66,16 @@ def run(args: argparse.Namespace) -> int:
         offsets_retention_minutes=args.offsets_retention_minutes,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
+        producer_id_expiration_ms=args.producer_id_expiration_ms,
+        unsafe_ack_before_isr=args.unsafe_ack_before_isr,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
         log_file=Path(args.log_file) if args.log_file else None,
         security=security,
     )
+    if config.unsafe_ack_before_isr:
+        print("odradek broker: WARNING: --unsafe-ack-before-isr is on: acks=all is acknowledged before the ISR "
+              "has the write, and acknowledged writes can be lost (a planted bug for testing odradek verify only)",
+              file=sys.stderr, flush=True)
     return run_broker(config)
 
 
@@ -100,6 +108,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
     p.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
                    help="REST v2 consumer instances idle this long are deleted")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=defaults.producer_id_expiration_ms,
+                   help="an idle idempotent producer's state is forgotten after this (Kafka's name)")
+    p.add_argument("--unsafe-ack-before-isr", action="store_true",
+                   help="testing odradek verify only: acknowledges writes the ISR may not have (never in production)")
 
 
 def build_parser(prog: str = "odradek broker") -> argparse.ArgumentParser:

@@ -40,6 +40,14 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 300
     # Confluent REST Proxy's consumer.instance.timeout.ms: a v2 consumer instance idle this long is deleted.
     consumer_instance_timeout_ms: int = 300_000
+    # Kafka's producer.id.expiration.ms (KIP-854; 1 day): an idempotent producer's state is forgotten this long
+    # after its last write to a partition (docs/transactions.md, "Expiry").
+    producer_id_expiration_ms: int = 86_400_000
+    # NOT FOR PRODUCTION: a planted bug, off by default. With it on, acks=all is acknowledged after the leader's
+    # own append, before the ISR has the write (and without min.insync.replicas), so acknowledged writes can be
+    # lost. It exists only so that `odradek verify`'s self-test can prove the checker catches lost writes
+    # (docs/verify.md, "A checker that can fail"); nothing else may set it.
+    unsafe_ack_before_isr: bool = False
     # Request limits (docs/http-api.md, "Limits"). Each bounds what one request from an allowed client may cost
     # the broker; a request over a limit is refused with a 4xx before anything is written.
     # Kafka's queued.max.request.bytes: request bytes being read at once, over all connections.

@@ -26,31 +26,36 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import aiohttp
+import orjson
 from aiohttp import web
 
+from broker.admin.elections import ElectionAdmin
+from broker.admin.reassignment import ReassignmentAdmin
 from broker.admin.topics import TopicAdmin
-from broker.api import transactions as transactions_api
 from broker.api.app import make_runner
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
 from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign, Resync
+from broker.interbroker import REPLICATION, InterBrokerClient, Request
 from broker.loop_monitor import LoopMonitor
 from broker.metadata.cache import MetadataCache
 from broker.metadata.events import Event, EventQueue
-from broker.metadata.watcher import MetadataWatcher
+from broker.metadata.watcher import MetadataWatcher, PartitionStateChanged
 from broker.metrics import BrokerMetrics
+from broker.produce import forwarding
 from broker.produce.service import ProduceService
-from broker.quotas import INTER_BROKER, ClientQuotaManager
+from broker.quotas import ClientQuotaManager
+from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.replica_manager import ReplicaManager
+from broker.rest_consumers import RestInstanceManager
 from broker.security.listeners import inter_broker_headers, listener_sites, registration
 from broker.security.middleware import SecurityService
 from broker.security.tls import broker_client_context
 from consumer_coordinator.coordinator import GroupCoordinator
-from consumer_coordinator.rest_instances import RestInstanceManager
 from odradek.protocol.errors import BrokerIdInUseError, OdradekError
 from odradek.protocol.model import BrokerInfo
 from transaction_coordinator.coordinator import TxnCoordinator
+from transaction_coordinator.marker_writer import LeaderMarkerWriter
 from zk.client import CONNECTED, LOST, ZkClient
 
 log = logging.getLogger(__name__)
@@ -106,16 +111,21 @@ class Broker:
         # Security (broker/security/, docs/security.md): None on an open cluster, as before issue 18.
         sec = config.security
         self.security = SecurityService(sec, self.zk) if sec.secured or sec.authorizer_enabled else None
-        self.client_ssl = broker_client_context(sec)  # every inter-broker session trusts the same CA
-        self.client_headers = inter_broker_headers(sec)
         self.cache = MetadataCache()
+        # The one inter-broker client (broker/interbroker.py): its pool opens in run(); its users get it passed.
+        self.interbroker = InterBrokerClient(
+            self.broker_id, self.cache.leader_url, ssl_context=broker_client_context(sec),
+            headers=inter_broker_headers(sec), max_connections=config.inter_broker_max_connections)
+        # The same client under the name broker/api/* and broker/rest_consumers.py use.
+        self.http_session: InterBrokerClient | None = self.interbroker
         self.quotas = ClientQuotaManager(self.cache)  # client quotas (KIP-219), read from the cache
         self.admin = TopicAdmin(self.zk)
+        self.reassignments = ReassignmentAdmin(self.zk, self.cache)
+        self.elections = ElectionAdmin(self.zk, self.cache)
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
         self._stop = asyncio.Event()
         self.ready = asyncio.Event()  # set once the metadata cache holds what ZooKeeper holds
-        self.http_session: aiohttp.ClientSession | None = None
         self._exit_code = EXIT_OK
         self.started_at = time.time()
 
@@ -133,8 +143,14 @@ class Broker:
         ))
         self.replicas = ReplicaManager(self.broker_id, self.config.data_dir, self.zk, self.cache,
                                        replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                                       retention_check_interval_ms=self.config.log_retention_check_interval_ms)
+                                       retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+                                       producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                                       unsafe_ack_before_isr=self.config.unsafe_ack_before_isr,
+                                       interbroker=self.interbroker)
         self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
+        self.follower_fetches = FollowerFetchService(  # a newer leader epoch in a fetch: re-read our state
+            self.broker_id, self.cache, self.replicas.throttle,
+            reread_state=lambda topic, partition: self.events.put(PartitionStateChanged(topic, partition)))
         self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
         self.candidate = ControllerCandidate(
             self.zk, self.broker_id, lambda: self.controller.queue.signal_threadsafe(Elected())
@@ -148,29 +164,26 @@ class Broker:
             self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
             if self.security is not None:
                 await self.security.start()
-            self.replicas.client_ssl, self.replicas.client_headers = self.client_ssl, self.client_headers
+            await self.interbroker.start()
             await self.replicas.start()
             self.replicas.broker_epoch = lambda: self.broker_epoch  # follower fetches carry it (replica_epoch)
-            # Forwarded produces and reads, group and admin calls: a bounded pool (inter_broker_max_connections),
-            # so a thousand forwarded long-polls wait for a connection instead of opening a thousand.
-            self.http_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=60, sock_connect=2),
-                headers={**(self.client_headers or {}), INTER_BROKER: str(self.broker_id)},  # not a client's quota
-                connector=aiohttp.TCPConnector(limit=self.config.inter_broker_max_connections,
-                                               limit_per_host=self.config.inter_broker_max_connections,
-                                               ssl=self.client_ssl or True))
             self.produce = ProduceService(
-                self.replicas, self.http_session, metadata_changed=self.metadata.changed,
+                self.replicas, self.interbroker, metadata_changed=self.metadata.changed,
                 lookup_topic=lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic),
             )
             self.groups = GroupCoordinator(  # consumer groups (consumer_coordinator/); started once metadata is in
-                self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, changed=self.metadata.changed,
-                offsets_retention_minutes=self.config.offsets_retention_minutes,
+                self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, queue_factory=EventQueue,
+                changed=self.metadata.changed, offsets_retention_minutes=self.config.offsets_retention_minutes,
                 initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
             # transactions (transaction_coordinator/); state in ZooKeeper, markers via the leaders
+            self.txn_markers = LeaderMarkerWriter(
+                self.produce.router.await_route,
+                lambda url, body, timeout_s: forwarding.request_json(
+                    self.interbroker, "POST", url, body, headers={"Content-Type": "application/json"},
+                    timeout_s=timeout_s))
             self.txn = TxnCoordinator(
                 self.broker_id, self.zk, lambda: self.broker_epoch, self.replicas.producer_ids.next_id,
-                transactions_api.marker_writer(self))
+                self.txn_markers.write)
             self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
                 self, instance_timeout_ms=self.config.consumer_instance_timeout_ms)
             runner = await self._start_http()
@@ -181,8 +194,7 @@ class Broker:
             if runner is not None:
                 await runner.cleanup()
             await self.replicas.close()
-            if self.http_session is not None:
-                await self.http_session.close()
+            await self.interbroker.close()
             await asyncio.to_thread(self.zk.close)
             return EXIT_STARTUP_FAILED
 
@@ -242,15 +254,12 @@ class Broker:
             if not self.controller.queue.put(ControlledShutdown(self.broker_id, self.broker_epoch or -1, reply)):
                 raise RuntimeError("the controller queue is closed")
             return list(await reply)
-        url = self.cache.leader_url(self.controller_id) if self.controller_id is not None else None
-        if url is None:
+        if self.controller_id is None:
             raise RuntimeError("no controller is known")
-        assert self.http_session is not None
-        async with self.http_session.post(f"{url}/controller/controlled_shutdown", json=body) as resp:
-            reply_body = await resp.json(content_type=None)
-            if resp.status != 200:
-                raise RuntimeError(f"controller answered {resp.status}: {reply_body.get('message')}")
-            return list(reply_body["remaining_partitions"])
+        answer = await self.interbroker.send(self.controller_id, Request(  # typed errors raise (retried above)
+            "POST", "/controller/controlled_shutdown", body=orjson.dumps(body),
+            headers={"Content-Type": "application/json"}, lane=REPLICATION))
+        return list(answer.json()["remaining_partitions"])
 
     async def _shutdown(self, runner: web.AppRunner | None, tasks: list[asyncio.Task[None]]) -> None:
         """Reverse of startup. ZooKeeper steps are bounded: with ZooKeeper gone, the broker still stops (its
@@ -274,8 +283,7 @@ class Broker:
         if runner is not None:
             await runner.cleanup()
         await self.replicas.close()
-        if self.http_session is not None:
-            await self.http_session.close()
+        await self.interbroker.close()
         await self._bounded(asyncio.to_thread(self.zk.close), "closing the ZooKeeper session")
         log.info("broker %d stopped", self.broker_id)
 

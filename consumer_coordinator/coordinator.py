@@ -5,9 +5,13 @@ Who coordinates group G is whoever holds the ephemeral ``/consumers/G/coordinato
 (``Group.rebuild``). The node dies with the broker's session, so a crashed coordinator is replaced on the next
 request after its session expired, never while it could still be acting.
 
-Concurrency: every change to the groups runs on one task (an ``EventQueue`` of ``Call``s and ``Tick``s), so the
+Concurrency: every change to the groups runs on one task (a ``SerialQueue`` of ``Call``s and ``Tick``s), so the
 state needs no locks; ZooKeeper calls run in threads (``asyncio.to_thread``). A join long-polls outside the
 queue: it registers the member, then awaits a future that the completion of the rebalance resolves.
+
+Dependencies: ``zk`` (the group store, the session's state) and ``odradek.protocol``, never ``broker``. The host
+hands in the metadata view, the queue factory and the wake-up on metadata changes through the interfaces of
+``consumer_coordinator.interfaces``, so the coordinator runs against fakes in unit tests.
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.metadata.cache import MetadataCache
-from broker.metadata.events import Event, EventQueue
 from consumer_coordinator.assignors import TP
 from consumer_coordinator.group import DEAD, EMPTY, Completion, Group, Member
+from consumer_coordinator.interfaces import MetadataView, QueueFactory, SerialQueue
 from odradek.protocol.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
@@ -55,25 +58,32 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The coordinator's events: frozen (hashable) dataclasses, equal when handling one stands in for the other, as a
+# SerialQueue that retries a failed event expects (consumer_coordinator.interfaces).
+
+
 @dataclass(frozen=True, slots=True)
-class Call(Event):
+class Call:
     fn: Callable[[], Awaitable[Any]]
     reply: asyncio.Future[Any] = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
-class Tick(Event):
+class Tick:
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class MetadataChanged(Event):
+class MetadataChanged:
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class SessionLost(Event):
+class SessionLost:
     pass
+
+
+Event = Call | Tick | MetadataChanged | SessionLost
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +100,29 @@ class JoinRequest:
 
 
 class GroupCoordinator:
-    def __init__(self, broker_id: int, zk: ZkClient, cache: MetadataCache, broker_epoch: Callable[[], int | None], *,
+    """The groups this broker coordinates.
+
+    ``metadata``: the topics and their partitions; ``queue_factory``: makes the single-owner queue every change
+    runs on; ``changed(timeout_s)``: returns when the metadata may have changed (or raises ``TimeoutError``);
+    ``store``: the group verbs over ZooKeeper, ``GroupStore(zk)`` unless given (unit tests give a fake).
+    """
+
+    def __init__(self, broker_id: int, zk: ZkClient, metadata: MetadataView, broker_epoch: Callable[[], int | None],
+                 *, queue_factory: QueueFactory, store: GroupStore | None = None,
                  changed: Callable[[float], Awaitable[None]] | None = None, offsets_retention_minutes: int = 10080,
                  initial_rebalance_delay_ms: int = 300) -> None:
         self.broker_id = broker_id
-        self.store = GroupStore(zk)
+        self.store = GroupStore(zk) if store is None else store
         self._zk = zk
-        self._cache = cache
+        self._metadata = metadata
+        self._queue_factory = queue_factory
         self._broker_epoch = broker_epoch
         self._changed = changed
         self.retention_ms = offsets_retention_minutes * 60_000
         self.initial_delay_ms = initial_rebalance_delay_ms
         self.groups: dict[str, Group] = {}
         self._waiters: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
-        self._queue: EventQueue | None = None
+        self._queue: SerialQueue | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._topics_seen: dict[str, int] = {}
         self._last_retention_check = 0.0
@@ -111,7 +130,7 @@ class GroupCoordinator:
     # -------------------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        self._queue = EventQueue(f"group-coordinator-{self.broker_id}", self._handle)
+        self._queue = self._queue_factory(f"group-coordinator-{self.broker_id}", self._handle)
         self._topics_seen = self._counts()
         self._zk.add_state_listener(self._on_zk_state)
         self._tasks = [asyncio.create_task(self._queue.run()), asyncio.create_task(self._ticker())]
@@ -337,7 +356,7 @@ class GroupCoordinator:
         await asyncio.to_thread(self.store.set_state, g.group_id, g.to_state())
 
     def _counts(self) -> dict[str, int]:
-        return {t: len(a.partitions) for t, a in self._cache.topics.items()}
+        return {t: len(a.partitions) for t, a in self._metadata.topics.items()}
 
     async def _metadata_changed(self) -> None:
         counts = self._counts()

@@ -30,7 +30,8 @@ from odradek_verify.workload import (
     group_consumer_usable,
 )
 
-UNSAFE_ENV = "ODRADEK_UNSAFE_ACK_BEFORE_ISR"
+# The brokers' planted bug (BrokerConfig.unsafe_ack_before_isr): only this self-test turns it on.
+UNSAFE_BROKER_FLAG = "--unsafe-ack-before-isr"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-dir", type=Path, default=None,
                    help="with --bootstrap-server: the `odradek cluster` data dir, for process faults")
     p.add_argument("--cleanup", type=Path, default=None, help="remove what a killed run in DIR left, and exit")
+    # Hidden: the self-test of the checker (docs/verify.md, "A checker that can fail"). The run's brokers get
+    # --unsafe-ack-before-isr, a planted bug that acknowledges acks=all before the ISR has the write.
     p.add_argument("--unsafe-ack-before-isr", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -146,10 +149,13 @@ class Run:
                 if why_not is not None and k in kinds:
                     self.skipped[k] = why_not
         base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
+        broker_args = ["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)]
+        if a.unsafe_ack_before_isr:
+            broker_args.append(UNSAFE_BROKER_FLAG)  # every broker of the run, restarts included
         self.cluster = VerifyCluster(
             self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,
             zk_base_port=zk_base, tick_ms=a.tick_ms, session_timeout_ms=a.session_timeout_ms,
-            broker_args=["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)], clock_lib=clock_lib)
+            broker_args=broker_args, clock_lib=clock_lib)
         if "disk-full" in kinds:
             why = LoopDisk.supported() if a.disk != "off" else "--disk off"
             if why is None:
@@ -167,12 +173,13 @@ class Run:
                 if a.disk == "on":
                     raise RunError(why)
                 self.skipped["disk-full"] = why
-        if a.unsafe_ack_before_isr:
-            os.environ[UNSAFE_ENV] = "1"  # inherited by every broker started from here on
         self.cluster.up(timeout=120)
 
     def _attach(self, kinds: list[str]) -> None:
         """An existing cluster: process faults only through its `odradek cluster` state, if given."""
+        if self.args.unsafe_ack_before_isr:
+            raise RunError("--unsafe-ack-before-isr plants the bug in brokers this run starts; "
+                           "it cannot be used with --bootstrap-server")
         if self.args.cluster_dir is not None:
             from odradek_local.cluster import LocalCluster
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -31,7 +30,7 @@ from broker.api.errors import error_middleware, install_request_log_filter, is_v
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
-from broker.quotas import quota_middleware
+from broker.quotas import ClientQuotaManager, quota_middleware
 from broker.security.middleware import SECURITY, SecurityService, issue_token, security_middleware
 from odradek.protocol import media
 from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError, UnsupportedMediaTypeError
@@ -234,25 +233,28 @@ class _GuardedServer(Server):  # type: ignore[type-arg]
 
 def make_runner(broker: Broker) -> web.AppRunner:
     """The runner server.py starts: the app with its body cap, and the header read timeout."""
-    return GuardedAppRunner(create_app(broker, client_max_size=broker.config.max_request_bytes),
-                            head_timeout_ms=broker.config.request_header_timeout_ms, access_log=None,
+    app = create_app(broker, config=broker.config, security=broker.security, quotas=broker.quotas,
+                     client_max_size=broker.config.max_request_bytes)
+    return GuardedAppRunner(app, head_timeout_ms=broker.config.request_header_timeout_ms, access_log=None,
                             handle_signals=False)
 
 
-def create_app(broker: Broker, *, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
-    client_quotas = quota_middleware(lambda request: getattr(request.app[BROKER], "quotas", None))
+def create_app(broker: Broker, *, config: BrokerConfig, security: SecurityService | None,
+               quotas: ClientQuotaManager | None, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
+    """The application over ``broker`` (what handlers reach as ``request.app[BROKER]``). What the middlewares
+    need is given explicitly: ``config`` (the request limits), ``security`` (None: an open cluster) and
+    ``quotas`` (None: no client quotas), so a test's broker double needs only what its handlers use."""
+    client_quotas = quota_middleware(lambda request: quotas)
     # security_middleware (broker/security/): after the limits (the body is read), before quotas and handlers.
     app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, security_middleware,
                                        client_quotas],
                           client_max_size=client_max_size)
     install_request_log_filter()  # aiohttp's own errors for malformed requests: one line each, rate-limited
     app[MAX_BODY] = client_max_size
-    config: BrokerConfig | None = getattr(broker, "config", None)  # test doubles may have none: the defaults
-    app[LIMITS] = config if config is not None else BrokerConfig(0, "", "", 0, Path("."))
-    app[READ_BUDGET] = ReadBudget(app[LIMITS].queued_max_request_bytes)
+    app[LIMITS] = config
+    app[READ_BUDGET] = ReadBudget(config.queued_max_request_bytes)
     app[BROKER] = broker
-    security = getattr(broker, "security", None)
-    app[SECURITY] = security if isinstance(security, SecurityService) else None  # None: an open cluster
+    app[SECURITY] = security
     app[OPENAPI] = spec(route_table())
     app.add_routes(routes())
     return app

@@ -3,7 +3,9 @@
 The shapes are Confluent's (``CreateConsumerInstanceResponse``, ``ConsumerRecord`` JSON, error codes 40403,
 40902, 40903, 40601), so REST-proxy clients consume unchanged. An instance lives in the broker that created it
 and its ``base_uri`` names that broker; a request for it that reaches another broker is forwarded to the holder
-(found by asking the others once, then remembered), so a client behind a load balancer works too.
+in one hop, so a client behind a load balancer works too. The holder is known from the instance id alone (a
+generated id names its broker) or from one ZooKeeper read (a name the client chose; broker/consumer_locator.py);
+never by asking brokers in turn. A forwarded answer names its holder in ``Odradek-Consumer-Broker``.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, JSON
+from broker.api.errors import error_response
 from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
-from broker.security.middleware import forwarded_identity
-from consumer_coordinator.rest_instances import (
+from broker.consumer_locator import ConsumerLocator, generated_name, holder_in_name
+from broker.interbroker import Request
+from broker.rest_consumers import (
     ConsumerFormatMismatchError,
     ConsumerInstance,
     ConsumerInstanceNotFoundError,
@@ -26,12 +29,14 @@ from consumer_coordinator.rest_instances import (
     InstanceConfig,
     RestInstanceManager,
 )
+from broker.security.middleware import forwarded_identity
 from odradek.protocol import media
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
     IllegalGenerationError,
     InvalidRequestError,
     NotAcceptableError,
+    OdradekError,
     UnknownMemberIdError,
 )
 from odradek.protocol.model import TopicPartition
@@ -111,43 +116,35 @@ async def _instance(request: web.Request) -> ConsumerInstance | web.StreamRespon
     return await _forward(request, manager, group, name)
 
 
-async def _forward(request: web.Request, manager: RestInstanceManager, group: str, name: str) -> web.StreamResponse:
+def _locator(request: web.Request) -> ConsumerLocator:
     broker = request.app[BROKER]
-    session = broker.http_session
-    if session is None:
+    return ConsumerLocator(broker.zk, broker.broker_id)
+
+
+async def _forward(request: web.Request, manager: RestInstanceManager, group: str, name: str) -> web.StreamResponse:
+    """This very request, sent once to the instance's holder; its answer (or its typed error) as ours."""
+    broker = request.app[BROKER]
+    holder = await _locator(request).holder(group, name)
+    if holder is None or holder == broker.broker_id:
         raise ConsumerInstanceNotFoundError("Consumer instance not found.")
-    located = manager.located
-    others = [b for b in sorted(broker.cache.brokers) if b != broker.broker_id]
-    if (group, name) in located and located[(group, name)] in others:
-        others.remove(located[(group, name)])
-        others.insert(0, located[(group, name)])
-    body = await request.read()
     # forwarded_identity: the caller's principal, so the holder checks the instance's owner (docs/security.md).
     headers = {FORWARDED: "1", "Accept": request.headers.get("Accept", "*/*"), **forwarded_identity(request)}
     if request.content_type:
         headers["Content-Type"] = request.content_type
     raw_timeout = request.query.get("timeout", "")
-    wait_s = min(parse_ascii_int(raw_timeout, 0) or 0, limits(request).fetch_max_wait_ms) / 1000.0
-    for broker_id in others:
-        url = broker.cache.leader_url(broker_id)
-        if url is None:
-            continue
-        try:
-            async with session.request(request.method, f"{url}{request.rel_url}", data=body or None, headers=headers,
-                                       timeout=aiohttp.ClientTimeout(total=30 + wait_s)) as resp:
-                raw = await resp.read()
-                if resp.status == 404 and b"CONSUMER_INSTANCE_NOT_FOUND" in raw:
-                    continue
-                located[(group, name)] = broker_id
-                out = web.Response(status=resp.status, body=raw or None,
-                                   headers={"Content-Type": resp.headers.get("Content-Type", media.KAFKA_V2)}
-                                   if raw else None)
-                out.headers[HOLDER] = str(broker_id)
-                return out
-        except (aiohttp.ClientError, TimeoutError):
-            continue
-    located.pop((group, name), None)
-    raise ConsumerInstanceNotFoundError("Consumer instance not found.")
+    wait_ms = min(parse_ascii_int(raw_timeout, 0) or 0, limits(request).fetch_max_wait_ms)
+    body = await request.read()
+    try:
+        reply = await broker.interbroker.send(holder, Request(
+            request.method, str(request.rel_url), body=body or None, headers=headers, wait_ms=wait_ms))
+    except OdradekError as e:
+        out = error_response(e)
+    else:
+        out = web.Response(status=reply.status, body=reply.body or None,
+                           headers={"Content-Type": reply.headers.get("Content-Type", media.KAFKA_V2)}
+                           if reply.body else None)
+    out.headers[HOLDER] = str(holder)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ handlers
@@ -160,7 +157,12 @@ async def create_instance(request: web.Request) -> web.Response:
     name = body.get("name") if body.get("name") is not None else body.get("id")
     if name is not None and not isinstance(name, str):
         raise InvalidRequestError("name must be a string")
-    inst = manager.create(group, name or None, InstanceConfig.parse(body))
+    broker_id = request.app[BROKER].broker_id
+    if name and holder_in_name(name) not in (None, broker_id):
+        raise InvalidRequestError("names of the form rest-consumer-<broker id>-<uuid> are the ids brokers "
+                                  "generate; this one names another broker")
+    inst = manager.create(group, name or generated_name(broker_id), InstanceConfig.parse(body))
+    await _locator(request).created(inst.group, inst.name)
     return _v2({"instance_id": inst.name, "base_uri": inst.base_uri})
 
 
@@ -169,6 +171,7 @@ async def delete_instance(request: web.Request) -> web.StreamResponse:
     if not isinstance(found, ConsumerInstance):
         return found
     await _manager(request).delete(found.group, found.name)
+    await _locator(request).deleted(found.group, found.name)
     return _no_content()
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 from aiohttp import web
 
@@ -17,12 +18,8 @@ from odradek.protocol.errors import (
     NotControllerError,
     RequestTimedOutError,
     StaleBrokerEpochError,
-    UnknownPartitionError,
 )
 from odradek.protocol.model import TopicPartition
-
-if TYPE_CHECKING:
-    from broker.server import Broker
 
 
 async def controlled_shutdown(request: web.Request) -> web.Response:
@@ -48,10 +45,10 @@ async def controlled_shutdown(request: web.Request) -> web.Response:
 
 async def preferred_election(request: web.Request) -> web.Response:
     """Ask for a preferred leader election: all partitions, or the listed ones (Kafka's ZooKeeper route)."""
-    broker = request.app[BROKER]
+    elections = request.app[BROKER].elections
     raw = await request.read()
-    partitions = _listed_partitions(broker, load_json_object(raw) if raw.strip() else {})
-    started = await asyncio.to_thread(broker.zk.request_preferred_election, partitions)
+    partitions = elections.existing(_listed_partitions(load_json_object(raw) if raw.strip() else {}))
+    started = await asyncio.to_thread(elections.request_preferred, partitions)
     status = 202 if started else 409
     return json_response({"accepted": started, "message": None if started else "an election is already in progress"},
                          status=status)
@@ -63,7 +60,7 @@ async def unclean_election(request: web.Request) -> web.Response:
     Any broker forwards it to the controller. Answers, per partition, the leader or an error name."""
     broker = request.app[BROKER]
     raw = await request.read()
-    partitions = _listed_partitions(broker, load_json_object(raw) if raw.strip() else {})
+    partitions = broker.elections.existing(_listed_partitions(load_json_object(raw) if raw.strip() else {}))
     if not partitions:
         raise InvalidRequestError('the body must be {"partitions": [{"topic": str, "partition": int}, ...]}')
     if not broker.controller.active:
@@ -88,22 +85,23 @@ async def unclean_election(request: web.Request) -> web.Response:
         for tp in partitions]})
 
 
-def _listed_partitions(broker: Broker, body: dict[str, Any]) -> list[TopicPartition]:
-    """``{"partitions": [{"topic", "partition"}, ...]}``, each an existing partition (at most 10,000)."""
+def _listed_partitions(body: dict[str, Any]) -> Iterator[TopicPartition]:
+    """``{"partitions": [{"topic", "partition"}, ...]}`` (at most 10,000), decoded lazily: the admin service
+    checks that each exists as it comes, so the first bad item, of either kind, is the one reported."""
     listed = body.get("partitions", [])
     usage = 'the body must be {"partitions": [{"topic": str, "partition": int}]} or empty'
     if not isinstance(listed, list) or len(listed) > 10_000 or not all(isinstance(p, dict) for p in listed):
         raise InvalidRequestError(usage)
-    partitions: list[TopicPartition] = []
-    for p in listed:
-        topic, partition = p.get("topic"), p.get("partition")
-        if not isinstance(topic, str) or not _is_int(partition) or partition < 0:
-            raise InvalidRequestError(usage)
-        validate_topic_name(topic)
-        if partition not in getattr(broker.cache.topics.get(topic), "partitions", {}):
-            raise UnknownPartitionError(f"{topic}-{partition} does not exist")
-        partitions.append(TopicPartition(topic, partition))
-    return partitions
+
+    def decode() -> Iterator[TopicPartition]:
+        for p in listed:
+            topic, partition = p.get("topic"), p.get("partition")
+            if not isinstance(topic, str) or not _is_int(partition) or partition < 0:
+                raise InvalidRequestError(usage)
+            validate_topic_name(topic)
+            yield TopicPartition(topic, partition)
+
+    return decode()
 
 
 def _is_int(value: object) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -20,23 +19,14 @@ from aiohttp.abc import AbstractStreamWriter
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, read_format, record_json
 from broker.api.params import INT32_MAX, int_param, partition_param, wait_param
-from broker.metadata.watcher import PartitionStateChanged
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
+from broker.replication.follower_fetch import FetchResult, FollowerFetch, SliceResult
+from broker.replication.follower_fetch import close as release
 from odradek.protocol import media, speedups
-from odradek.protocol.errors import (
-    BrokerNotAvailableError,
-    InvalidRequestError,
-    NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-    StaleBrokerEpochError,
-    UnknownLeaderEpochError,
-)
+from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.records import decode_records, iter_batch_headers
 from transaction_coordinator.markers import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
-
-if TYPE_CHECKING:
-    from broker.replication.partition import Partition, SliceResult
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 LAST_STABLE_OFFSET = "Odradek-Last-Stable-Offset"
@@ -103,18 +93,12 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
     offset = int_param(request, "offset", part.log_start_offset)
     # Zero-copy (Kafka's FileRecords + sendfile): the log names a file range, the kernel sends it.
     if replica_id >= 0:
-        epoch = int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX)
-        check_replica_fetch(request, part, replica_id, epoch, offset)
-        bucket = broker.replicas.throttle.leader_limit(topic, partition, replica_id in part.isr)  # KIP-73
-        result = await part.read_for_follower(replica_id, offset, epoch, bucket.cap(max_bytes) if bucket else max_bytes,
-                                              timeout_ms, zero_copy=True)
-        size = len(result.data) if not hasattr(result, "slices") else result.size  # type: ignore[union-attr]
-        if bucket is not None and size:
-            try:
-                await bucket.spend(size)
-            except BaseException:
-                _close(result)
-                raise
+        fetch = FollowerFetch(
+            replica_id=replica_id,
+            replica_epoch=int_param(request, "replica_epoch", -1, minimum=-1),
+            leader_epoch=int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX),
+            offset=offset, max_bytes=max_bytes, timeout_ms=timeout_ms)
+        result: FetchResult = await broker.follower_fetches.fetch(part, fetch)
     elif read_committed(request):  # filtered per batch (transaction_coordinator/markers.py): no zero-copy
         result = await part.read_committed(offset, max_bytes, timeout_ms)
     else:
@@ -130,14 +114,8 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
     slices = getattr(result, "slices", None)
     if slices:
         return SegmentResponse(result, headers)  # type: ignore[arg-type]
-    _close(result)
+    release(result)
     return web.Response(body=getattr(result, "data", b""), content_type=media.BATCHES, headers=headers)
-
-
-def _close(result: object) -> None:
-    close = getattr(result, "close", None)
-    if close is not None:
-        close()
 
 
 class SegmentResponse(web.StreamResponse):
@@ -190,38 +168,6 @@ def read_committed(request: web.Request) -> bool:
     if level not in ISOLATION_LEVELS:
         raise InvalidRequestError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {level[:40]!r}")
     return level == READ_COMMITTED
-
-
-def check_replica_fetch(request: web.Request, part: Partition, replica_id: int, epoch: int, offset: int) -> None:
-    """Kafka's checks of a replica's fetch, before it may move the follower's state (and so the high watermark).
-
-    The replica must be assigned to the partition and a registered broker whose broker epoch (the ``replica_epoch``
-    parameter, the czxid of its /brokers/ids znode) is the one ZooKeeper holds now: a hand-written fetch naming
-    replica 99, or a broker's stale incarnation, is refused. A fetch offset beyond the log end is
-    OFFSET_OUT_OF_RANGE (it would claim records that do not exist). A leader epoch newer than ours is
-    UNKNOWN_LEADER_EPOCH, and our state znode is re-read: if ZooKeeper says we lost the leadership, applying that
-    state is what demotes us; a request alone never does.
-    """
-    broker = request.app[BROKER]
-    name = f"{part.topic}-{part.partition}"
-    if replica_id == broker.broker_id or replica_id not in part.replicas:
-        raise NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {name} (replicas "
-                                       f"{list(part.replicas)})")
-    registered = broker.cache.brokers.get(replica_id)
-    if registered is None:
-        raise BrokerNotAvailableError(f"broker {replica_id} is not registered in ZooKeeper")
-    claimed = int_param(request, "replica_epoch", -1, minimum=-1)
-    if claimed != registered.epoch:
-        raise StaleBrokerEpochError(f"broker {replica_id}'s epoch is {registered.epoch}, the fetch says {claimed}")
-    if epoch > part.leader_epoch:
-        broker.events.put(PartitionStateChanged(part.topic, part.partition))
-        raise UnknownLeaderEpochError(f"fetch epoch {epoch} is newer than {name}'s leader epoch {part.leader_epoch}",
-                                      leader_epoch=part.leader_epoch)
-    if offset > part.log_end_offset:
-        raise OffsetOutOfRangeError(
-            f"fetch offset {offset} is beyond {name}'s log end offset {part.log_end_offset}",
-            log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
-            high_watermark=part.high_watermark)
 
 
 async def epoch_end_offset(request: web.Request) -> web.Response:

@@ -161,10 +161,8 @@ async def partition_offsets(request: web.Request) -> web.Response:
     if read_committed(request):  # ?isolation=read_committed: end where read_committed reads end, the LSO
         body["end_offset"] = part.last_stable_offset
     if request.query.get("timestamp"):
-        # Kafka's ListOffsets by time, from the time index: the first offset with a timestamp at or after it,
-        # among what consumers may read (below the high watermark); null when there is none.
+        # Kafka's ListOffsets by time (ReplicaManager.offset_for_timestamp); null when there is none.
         timestamp = int_param(request, "timestamp", minimum=-2)
-        found = await asyncio.to_thread(part.log.offset_for_timestamp, timestamp)
         body["timestamp"] = timestamp
-        body["offset"] = found if found is not None and found < part.high_watermark else None
+        body["offset"] = await broker.replicas.offset_for_timestamp(name, p, timestamp)
     return json_response(body, content_type=ctype)

@@ -28,7 +28,7 @@ from broker.admin.topics import validate_topic_name
 from broker.config import BrokerConfig
 from odradek.protocol.errors import InvalidRequestError, MalformedJsonError, NotAcceptableError, RouteNotFoundError
 
-# The broker's request limits (its BrokerConfig; the defaults for test doubles without one), set by create_app.
+# The broker's request limits (its BrokerConfig), given to create_app explicitly.
 LIMITS = web.AppKey("limits", BrokerConfig)
 
 INT32_MAX = 2**31 - 1

@@ -8,11 +8,9 @@ request carries ``Odradek-Forwarded`` so that a coordinator change in between is
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -20,21 +18,15 @@ from aiohttp import web
 from broker.api.context import BROKER, json_response
 from broker.api.groups import COORDINATOR_HEADER, FORWARDED_HEADER
 from broker.produce import forwarding as forward
-from broker.produce.routing import Remote, deadline_after, remaining_ms
 from odradek.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
     NotCoordinatorError,
 )
-from odradek.protocol.records.control import ABORT, COMMIT, encode_marker
 from transaction_coordinator.state import TxnOffsets
-
-if TYPE_CHECKING:
-    from broker.server import Broker
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 INT64_MAX = 2**63 - 1
-MARKER_TIMEOUT_MS = 30_000
 
 
 def _tid(request: web.Request) -> str:
@@ -164,56 +156,18 @@ async def describe(request: web.Request) -> web.Response:
 
 
 async def write_marker_local(request: web.Request) -> web.Response:
-    """A coordinator's marker for a partition this broker leads (internal: brokers call it)."""
+    """A coordinator's marker for a partition this broker leads (internal: brokers call it; the writing is
+    transaction_coordinator/marker_writer.py's)."""
     broker = request.app[BROKER]
     body = await _body(request)
     topic = body.get("topic")
     if not isinstance(topic, str):
         raise InvalidRequestError("topic is required")
     pid, epoch = _producer(body)
-    result = await append_marker(broker, topic, _int(body, "partition", 0, 2**31 - 1), pid, epoch,
-                                 body.get("commit") is True, _int(body, "coordinator_epoch", 0, INT64_MAX, 0),
-                                 forwarded=True)
+    result = await broker.txn_markers.append(topic, _int(body, "partition", 0, 2**31 - 1), pid, epoch,
+                                             body.get("commit") is True,
+                                             _int(body, "coordinator_epoch", 0, INT64_MAX, 0), forwarded=True)
     return json_response({"offset": result})
-
-
-async def append_marker(broker: Broker, topic: str, partition: int, pid: int, epoch: int, commit: bool,
-                        coordinator_epoch: int, forwarded: bool = False) -> int:
-    """Write one marker on the partition's leader, here or (once) on the broker that leads it."""
-    deadline = deadline_after(MARKER_TIMEOUT_MS)
-    route = await broker.produce.router.await_route(topic, partition, deadline)
-    if isinstance(route, Remote):
-        if forwarded or broker.http_session is None:
-            raise route_error(topic, partition)
-        answer = await forward.request_json(
-            broker.http_session, "POST", f"{route.url}/transactions/markers",
-            orjson.dumps({"topic": topic, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
-                          "commit": commit, "coordinator_epoch": coordinator_epoch}),
-            headers={"Content-Type": "application/json"}, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
-        return int(answer["offset"])
-    batch = encode_marker(pid, epoch, commit, min(coordinator_epoch, 2**31 - 1), int(time.time() * 1000))
-    result = await route.append_marker(batch, pid, epoch, COMMIT if commit else ABORT, remaining_ms(deadline))
-    return result.first_offset
-
-
-def route_error(topic: str, partition: int) -> Exception:
-    from odradek.protocol.errors import NotLeaderOrFollowerError
-
-    return NotLeaderOrFollowerError(f"this broker does not lead {topic}-{partition}")
-
-
-def marker_writer(broker: Broker) -> Callable[[str, int, int, int, bool, int], Awaitable[None]]:
-    """The coordinator's marker writer: retried until written (a leader moving is retriable)."""
-    async def write(topic: str, partition: int, pid: int, epoch: int, commit: bool, coord_epoch: int) -> None:
-        for attempt in range(20):
-            try:
-                await append_marker(broker, topic, partition, pid, epoch, commit, coord_epoch)
-                return
-            except Exception as e:
-                if not getattr(e, "retriable", False) or attempt == 19:
-                    raise
-                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-    return write
 
 
 def routes() -> list[web.RouteDef]:

@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
+from broker.interbroker import InterBrokerClient
 from broker.produce import forwarding as forward
 from broker.produce.routing import (
     LeaderRouter,
@@ -94,7 +93,7 @@ class PartitionResult:
 
 
 class ProduceService:
-    def __init__(self, replicas: ReplicaManager, session: aiohttp.ClientSession, *,
+    def __init__(self, replicas: ReplicaManager, session: InterBrokerClient, *,
                  metadata_changed: MetadataChanged | None = None, lookup_topic: TopicLookup | None = None) -> None:
         """``metadata_changed`` is the metadata watcher's change signal (without it waits poll); ``lookup_topic``
         asks ZooKeeper about a topic this broker has not heard of yet (without it, unknown topics fail at once)."""

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,10 +79,6 @@ from transaction_coordinator.markers import drop_aborted
 T = TypeVar("T")
 LeaderUrl = Callable[[int], str | None]
 UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower counts as caught up to it
-# A PLANTED BUG, off by default: acks=all is acknowledged after the leader's own append, before the ISR has the
-# write (and without min.insync.replicas). Only `odradek verify`'s planted-bug test sets it, to show that the
-# checker catches lost acknowledged writes; never set it anywhere else.
-UNSAFE_ACK_BEFORE_ISR = os.environ.get("ODRADEK_UNSAFE_ACK_BEFORE_ISR") == "1"
 POSSIBLY_APPENDED = "possibly_appended"  # NOT_LEADER_OR_FOLLOWER's detail after an append: see ``not_leader``
 
 
@@ -175,7 +170,7 @@ class ReplicationConfig:
 class Partition:
     def __init__(self, topic: str, partition: int, broker_id: int, log: Log, isr_manager: IsrSubmitter,
                  leader_url: LeaderUrl, now: Callable[[], float] = time.monotonic,
-                 storage: Storage | None = None) -> None:
+                 storage: Storage | None = None, *, unsafe_ack_before_isr: bool = False) -> None:
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
@@ -184,6 +179,10 @@ class Partition:
         self._leader_url = leader_url
         self._now = now
         self._storage: Storage = storage or InlineStorage()
+        # A PLANTED BUG, off by default (BrokerConfig.unsafe_ack_before_isr): acks=all is acknowledged after the
+        # leader's own append, before the ISR has the write (and without min.insync.replicas). Only `odradek
+        # verify`'s planted-bug run turns it on, to show that the checker catches lost acknowledged writes.
+        self.unsafe_ack_before_isr = unsafe_ack_before_isr
         self._key = (topic, partition)
         self.role = OFFLINE
         self.info: PartitionInfo | None = None
@@ -332,8 +331,8 @@ class Partition:
         """
         if self.role != LEADER:
             raise self.not_leader()
-        if UNSAFE_ACK_BEFORE_ISR:
-            acks = 1  # the planted bug (see UNSAFE_ACK_BEFORE_ISR)
+        if self.unsafe_ack_before_isr:
+            acks = 1  # the planted bug (see __init__)
         epoch = self.leader_epoch
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise NotEnoughReplicasError(

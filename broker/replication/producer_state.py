@@ -56,7 +56,8 @@ from odradek.protocol.records.control import ABORT, marker_type
 log = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's; why a producer may have at most 5 requests in flight per partition
-DEFAULT_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # producer.id.expiration.ms
+# Kafka's producer.id.expiration.ms (KIP-854): an idle producer is forgotten after a day.
+DEFAULT_EXPIRATION_MS = 86_400_000
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_KEPT = 2
 REPLAY_CHUNK = 4 << 20

@@ -18,10 +18,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-import aiohttp
-
+from broker.interbroker import REPLICATION, InterBrokerClient, Request
 from broker.replication.partition import FOLLOWER, Partition
 from odradek.protocol import media
+from odradek.protocol.errors import OdradekError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,43 +36,40 @@ BACKOFF_S = 0.1
 
 
 class FollowerFetcher:
-    def __init__(self, part: Partition, session: aiohttp.ClientSession, leader_url: Callable[[int], str | None],
-                 broker_id: int, throttle: ReplicationThrottle | None = None,
+    """Requests go through the broker's ``InterBrokerClient`` on its replication lane (never queued behind
+    forwarded client requests); any failure, typed or of transport, backs off and tries again while current."""
+
+    def __init__(self, part: Partition, client: InterBrokerClient, broker_id: int,
+                 throttle: ReplicationThrottle | None = None,
                  broker_epoch: Callable[[], int | None] = lambda: None) -> None:
         self.part = part
         self._broker_epoch = broker_epoch  # sent as replica_epoch: the leader checks it against ZooKeeper's
         self._throttle = throttle
-        self._session = session
-        self._leader_url = leader_url
+        self._client = client
         self._broker_id = broker_id
         self.leader = part.leader
         self.epoch = part.leader_epoch
+        self._path = f"/topics/{part.topic}/partitions/{part.partition}"
 
     def current(self) -> bool:
         p = self.part
         return p.role == FOLLOWER and p.leader == self.leader and p.leader_epoch == self.epoch
 
-    def _base(self) -> str | None:
-        url = self._leader_url(self.leader)
-        if url is None:
-            return None
-        return f"{url}/topics/{self.part.topic}/partitions/{self.part.partition}"
-
     async def run(self) -> None:
         truncated = False
         while self.current():
-            base = self._base()
-            if base is None:
-                await asyncio.sleep(BACKOFF_S)
-                continue
             try:
                 if not truncated:
-                    await self._truncate(base)
+                    await self._truncate()
                     truncated = True
-                await self._fetch_once(base)
+                await self._fetch_once()
             except asyncio.CancelledError:
                 raise
-            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            except OffsetOutOfRangeError as e:
+                await self._out_of_range(e)
+            except OdradekError as e:
+                # BROKER_NOT_AVAILABLE (unregistered, unreachable), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+                # an unknown partition: wait for the new state (or the leader) to reach us.
                 log.debug("fetch from broker %d for %s-%d failed: %s", self.leader, self.part.topic,
                           self.part.partition, e)
                 await asyncio.sleep(BACKOFF_S)
@@ -80,7 +77,7 @@ class FollowerFetcher:
                 log.exception("follower fetch of %s-%d failed", self.part.topic, self.part.partition)
                 await asyncio.sleep(BACKOFF_S)
 
-    async def _truncate(self, base: str) -> None:
+    async def _truncate(self) -> None:
         log_ = self.part.log
         leo = log_.log_end_offset
         latest = log_.epoch_cache.latest_epoch
@@ -90,10 +87,9 @@ class FollowerFetcher:
             target = self.part.high_watermark  # no epoch history at all: the pre-KIP-101 fallback
         else:
             params = {"leader_epoch": str(latest), "replica_id": str(self._broker_id)}
-            async with self._session.get(f"{base}/epoch_end_offset", params=params) as resp:
-                body = await resp.json(content_type=None)
-                if resp.status != 200:
-                    raise aiohttp.ClientError(f"epoch_end_offset: {body}")
+            reply = await self._client.send(self.leader, Request(
+                "GET", f"{self._path}/epoch_end_offset", params=params, lane=REPLICATION))
+            body = reply.json()
             leader_epoch, end = int(body["leader_epoch"]), int(body["end_offset"])
             if leader_epoch < 0:
                 target = self.part.high_watermark
@@ -107,7 +103,7 @@ class FollowerFetcher:
                      self.part.topic, self.part.partition, target, leo, self.leader, self.epoch)
             await self.part.truncate_to(target)
 
-    async def _fetch_once(self, base: str) -> None:
+    async def _fetch_once(self) -> None:
         part = self.part
         # The replication throttle (broker/replication/throttle.py): smaller fetches, then wait off the debt.
         bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr) \
@@ -118,25 +114,21 @@ class FollowerFetcher:
             "timeout_ms": str(FETCH_WAIT_MS), "replica_id": str(self._broker_id), "leader_epoch": str(self.epoch),
             "replica_epoch": str(self._broker_epoch() or -1),
         }
-        async with self._session.get(f"{base}/batches", params=params,
-                                     headers={"Accept": media.BATCHES}) as resp:
-            if resp.status == 200:
-                data = await resp.read()
-                if not self.current():
-                    return
-                await part.append_replicated(data, int(resp.headers[media.HIGH_WATERMARK]))
-                if bucket is not None and data:
-                    await bucket.spend(len(data))
-                return
-            body = await resp.json(content_type=None)
-        name = body.get("error")
-        if name == "OFFSET_OUT_OF_RANGE":
-            leader_start = int(body.get("log_start_offset", 0))
-            leader_end = int(body.get("log_end_offset", body.get("high_watermark", 0)))
-            if part.log_end_offset > leader_end:
-                await part.truncate_to(leader_end)
-            elif part.log_end_offset < leader_start:
-                await part.truncate_fully_and_start_at(leader_start)
+        reply = await self._client.send(self.leader, Request(
+            "GET", f"{self._path}/batches", params=params, headers={"Accept": media.BATCHES},
+            wait_ms=FETCH_WAIT_MS, lane=REPLICATION))
+        if not self.current():
             return
-        # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / unknown partition: wait for the new state to reach us
-        await asyncio.sleep(BACKOFF_S)
+        await part.append_replicated(reply.body, int(reply.headers[media.HIGH_WATERMARK]))
+        if bucket is not None and reply.body:
+            await bucket.spend(len(reply.body))
+
+    async def _out_of_range(self, e: OffsetOutOfRangeError) -> None:
+        """Our log end is outside the leader's log: cut back to its end, or start over at its start."""
+        part = self.part
+        leader_start = int(e.details.get("log_start_offset", 0))
+        leader_end = int(e.details.get("log_end_offset", e.details.get("high_watermark", 0)))
+        if part.log_end_offset > leader_end:
+            await part.truncate_to(leader_end)
+        elif part.log_end_offset < leader_start:
+            await part.truncate_fully_and_start_at(leader_start)

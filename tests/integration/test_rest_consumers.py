@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.http import create_topic, produce, request
+from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
@@ -33,7 +34,7 @@ def call(method: str, url: str, body: Any = None, accept: str | None = None) -> 
     return status, payload
 
 
-def read_until(url: str, accept: str, n: int, timeout: float = 30) -> list[dict[str, Any]]:
+def read_until(url: str, accept: str, n: int, timeout: float = SLOW_MACHINE_S) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while len(out) < n:
@@ -103,7 +104,8 @@ def test_instance_lifecycle_across_brokers(cluster: LocalProcessBackend) -> None
         return body["members"]
 
     assert members()  # the instance is a member of its group while it lives
-    wait_until(lambda: members() == [], EXPIRY_MS / 1000 + 20, "the idle instance to expire and leave its group")
+    wait_until(lambda: members() == [], EXPIRY_MS / 1000 + SLOW_MACHINE_S,
+               "the idle instance to expire and leave its group")
     status, body = call("GET", f"{base}/records", accept=JSON_V2)
     assert (status, body["error_code"]) == (404, 40403)
 
@@ -162,7 +164,7 @@ def test_two_instances_on_two_brokers_share_a_group(cluster: LocalProcessBackend
         return [{p["partition"] for p in call("GET", f"{b}/assignments")[1]["partitions"]} for b in bases]
 
     seen: list[tuple[int, int]] = []
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + SLOW_MACHINE_S
     while not (len(seen) >= 20 and all(len(a) == 2 for a in assignments())):
         assert time.monotonic() < deadline, (seen, assignments())
         for b in bases:
@@ -198,3 +200,60 @@ def test_no_consumer_request_causes_a_5xx(cluster: LocalProcessBackend) -> None:
                     status, _, _ = request(method, f"{url}{path}", raw=body, content_type=V2, accept=BINARY_V2)
                     assert status < 500, (method, path, body[:40], status)
     assert call("DELETE", f"{b1}{base}")[0] == 204
+
+
+def _consumer_requests_seen(url: str) -> float:
+    """Requests to consumer-instance routes this broker has answered (its /metrics)."""
+    status, payload, _ = request("GET", f"{url}/metrics")
+    assert status == 200
+    text = payload.decode() if isinstance(payload, bytes) else str(payload)
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("odradek_http_requests_total{") and 'route="/consumers/' in line)
+
+
+def test_a_request_to_the_wrong_broker_reaches_the_holder_in_one_hop(cluster: LocalProcessBackend) -> None:
+    ids = sorted(cluster.broker_ids())
+    # The holder is the broker a try-every-broker-in-order forward from the lowest id would ask last.
+    via_id, bystander_id, holder_id = ids[0], ids[1], ids[2]
+    holder, via, bystander = (cluster.broker_url(b) for b in (holder_id, via_id, bystander_id))
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(holder, topic, partitions=1, replication_factor=3, seen_by=[holder, via, bystander])
+    status, body = produce(holder, topic, 0, [{"n": i} for i in range(3)])
+    assert status == 200, body
+
+    named = {"name": "one-hop", "format": "json", "auto.offset.reset": "earliest"}
+    status, created_named = call("POST", f"{holder}/consumers/{group}", named)
+    assert status == 200, created_named
+    status, created_generated = call("POST", f"{holder}/consumers/{group}", {"format": "json"})
+    assert status == 200 and created_generated["instance_id"].startswith(f"rest-consumer-{holder_id}-")
+    # A client may not take a generated id that names another broker.
+    status, body = call("POST", f"{holder}/consumers/{group}", {"name": f"rest-consumer-{via_id}-{uuid.uuid4()}"})
+    assert status == 400, body
+
+    before = _consumer_requests_seen(bystander)
+    for instance in (created_named["instance_id"], created_generated["instance_id"]):
+        wrong = f"{via}/consumers/{group}/instances/{instance}"
+        status, body, headers = request("POST", f"{wrong}/assignments",
+                                        {"partitions": [{"topic": topic, "partition": 0}]}, content_type=V2)
+        assert status == 204, body
+        assert headers.get("Odradek-Consumer-Broker") == str(holder_id)
+        status, records, headers = request("GET", f"{wrong}/records?timeout=1000", accept=JSON_V2)
+        assert status == 200, records
+        assert headers.get("Odradek-Consumer-Broker") == str(holder_id)
+        status, body, headers = request("GET", f"{wrong}/assignments", accept=V2)
+        assert (status, body) == (200, {"partitions": [{"topic": topic, "partition": 0}]})
+        assert headers.get("Odradek-Consumer-Broker") == str(holder_id)
+        # The holder's answer comes back as it is, a typed error included (no commits yet in this group).
+        offsets = {"partitions": [{"topic": topic, "partition": 0}]}
+        direct = request("GET", f"{holder}/consumers/{group}/instances/{instance}/offsets", offsets,
+                         content_type=V2, accept=V2)
+        status, body, headers = request("GET", f"{wrong}/offsets", offsets, content_type=V2, accept=V2)
+        assert (status, body) == direct[:2]
+        assert headers.get("Odradek-Consumer-Broker") == str(holder_id)
+    assert _consumer_requests_seen(bystander) == before  # no broker but the holder was asked
+
+    # An instance nobody holds is answered at once by the broker asked, with no hop at all.
+    status, body, headers = request("GET", f"{via}/consumers/{group}/instances/nobody/records", accept=JSON_V2)
+    assert (status, body["error_code"]) == (404, 40403)
+    assert "Odradek-Consumer-Broker" not in headers
+    assert _consumer_requests_seen(bystander) == before

@@ -71,7 +71,6 @@ def _skip_reason() -> str | None:
 def _verify(tmp_path: Path, *extra: str, timeout: float = 900) -> tuple[int, dict, str]:
     out = tmp_path / "verify"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("ODRADEK_UNSAFE_ACK_BEFORE_ISR", None)
     proc = subprocess.run([sys.executable, "-m", "odradek_tools", "verify", "--out", str(out), *extra],
                           cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -122,8 +121,9 @@ def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
 @pytest.mark.cluster
 @pytest.mark.timeout(900)
 def test_planted_bug_ack_before_isr_is_caught(tmp_path: Path) -> None:
-    """Brokers acknowledge acks=all after the leader's own append (ODRADEK_UNSAFE_ACK_BEFORE_ISR=1): leaders cut
-    off from followers and ZooKeeper, or killed, lose acknowledged writes, and the checker must say so."""
+    """Brokers acknowledge acks=all after the leader's own append (verify hands them --unsafe-ack-before-isr):
+    leaders cut off from followers and ZooKeeper, or killed, lose acknowledged writes, and the checker must say
+    so."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
@@ -132,6 +132,8 @@ def test_planted_bug_ack_before_isr_is_caught(tmp_path: Path) -> None:
                                  "--group-members", "0")
     print(text[-3000:])
     assert report["unsafe_ack_before_isr"] is True
+    cluster = json.loads((tmp_path / "verify" / "cluster" / "cluster.json").read_text())
+    assert "--unsafe-ack-before-isr" in cluster["broker_args"]  # a broker flag, not an environment variable
     assert report["queue"]["lost"] > 0, report["queue"]
     assert code == 1 and "lost" in report["verdict"]
     assert not _leftovers(tmp_path / "verify"), "namespaces or loop devices left behind"

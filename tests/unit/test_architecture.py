@@ -1,6 +1,6 @@
 """The architecture rules, as a test: the import-linter contracts of pyproject.toml hold.
 
-The layer rules (the log is a leaf, only zk/ imports kazoo, the HTTP API does not reach into the log or
+The layer rules (the log is a leaf, only zk/ imports kazoo, the HTTP API does not reach into the log, partitions or
 ZooKeeper, the protocol package stands alone, zk/ imports nothing of the broker's upper floors, the tools, the
 checker and the launcher stay outside the broker, no cycle between top-level packages) are written once, in
 ``[tool.importlinter]``; this test runs ``lint-imports`` on them so that a plain pytest run catches a broken

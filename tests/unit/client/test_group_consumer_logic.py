@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from consumer_coordinator.rest_instances import InstanceConfig
+from broker.rest_consumers import InstanceConfig
 from odradek.client.group_consumer import GroupConsumer, OffsetAndMetadata
 from odradek.client.group_membership import GroupApi, JoinResult, Membership, error_name, plan_rebalance
 from odradek.client.transport import Transport

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.protocol.errors import ControllerMovedError, CoordinationUnavailableError, TopicAlreadyExistsError
@@ -45,6 +45,7 @@ class FakeZk:
         self.states: dict[TopicPartition, State] = {}
         self.to_delete: set[str] = set()
         self.preferred: list[TopicPartition] | None = None
+        self.reassignment: dict[TopicPartition, list[int]] | None = None
         self.config_changes: list[str] = []
         self.controller: int | None = None
         self.controller_epoch = 0
@@ -208,7 +209,18 @@ class FakeZk:
     def get_reassignment(self, watch: Watch | None = None) -> dict[TopicPartition, list[int]] | None:
         self._check_up()
         self._arm("reassign", watch)
-        return None
+        with self._lock:
+            return None if self.reassignment is None else dict(self.reassignment)
+
+    def request_reassignment(self, moves: Mapping[TopicPartition, list[int]], *, merge: bool = False) -> bool:
+        """As zk/reassignments.py: refused when one runs and ``merge`` is not set; merged per partition otherwise."""
+        self._check_up()
+        with self._lock:
+            if self.reassignment is not None and not merge:
+                return False
+            self.reassignment = {**(self.reassignment or {}), **{tp: list(r) for tp, r in moves.items()}}
+        self._fire("reassign")
+        return True
 
     def finish_preferred_election(self, claim: ControllerClaim) -> None:
         self._check_up()

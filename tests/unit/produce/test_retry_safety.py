@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-import aiohttp
 import pytest
 from aiohttp import web
 
+from broker.interbroker import InterBrokerClient
 from broker.produce.service import ProduceService, retry_is_safe
 from broker.replication.partition import POSSIBLY_APPENDED
 from odradek.protocol.errors import (
@@ -87,7 +87,7 @@ class Leader:
         return web.json_response({"base_offset": 7, "leader": OTHER})
 
 
-async def _service_against(leader: Leader | None, port: int) -> tuple[ProduceService, aiohttp.ClientSession,
+async def _service_against(leader: Leader | None, port: int) -> tuple[ProduceService, InterBrokerClient,
                                                                        web.AppRunner | None]:
     runner = None
     if leader is not None:
@@ -100,7 +100,8 @@ async def _service_against(leader: Leader | None, port: int) -> tuple[ProduceSer
     replicas.cache.counts["t"] = 1
     replicas.infos[("t", 0)] = FakeInfo(OTHER, 6)
     replicas.urls[OTHER] = f"http://127.0.0.1:{port}"
-    session = aiohttp.ClientSession()
+    session = InterBrokerClient(1, lambda _: None)
+    await session.start()
     return ProduceService(replicas, session, metadata_changed=Signal().changed), session, runner  # type: ignore[arg-type]
 
 

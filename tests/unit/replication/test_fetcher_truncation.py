@@ -1,5 +1,5 @@
 """The follower's truncation before fetching: a divergent tail is cut at the leader's end of our latest epoch
-(KIP-101/279), never by high watermark alone. The leader's answer comes from a fake HTTP session."""
+(KIP-101/279), never by high watermark alone. The leader's answer comes from a fake inter-broker client."""
 
 from __future__ import annotations
 
@@ -13,33 +13,28 @@ from broker.replication.replica_fetcher import FollowerFetcher
 from .fakes import batch, config, info, make_partition
 
 
-class FakeResponse:
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        self.status, self._body = status, body
+class FakeReply:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
 
-    async def json(self, content_type: str | None = None) -> dict[str, Any]:
+    def json(self) -> dict[str, Any]:
         return self._body
-
-    async def __aenter__(self) -> FakeResponse:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class FakeSession:
-    """Answers epoch_end_offset from a table: requested epoch -> (leader's epoch, end offset)."""
+    """An InterBrokerClient that answers epoch_end_offset from a table: requested epoch -> (leader's epoch,
+    end offset)."""
 
     def __init__(self, answers: dict[int, tuple[int, int]]) -> None:
         self.answers = answers
         self.asked: list[int] = []
 
-    def get(self, url: str, params: dict[str, str], **_: Any) -> FakeResponse:
-        assert url.endswith("/epoch_end_offset")
-        epoch = int(params["leader_epoch"])
+    async def send(self, node_id: int, request: Any) -> FakeReply:
+        assert request.path.endswith("/epoch_end_offset")
+        epoch = int(request.params["leader_epoch"])
         self.asked.append(epoch)
         leader_epoch, end = self.answers[epoch]
-        return FakeResponse(200, {"leader_epoch": leader_epoch, "end_offset": end})
+        return FakeReply({"leader_epoch": leader_epoch, "end_offset": end})
 
 
 async def follower_with_history(tmp_path: Path, epochs: list[tuple[int, int]]) -> Any:
@@ -59,8 +54,8 @@ def test_a_divergent_tail_is_cut_at_the_leaders_end_of_our_latest_epoch(tmp_path
         assert part.role == FOLLOWER
         # The new leader never saw epoch 2: its answer is (1, 5), where epoch 1 ended in its log.
         session = FakeSession({2: (1, 5)})
-        fetcher = FollowerFetcher(part, session, lambda b: "http://leader", 2)  # type: ignore[arg-type]
-        await fetcher._truncate("http://leader/topics/t/partitions/0")
+        fetcher = FollowerFetcher(part, session, 2)  # type: ignore[arg-type]
+        await fetcher._truncate()
         assert session.asked == [2]
         assert part.log_end_offset == 5 and part.log.epoch_cache.entries() == [(1, 0)]
 
@@ -71,11 +66,11 @@ def test_the_same_latest_epoch_truncates_to_the_leaders_end_only_if_shorter(tmp_
     async def main() -> None:
         part = await follower_with_history(tmp_path, [(1, 6)])
         await part.apply(info(3, 2, (3, 2), version=10), config())
-        fetcher = FollowerFetcher(part, FakeSession({1: (1, 4)}), lambda b: "x", 2)  # type: ignore[arg-type]
-        await fetcher._truncate("base")
+        fetcher = FollowerFetcher(part, FakeSession({1: (1, 4)}), 2)  # type: ignore[arg-type]
+        await fetcher._truncate()
         assert part.log_end_offset == 4
-        fetcher = FollowerFetcher(part, FakeSession({1: (1, 9)}), lambda b: "x", 2)  # type: ignore[arg-type]
-        await fetcher._truncate("base")
+        fetcher = FollowerFetcher(part, FakeSession({1: (1, 9)}), 2)  # type: ignore[arg-type]
+        await fetcher._truncate()
         assert part.log_end_offset == 4  # never extended, never cut further
 
     asyncio.run(main())
@@ -87,8 +82,8 @@ def test_an_older_epoch_answer_uses_our_own_end_of_that_epoch(tmp_path: Path) ->
         await part.apply(info(4, 5, (4, 2), version=10), config())
         # The leader knows epochs up to 2 (< our 3): it answers (2, 7); epoch 2 ended at 7 in its log, but in
         # ours the largest epoch <= 2 (epoch 1) ended at 5: we keep the shorter, 5.
-        fetcher = FollowerFetcher(part, FakeSession({3: (2, 7)}), lambda b: "x", 2)  # type: ignore[arg-type]
-        await fetcher._truncate("base")
+        fetcher = FollowerFetcher(part, FakeSession({3: (2, 7)}), 2)  # type: ignore[arg-type]
+        await fetcher._truncate()
         assert part.log_end_offset == 5
 
     asyncio.run(main())

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from broker.interbroker import InterBrokerClient
 from broker.metadata.cache import MetadataCache
 from broker.replication.partition import FOLLOWER, LEADER
 from broker.replication.replica_manager import ReplicaManager
@@ -55,6 +56,8 @@ def with_manager(tmp_path: Path, cache: MetadataCache,
                  body: Callable[[ReplicaManager, FakeFacade], Awaitable[Any]], **kw: Any) -> None:
     async def main() -> None:
         facade = FakeFacade()
+        # An unstarted client: followers' fetches fail (and back off) without any network.
+        kw.setdefault("interbroker", InterBrokerClient(1, lambda _: None))
         rm = ReplicaManager(1, tmp_path, facade, cache, **kw)  # type: ignore[arg-type]
         await rm.start()
         try:

@@ -31,6 +31,7 @@ from broker.api.embedded import BINARY, JSON, record_json
 from broker.produce import forwarding as forward
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
+    GroupIdNotFoundError,
     InvalidRequestError,
     NotLeaderOrFollowerError,
     OdradekError,
@@ -384,9 +385,14 @@ class RestInstanceManager:
         return out
 
     async def _committed(self, group: str, topics: set[str]) -> dict[TopicPartition, tuple[int, str]]:
+        """What the group committed for ``topics``; a group nobody committed into or joined yet (manual
+        assignments only) has no znode, and has simply committed nothing (as Kafka's OffsetFetch answers)."""
         out: dict[TopicPartition, tuple[int, str]] = {}
         for topic in sorted(topics):
-            body = await self._group_call("GET", group, "offsets", query={"topic": topic})
+            try:
+                body = await self._group_call("GET", group, "offsets", query={"topic": topic})
+            except GroupIdNotFoundError:
+                return out
             for o in (body or {}).get("offsets") or ():
                 if o.get("offset") is not None and int(o["offset"]) >= 0:
                     out[TopicPartition(str(o["topic"]), int(o["partition"]))] = (int(o["offset"]),

@@ -1,0 +1,119 @@
+"""The leader's side of a follower's fetch: who may fetch, and the throttled read that moves the follower's state.
+
+A follower's fetch is an acknowledgement (its offset says it holds everything before), so it may move the ISR and
+the high watermark; before it does, the fetch is checked as Kafka's ReplicaManager checks it (see ``validate``).
+The HTTP handler (broker/api/fetch.py) only decodes the request and renders the answer; every rule is here.
+
+Invariants: a request never demotes a leader (a newer leader epoch only asks for the partition's state to be
+re-read from ZooKeeper, and applying that state is what may demote us); a fetch that fails validation reads
+nothing and spends no replication quota; a read whose quota spend fails closes what it opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.log.log import ReadResult
+from broker.log.reads import SliceResult
+from odradek.protocol.errors import (
+    BrokerNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    StaleBrokerEpochError,
+    UnknownLeaderEpochError,
+)
+
+if TYPE_CHECKING:
+    from broker.metadata.cache import MetadataCache
+    from broker.replication.partition import Partition
+    from broker.replication.throttle import ReplicationThrottle
+
+__all__ = ["FetchResult", "FollowerFetch", "FollowerFetchService", "SliceResult"]
+
+# What a fetch returns: bytes, or (zero-copy) file ranges the HTTP layer sends with sendfile and then closes.
+FetchResult = ReadResult | SliceResult
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetch:
+    """One follower's fetch, decoded. ``replica_epoch`` is the broker epoch the follower claims (the czxid of its
+    /brokers/ids znode; -1 when it sent none); ``leader_epoch`` is the leader epoch it believes current."""
+
+    replica_id: int
+    replica_epoch: int
+    leader_epoch: int
+    offset: int
+    max_bytes: int
+    timeout_ms: int
+
+
+class FollowerFetchService:
+    """Validates and serves follower fetches of the partitions this broker leads.
+
+    ``reread_state(topic, partition)`` asks the broker to re-read a partition's state from ZooKeeper (the broker
+    queues a ``PartitionStateChanged`` event); it must not block, and it is the only way a fetch can lead to a
+    change of this broker's role.
+    """
+
+    def __init__(self, broker_id: int, cache: MetadataCache, throttle: ReplicationThrottle, *,
+                 reread_state: Callable[[str, int], None]) -> None:
+        self._broker_id = broker_id
+        self._cache = cache
+        self._throttle = throttle
+        self._reread_state = reread_state
+
+    def validate(self, part: Partition, fetch: FollowerFetch) -> None:
+        """Kafka's checks of a replica's fetch, before it may move the follower's state (and so the high watermark).
+
+        The replica must be assigned to the partition and a registered broker whose broker epoch is the one
+        ZooKeeper holds now: a hand-written fetch naming replica 99, or a broker's stale incarnation, is refused.
+        A leader epoch newer than ours is UNKNOWN_LEADER_EPOCH, and our state is re-read. A fetch offset beyond
+        the log end is OFFSET_OUT_OF_RANGE (it would claim records that do not exist).
+        """
+        name = f"{part.topic}-{part.partition}"
+        replica_id = fetch.replica_id
+        if replica_id == self._broker_id or replica_id not in part.replicas:
+            raise NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {name} (replicas "
+                                           f"{list(part.replicas)})")
+        registered = self._cache.brokers.get(replica_id)
+        if registered is None:
+            raise BrokerNotAvailableError(f"broker {replica_id} is not registered in ZooKeeper")
+        if fetch.replica_epoch != registered.epoch:
+            raise StaleBrokerEpochError(
+                f"broker {replica_id}'s epoch is {registered.epoch}, the fetch says {fetch.replica_epoch}")
+        if fetch.leader_epoch > part.leader_epoch:
+            self._reread_state(part.topic, part.partition)
+            raise UnknownLeaderEpochError(
+                f"fetch epoch {fetch.leader_epoch} is newer than {name}'s leader epoch {part.leader_epoch}",
+                leader_epoch=part.leader_epoch)
+        if fetch.offset > part.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {fetch.offset} is beyond {name}'s log end offset {part.log_end_offset}",
+                log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
+                high_watermark=part.high_watermark)
+
+    async def fetch(self, part: Partition, fetch: FollowerFetch, *, zero_copy: bool = True) -> FetchResult:
+        """Validate, then read for the follower within the leader's replication quota (KIP-73): the read is
+        capped by the quota's budget and its size is spent after it (waiting, when over the quota)."""
+        self.validate(part, fetch)
+        bucket = self._throttle.leader_limit(part.topic, part.partition, fetch.replica_id in part.isr)
+        max_bytes = bucket.cap(fetch.max_bytes) if bucket else fetch.max_bytes
+        result = await part.read_for_follower(fetch.replica_id, fetch.offset, fetch.leader_epoch, max_bytes,
+                                              fetch.timeout_ms, zero_copy=zero_copy)
+        size = result.size if isinstance(result, SliceResult) else len(result.data)
+        if bucket is not None and size:
+            try:
+                await bucket.spend(size)
+            except BaseException:
+                close(result)
+                raise
+        return result
+
+
+def close(result: FetchResult | object) -> None:
+    """Release what a read opened (a zero-copy read holds duplicated file descriptors); bytes need nothing."""
+    release = getattr(result, "close", None)
+    if release is not None:
+        release()

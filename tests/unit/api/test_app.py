@@ -1,0 +1,49 @@
+"""The application factory takes what its middlewares need explicitly (the request limits, security, quotas), so
+a broker double carries only what the handlers under test use."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from aiohttp.test_utils import TestClient, TestServer
+
+from broker.api.app import READ_BUDGET, create_app
+from broker.api.context import BROKER
+from broker.api.params import LIMITS
+from broker.config import BrokerConfig
+from broker.security.middleware import SECURITY
+
+
+class _Counter:
+    def labels(self, *names: str) -> _Counter:
+        return self
+
+    def inc(self) -> None:
+        return None
+
+    def observe(self, value: float) -> None:
+        return None
+
+
+def _broker() -> Any:
+    return SimpleNamespace(metrics=SimpleNamespace(requests=_Counter(), latency=_Counter()),
+                           cache=SimpleNamespace(brokers={2: object(), 1: object()}))
+
+
+def test_the_app_uses_the_config_and_services_it_is_given() -> None:
+    config = BrokerConfig(1, "zk:2181", "127.0.0.1", 9092, Path("."), queued_max_request_bytes=12345)
+    broker = _broker()
+    app = create_app(broker, config=config, security=None, quotas=None, client_max_size=1024)
+    assert app[BROKER] is broker and app[LIMITS] is config and app[SECURITY] is None
+    assert app[READ_BUDGET].limit == 12345
+
+    async def call() -> tuple[int, Any]:
+        async with TestClient(TestServer(app)) as client:
+            resp = await client.get("/brokers")
+            return resp.status, orjson.loads(await resp.read())
+
+    assert asyncio.run(call()) == (200, {"brokers": [1, 2]})
