@@ -20,11 +20,19 @@ from odradek.client.group_consumer import GroupConsumer
 from odradek_local.processes import read_proc_stat
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.ports import free_port_block
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+# The console consumer's --timeout-ms where the test waits for it to stop when idle: its first fetch of records
+# already written takes well under a second on a healthy machine; 10 s keeps a loaded one from stopping before it,
+# at the cost of 10 s of idling per run.
+IDLE_EXIT_MS = 10_000
+# Waits whose every probe runs a script (a Python start-up each): twice the usual deadline.
+SCRIPTS_S = 2 * SLOW_MACHINE_S
+# --timeout-ms of a console consumer that stops at --max-messages: an idle cap that only a hang reaches.
+UNTIL_MAX_MS = str(int(SLOW_MACHINE_S * 1000))
 
 
 def script(name: str, *args: str, stdin: str | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -107,7 +115,7 @@ def test_topics_create_list_describe_alter_delete(bs: str) -> None:
 
     assert ok(script("topics", "--bootstrap-server", bs, "--delete", "--topic", "pinned")) == \
         "Topic pinned is marked for deletion.\n"
-    wait_until(lambda: "pinned" not in ok(script("topics", "--bootstrap-server", bs, "--list")).split(), 30,
+    wait_until(lambda: "pinned" not in ok(script("topics", "--bootstrap-server", bs, "--list")).split(), SCRIPTS_S,
                "topic pinned deleted", interval=0.5)
     assert ok(script("topics", "--bootstrap-server", bs, "--delete", "--topic", "pinned", "--if-exists")) == ""
 
@@ -135,15 +143,15 @@ def test_preferred_leader_election_moves_leadership_back(cluster: LocalProcessBa
     ok(script("topics", "--bootstrap-server", bs, "--create", "--topic", "elect", "--replica-assignment", "1:2:3"))
     cluster.stop_broker(1)
     describe = ["--bootstrap-server", bs, "--describe", "--topic", "elect"]
-    wait_until(lambda: "Leader: 1\t" not in ok(script("topics", *describe)), 30, "leadership moved off broker 1",
+    wait_until(lambda: "Leader: 1\t" not in ok(script("topics", *describe)), SCRIPTS_S, "leadership moved off broker 1",
                interval=0.5)
     under = ok(script("topics", "--bootstrap-server", bs, "--describe", "--topic", "elect",
                       "--under-replicated-partitions"))
     assert under.startswith("\tTopic: elect\tPartition: 0\t"), under
     cluster.start_broker(1)
     wait_until(lambda: ok(script("topics", *describe)).rstrip().split("\t")[-1].startswith("Isr: ") and len(
-        ok(script("topics", *describe)).rstrip().split("\t")[-1].split(",")) == 3, 60, "broker 1 back in the ISR",
-        interval=0.5)
+        ok(script("topics", *describe)).rstrip().split("\t")[-1].split(",")) == 3, SCRIPTS_S,
+        "broker 1 back in the ISR", interval=0.5)
     out = ok(script("leader-election", "--bootstrap-server", bs, "--election-type", "preferred",
                     "--topic", "elect", "--partition", "0"))
     assert out == "Successfully completed leader election (PREFERRED) for partitions elect-0\n"
@@ -301,7 +309,7 @@ def test_console_producer_to_console_consumer_round_trip(bs: str) -> None:
     ok(script("console-producer", "--bootstrap-server", bs, "--topic", "lines", "--property", "parse.key=true",
               "--property", "key.separator=:", stdin="k10:value 10\n"))
     r = script("console-consumer", "--bootstrap-server", bs, "--topic", "lines", "--from-beginning",
-               "--max-messages", "11", "--timeout-ms", "20000", "--property", "print.key=true", "--property",
+               "--max-messages", "11", "--timeout-ms", UNTIL_MAX_MS, "--property", "print.key=true", "--property",
                "print.partition=true", "--property", "print.offset=true", "--property", "print.timestamp=true",
                "--property", "print.headers=true")
     out = ok(r).splitlines()
@@ -313,9 +321,9 @@ def test_console_producer_to_console_consumer_round_trip(bs: str) -> None:
         assert headers == "NO_HEADERS"
         got[key] = value
     assert got == {f"k{i}": f"value {i}" for i in range(11)}
-    # one partition from an offset, then stop when idle
+    # one partition from an offset, then stop when idle: IDLE_EXIT_MS must outlast the first fetch on a loaded machine
     r = script("console-consumer", "--bootstrap-server", bs, "--topic", "lines", "--partition", "0", "--offset",
-               "earliest", "--timeout-ms", "1500")
+               "earliest", "--timeout-ms", str(IDLE_EXIT_MS))
     assert r.returncode == 0 and len(r.stdout.splitlines()) == int(r.stderr.split()[-2]) > 0
 
 
@@ -340,7 +348,7 @@ def test_consumer_groups_describe_reset_delete(bs: str, tmp_path: Path) -> None:
     ok(script("console-producer", "--bootstrap-server", bs, "--topic", "grp", "--property", "parse.key=true",
               stdin="".join(f"key{i}\tv{i}\n" for i in range(20))))
     read = script("console-consumer", "--bootstrap-server", bs, "--topic", "grp", "--group", "tools-g",
-                  "--from-beginning", "--max-messages", "5", "--timeout-ms", "30000")
+                  "--from-beginning", "--max-messages", "5", "--timeout-ms", UNTIL_MAX_MS)
     assert len(ok(read).splitlines()) == 5
 
     assert "tools-g" in ok(script("consumer-groups", "--bootstrap-server", bs, "--list")).split()
@@ -403,7 +411,8 @@ def test_reset_is_refused_while_the_group_has_members(bs: str) -> None:
     member = GroupConsumer(bs, group_id="busy-g", session_timeout_ms=6000, heartbeat_interval_ms=500)
     try:
         member.subscribe(["busy"])
-        wait_until(lambda: bool(member.poll(100) is not None and member.assignment()), 30, "the member joined")
+        wait_until(lambda: bool(member.poll(100) is not None and member.assignment()), SLOW_MACHINE_S,
+                   "the member joined")
         members = ok(script("consumer-groups", "--bootstrap-server", bs, "--describe", "--group", "busy-g",
                             "--members", "--verbose")).splitlines()
         assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]

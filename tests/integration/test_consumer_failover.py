@@ -14,6 +14,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -21,7 +22,7 @@ from odradek import AdminClient, Consumer, Producer, TopicPartition
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import partition_state
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -64,34 +65,47 @@ def test_a_tail_consumer_never_rewinds_across_leader_kills(make_cluster: MakeClu
     seen: list[int] = []
     rewinds: list[tuple[int, int]] = []
 
-    def consume(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=100).values():
-                for r in records:
-                    if seen and r.offset <= seen[-1]:
-                        rewinds.append((seen[-1], r.offset))
-                    seen.append(r.offset)
+    def consume_once() -> None:
+        for records in consumer.poll(timeout_ms=100).values():
+            for r in records:
+                if seen and r.offset <= seen[-1]:
+                    rewinds.append((seen[-1], r.offset))
+                seen.append(r.offset)
+
+    def consume_until(done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + SLOW_MACHINE_S
+        while not done():
+            assert time.monotonic() < deadline, f"timed out after {SLOW_MACHINE_S:.0f} s waiting for {what}"
+            consume_once()
+
+    def catch_up(what: str) -> None:
+        """Read, until the writer has had records acknowledged since now and the consumer has read up to them:
+        the consumer is then at the tail, whatever the machine's speed."""
+        before = len(writer.acked)
+        consume_until(lambda: len(writer.acked) > before, f"records acknowledged {what}")
+        target = max(writer.acked)
+        consume_until(lambda: bool(seen) and seen[-1] >= target, f"the consumer to reach offset {target} {what}")
 
     writer.start()
     try:
-        consume(2.0)
+        catch_up("before the first kill")
         for _ in range(KILLS):
             leader = int(partition_state(live_url(cluster), topic)["leader"])
             cluster.kill_broker(leader)
             wait_until(lambda dead=leader: int(partition_state(live_url(cluster), topic)["leader"]) not in (-1, dead),
-                       30, "a new leader")
-            consume(3.0)  # at the tail, against the new leader whose high watermark may lag
+                       SLOW_MACHINE_S, "a new leader")
+            catch_up("by the new leader")  # at the tail, against the new leader whose high watermark may lag
             cluster.start_broker(leader)
-            wait_until(lambda: len(partition_state(live_url(cluster), topic)["isr"]) == 3, 60, "the ISR full again")
-            consume(1.0)
+            wait_until(lambda: len(partition_state(live_url(cluster), topic)["isr"]) == 3, SLOW_MACHINE_S,
+                       "the ISR full again")
+            catch_up("with the ISR full again")
         stop.set()
-        writer.join(90)
-        writer.producer.close(timeout=30)
+        writer.join(3 * SLOW_MACHINE_S)  # its last round: 20 sends, each awaited for up to 60 s
+        writer.producer.close(timeout=SLOW_MACHINE_S)
         final = max(writer.acked) if writer.acked else -1
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SLOW_MACHINE_S
         while (not seen or seen[-1] < final) and time.monotonic() < deadline:
-            consume(0.5)
+            consume_once()
     finally:
         stop.set()
         consumer.close()

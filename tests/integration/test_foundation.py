@@ -18,17 +18,19 @@ from odradek_local.zookeeper import ZkEnsemble
 from tests.conftest import SESSION_TIMEOUT_MS, MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.ports import free_port_block
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 from zk.client import ControllerClaim
 
 pytestmark = pytest.mark.cluster
 
-# A crashed broker's session ends within the timeout plus a tick or two of ZooKeeper's expiry check.
-EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 3.0
+# A crashed broker's session ends within the timeout plus a tick or two of ZooKeeper's expiry check on a healthy
+# machine; the waits below allow SLOW_MACHINE_S, since what they check is that it ends, not how soon.
+# An HTTP answer from a live broker: generous, since a missed answer would read as a broker that is not there.
+HTTP_TIMEOUT_S = 30
 
 
 def health(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+    with urllib.request.urlopen(url + "/health", timeout=HTTP_TIMEOUT_S) as resp:
         return json.loads(resp.read())
 
 
@@ -55,7 +57,7 @@ def test_registration_appears_and_goes_after_sigkill(make_cluster: MakeCluster) 
 
     killed_at = time.monotonic()
     cluster.kill_broker(2)
-    wait_until(lambda: zk.get_broker_ids() == [1], EXPIRY_S, "broker 2's registration to expire")
+    wait_until(lambda: zk.get_broker_ids() == [1], SLOW_MACHINE_S, "broker 2's registration to expire")
     assert time.monotonic() - killed_at >= SESSION_TIMEOUT_MS / 1000 * 0.5  # it went by expiry, not at once
 
     cluster.stop_broker(1)  # SIGTERM deregisters at once
@@ -65,8 +67,9 @@ def test_registration_appears_and_goes_after_sigkill(make_cluster: MakeCluster) 
 def test_one_controller_and_fenced_failover(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(brokers=3)
     zk = cluster.zk_client()
-    controller = wait_until(zk.get_controller, 10, "a controller")
-    wait_until(lambda: controllers_by_health(cluster) == [controller], 10, "health to agree on the controller")
+    controller = wait_until(zk.get_controller, SLOW_MACHINE_S, "a controller")
+    wait_until(lambda: controllers_by_health(cluster) == [controller], SLOW_MACHINE_S,
+               "health to agree on the controller")
     for b in cluster.broker_ids():
         assert health(cluster.broker_url(b))["controller_id"] == controller
 
@@ -75,11 +78,12 @@ def test_one_controller_and_fenced_failover(make_cluster: MakeCluster) -> None:
     cluster.kill_broker(int(controller))
 
     new_controller = wait_until(
-        lambda: (c := zk.get_controller()) is not None and c != controller and c, EXPIRY_S + 5, "a new controller"
+        lambda: (c := zk.get_controller()) is not None and c != controller and c, SLOW_MACHINE_S, "a new controller"
     )
     epoch_after, _ = zk.get_controller_epoch()
     assert epoch_after == epoch_before + 1
-    wait_until(lambda: controllers_by_health(cluster) == [new_controller], 10, "exactly one live controller")
+    wait_until(lambda: controllers_by_health(cluster) == [new_controller], SLOW_MACHINE_S,
+               "exactly one live controller")
 
     # The deposed controller's claim no longer fences anything in: its writes fail.
     with pytest.raises(ControllerMovedError):
@@ -89,10 +93,11 @@ def test_one_controller_and_fenced_failover(make_cluster: MakeCluster) -> None:
     # A clean shutdown hands over at once, with exactly one more epoch.
     cluster.stop_broker(int(new_controller))
     third = wait_until(
-        lambda: (c := zk.get_controller()) not in (None, controller, new_controller) and c, 10, "a third controller"
+        lambda: (c := zk.get_controller()) not in (None, controller, new_controller) and c, SLOW_MACHINE_S,
+        "a third controller"
     )
     assert zk.get_controller_epoch()[0] == epoch_before + 2
-    assert controllers_by_health(cluster) == [third]
+    wait_until(lambda: controllers_by_health(cluster) == [third], SLOW_MACHINE_S, "health to name the third controller")
 
 
 def test_duplicate_broker_id_is_refused(make_cluster: MakeCluster, tmp_path: Any) -> None:
@@ -115,15 +120,15 @@ def test_losing_zookeeper_nodes_including_the_leader_keeps_the_cluster_working(
 ) -> None:
     cluster = make_cluster(brokers=2, ensemble=private_ensemble)
     zk = cluster.zk_client()
-    wait_until(zk.get_controller, 10, "a controller")
+    wait_until(zk.get_controller, SLOW_MACHINE_S, "a controller")
 
     leader = private_ensemble.leader_id()
     assert leader is not None
     cluster.kill_zookeeper(leader)
-    private_ensemble.wait_leader(timeout=15, not_id=leader)
+    private_ensemble.wait_leader(timeout=SLOW_MACHINE_S, not_id=leader)
 
     # the cluster still works: a controller is known and a new broker can register
-    assert wait_until(zk.get_controller, 10, "a controller after losing the ZooKeeper leader")
+    assert wait_until(zk.get_controller, SLOW_MACHINE_S, "a controller after losing the ZooKeeper leader")
     cluster.cluster.add_broker(3, free_port_block(1))
     cluster.start_broker(3)
     assert 3 in zk.get_broker_ids()
@@ -132,20 +137,20 @@ def test_losing_zookeeper_nodes_including_the_leader_keeps_the_cluster_working(
     assert all(health(cluster.broker_url(b))["status"] == "ok" for b in (1, 2))
 
     cluster.start_zookeeper(leader)
-    private_ensemble.wait_ready(timeout=20)
+    private_ensemble.wait_ready(timeout=SLOW_MACHINE_S)
 
 
 def test_expired_session_reregisters_and_gives_up_controller(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(brokers=2)
     zk = cluster.zk_client()
-    controller = int(wait_until(zk.get_controller, 10, "a controller"))  # type: ignore[arg-type]
+    controller = int(wait_until(zk.get_controller, SLOW_MACHINE_S, "a controller"))  # type: ignore[arg-type]
     other = 1 if controller == 2 else 2
     old_epoch = zk.get_broker(controller).epoch  # type: ignore[union-attr]
     old_controller_epoch = zk.get_controller_epoch()[0]
 
     cluster.pause_broker(controller)  # SIGSTOP: its session expires while it cannot heartbeat
     try:
-        wait_until(lambda: zk.get_controller() == other, EXPIRY_S + 5, "the other broker to take over")
+        wait_until(lambda: zk.get_controller() == other, SLOW_MACHINE_S, "the other broker to take over")
     finally:
         cluster.resume_broker(controller)
 
@@ -153,9 +158,9 @@ def test_expired_session_reregisters_and_gives_up_controller(make_cluster: MakeC
         info = zk.get_broker(controller)
         return info is not None and info.epoch != old_epoch
 
-    wait_until(reregistered, 15, "the expired broker to register again with a new session")
+    wait_until(reregistered, SLOW_MACHINE_S, "the expired broker to register again with a new session")
     h = wait_until(lambda: (h := health(cluster.broker_url(controller)))["broker_epoch"] != old_epoch and h,
-                   10, "the broker to report its new session")
+                   SLOW_MACHINE_S, "the broker to report its new session")
     assert h["is_controller"] is False and h["controller_id"] == other  # type: ignore[index]
     assert zk.get_controller() == other
     assert zk.get_controller_epoch()[0] == old_controller_epoch + 1

@@ -17,11 +17,14 @@ from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.group_member import TP, GroupMember
 from tests.harness.http import create_topic, request
+from tests.harness.wait import SLOW_MACHINE_S
 from zk.groups import GroupStore
 
 pytestmark = pytest.mark.cluster
 
-SETTLE_S = 30.0
+# A group settling: a rebalance or two (plus a 6 s session timeout where a member is left to expire) on a healthy
+# machine.
+SETTLE_S = SLOW_MACHINE_S + 6.0
 
 
 def urls(cluster: LocalProcessBackend) -> list[str]:
@@ -116,7 +119,7 @@ def test_n_members_below_at_and_above_the_partition_count(make_cluster: MakeClus
 def _join(url: str, group: str, body: dict, out: list | None = None) -> dict:
     base = {"client_id": "raw", "topics": ["t2"], "assignor": "range", "session_timeout_ms": 10000,
             "rebalance_timeout_ms": 10000}
-    status, reply, _ = request("POST", f"{url}/groups/{group}/members", {**base, **body}, timeout=30)
+    status, reply, _ = request("POST", f"{url}/groups/{group}/members", {**base, **body}, timeout=SLOW_MACHINE_S)
     assert status == 200, reply
     if out is not None:
         out.append(reply)
@@ -145,9 +148,9 @@ def test_two_groups_are_independent_and_a_stale_generation_cannot_commit(make_cl
     t = threading.Thread(target=_join, args=(u[1], "ga", {"client_id": "second"}, joined))
     t.start()
     wait_until(lambda: request("POST", f"{u[0]}/groups/ga/members/{a['member_id']}/heartbeat",
-                               {"generation": 1})[0] == 409, 10, "the rebalance starts")
+                               {"generation": 1})[0] == 409, SLOW_MACHINE_S, "the rebalance starts")
     a2 = _join(u[0], "ga", {"member_id": a["member_id"], "owned": a["assignment"]})
-    t.join(30)
+    t.join(SLOW_MACHINE_S)
     assert a2["generation"] == 2 and joined and joined[0]["generation"] == 2
     status, reply = commit(u[1], "ga", a["member_id"], 1, 1)
     assert status == 409 and reply["error"] == "ILLEGAL_GENERATION", reply

@@ -19,12 +19,13 @@ from odradek.protocol.records import encode_batch
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, partition_state, read_all, request
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
 TOPIC = "idem"
 BATCHES = "application/vnd.odradek.batches.v2"
+MAX_UNACKED = 1000  # the sending thread's backlog cap (see run below)
 
 
 def live(cluster: LocalProcessBackend) -> list[int]:
@@ -43,7 +44,7 @@ def wait_new_leader(cluster: LocalProcessBackend, old: int, partition: int = 0) 
             return None
         return lead if lead >= 0 and lead != old and lead in live(cluster) else None
 
-    return wait_until(elected, 30, f"a new leader of {TOPIC}-{partition}")  # type: ignore[return-value]
+    return wait_until(elected, SLOW_MACHINE_S, f"a new leader of {TOPIC}-{partition}")  # type: ignore[return-value]
 
 
 def wait_full_isr(cluster: LocalProcessBackend, partitions: int) -> None:
@@ -54,12 +55,12 @@ def wait_full_isr(cluster: LocalProcessBackend, partitions: int) -> None:
         except (AssertionError, OSError):
             return False
 
-    wait_until(full, 60, "every partition's ISR back to 3")
+    wait_until(full, SLOW_MACHINE_S, "every partition's ISR back to 3")
 
 
 def wait_more_sent(futures: list[Any], what: str, more: int = 300) -> None:
     target = len(futures) + more
-    wait_until(lambda: len(futures) >= target, 30, what)
+    wait_until(lambda: len(futures) >= target, SLOW_MACHINE_S, what)
 
 
 def init_producer(url: str) -> tuple[int, int]:
@@ -69,8 +70,9 @@ def init_producer(url: str) -> tuple[int, int]:
 
 
 def send(url: str, data: bytes, partition: int = 0) -> tuple[int, Any]:
-    status, body, _ = request("POST", f"{url}/topics/{TOPIC}/partitions/{partition}/batches?acks=all&timeout_ms=10000",
-                              raw=data, content_type=BATCHES)
+    status, body, _ = request("POST", f"{url}/topics/{TOPIC}/partitions/{partition}/batches?acks=all"
+                                      f"&timeout_ms={int(SLOW_MACHINE_S * 1000)}",
+                              raw=data, content_type=BATCHES, timeout=2 * SLOW_MACHINE_S)
     return status, body
 
 
@@ -102,6 +104,10 @@ def test_idempotent_producer_through_repeated_leader_sigkills_writes_each_record
             i += 1
             if i % 50 == 0:
                 time.sleep(0.01)
+                # At most MAX_UNACKED records outstanding: how many are sent in all follows what the cluster
+                # acknowledges, not how long a slow machine takes, so the final flush has a bounded backlog.
+                while len(futures) > MAX_UNACKED and not futures[-MAX_UNACKED][2].done() and not stop.is_set():
+                    time.sleep(0.01)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -116,8 +122,8 @@ def test_idempotent_producer_through_repeated_leader_sigkills_writes_each_record
             wait_full_isr(cluster, partitions)
     finally:
         stop.set()
-        thread.join(30)
-        producer.flush(120)
+        thread.join(SLOW_MACHINE_S)
+        producer.flush(2 * SLOW_MACHINE_S)
         producer.close()
     failed = [(v, f.exception()) for _, v, f in futures if f.exception() is not None]
     assert not failed, failed[:5]
@@ -174,13 +180,13 @@ def test_producer_state_survives_a_restart(make_cluster: MakeCluster) -> None:
     log_dir = cluster.cluster.slots[1].data_dir / f"{TOPIC}-0"
     assert sorted(p.name for p in log_dir.glob("*.snapshot")) == [f"{6:020d}.snapshot"]
     cluster.start_broker(1)
-    wait_until(lambda: leader_of(cluster) == 1, 30, "the broker to lead again")
+    wait_until(lambda: leader_of(cluster) == 1, SLOW_MACHINE_S, "the broker to lead again")
     status, dup = send(url, batch(pid, 2))
     assert status == 200 and dup["base_offset"] == 2, dup
     assert send(url, batch(pid, 6))[0] == 200  # offsets 6-7: past the snapshot
     cluster.kill_broker(1)  # no clean shutdown: the snapshot at 6 plus the log's tail
     cluster.start_broker(1)
-    wait_until(lambda: leader_of(cluster) == 1, 30, "the broker to lead again")
+    wait_until(lambda: leader_of(cluster) == 1, SLOW_MACHINE_S, "the broker to lead again")
     status, dup = send(url, batch(pid, 6))
     assert status == 200 and dup["base_offset"] == 6, dup
     status, gap = send(url, batch(pid, 9))

@@ -31,7 +31,7 @@ from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import request
 from tests.harness.ports import free_port_block
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -42,7 +42,8 @@ VALUE = bytes(range(256)) * 20  # 5 KB
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ROOT / "scripts" / script), *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
+                          timeout=2 * SLOW_MACHINE_S,
                           check=False)
 
 
@@ -62,7 +63,7 @@ def setup(make_cluster: MakeCluster, topic: str) -> LocalProcessBackend:
         status, _body, headers = probe(url, "probes")
         return status == 200 and int(headers.get("Odradek-Throttle-Time-Ms", "0")) > 0
 
-    wait_until(throttled_probe, 20, "the broker to apply the quota (without a restart)", interval=0.2)
+    wait_until(throttled_probe, SLOW_MACHINE_S, "the broker to apply the quota (without a restart)", interval=0.2)
     return cluster
 
 
@@ -119,7 +120,7 @@ def test_a_fetch_quota_holds_the_consumer(make_cluster: MakeCluster) -> None:
         for _ in range(TOTAL // len(VALUE)):
             p.send("qf", VALUE, partition=0)
     offset, got, samples, throttles = 0, 0, [], []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 2 * SLOW_MACHINE_S  # ~10 s at the quota; the rate is the property
     while got < TOTAL and time.monotonic() < deadline:
         req = urllib.request.Request(f"{url}/topics/qf/partitions/0/batches?offset={offset}&max_bytes=65536",
                                      headers={"Accept": media.BATCHES, "Odradek-Client-Id": "qc"})
@@ -175,7 +176,7 @@ def test_a_user_quota_holds_an_authenticated_user_across_its_client_ids(zk_ensem
             status, _body, headers = probe(url, "qu", alice, user_ctx)
             return status == 200 and int(headers.get("Odradek-Throttle-Time-Ms", "0"))
 
-        first = wait_until(throttled, 20, "the broker to apply alice's quota", interval=0.2)
+        first = wait_until(throttled, SLOW_MACHINE_S, "the broker to apply alice's quota", interval=0.2)
         # ~600 KB at 256 KiB/s is ~2.3 s; the <default> client's 1 B/s would be the 30 s cap
         assert 1000 <= first <= 4000, first
         status, body, headers = probe(url, "qu", {**alice, "Odradek-Client-Id": "other",

@@ -15,7 +15,7 @@ from odradek import Producer
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import partition_state, read_all, request
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 from tests.integration.test_replication import TOPIC, SequentialProducer, urls
 
 pytestmark = pytest.mark.cluster
@@ -25,7 +25,7 @@ SCRIPT = ROOT / "scripts" / "odradek-reassign-partitions.sh"
 TOPICS_SCRIPT = ROOT / "scripts" / "odradek-topics.sh"
 
 
-def run(script: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(script: Path, *args: str, timeout: float = 2 * SLOW_MACHINE_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -46,7 +46,8 @@ def create(cluster: LocalProcessBackend, topic: str, assignment: str, *configs: 
         args += ["--config", c]
     done = run(TOPICS_SCRIPT, *args)
     assert done.returncode == 0, done.stderr
-    wait_until(lambda: all(partition_state(u, topic)["leader"] >= 0 for u in urls(cluster)), 20, "a leader")
+    wait_until(lambda: all(partition_state(u, topic)["leader"] >= 0 for u in urls(cluster)), SLOW_MACHINE_S,
+               "a leader")
 
 
 def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
@@ -55,7 +56,7 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
     create(cluster, TOPIC, "1:2", "min.insync.replicas=2", "file.delete.delay.ms=0")
     producer = SequentialProducer(cluster, count=400, pause_s=0.005)
     producer.start()
-    wait_until(lambda: len(producer.acked) >= 50, 30, "some acknowledged records before the move")
+    wait_until(lambda: len(producer.acked) >= 50, SLOW_MACHINE_S, "some acknowledged records before the move")
 
     moves = write_moves(tmp_path / "moves.json", TOPIC, {0: [2, 3]})
     executed = reassign(cluster, "--execute", "--reassignment-json-file", str(moves))
@@ -67,10 +68,11 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
 
     verified = wait_until(
         lambda: (v := reassign(cluster, "--verify", "--reassignment-json-file", str(moves))).returncode == 0
-        and f"Reassignment of partition {TOPIC}-0 is complete." in v.stdout and v, 60, "--verify to say complete",
+        and f"Reassignment of partition {TOPIC}-0 is complete." in v.stdout and v, 2 * SLOW_MACHINE_S,
+        "--verify to say complete",
         interval=0.5)
     print("--verify output:\n" + verified.stdout)
-    producer.join(120)
+    producer.join(4 * SLOW_MACHINE_S)  # 400 sends and one move: seconds on a healthy machine
     assert not producer.is_alive()
     assert not producer.failed, producer.errors[-5:]
 
@@ -82,7 +84,7 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
     assert [v for v in dict.fromkeys(values) if v in set(producer.acked)] == producer.acked  # in order
 
     old = cluster.cluster.slots[1].data_dir
-    wait_until(lambda: not [p for p in old.iterdir() if p.name.startswith(f"{TOPIC}-0")], 20,
+    wait_until(lambda: not [p for p in old.iterdir() if p.name.startswith(f"{TOPIC}-0")], SLOW_MACHINE_S,
                "broker 1 to delete its copy of the moved partition")
     assert (cluster.cluster.slots[3].data_dir / f"{TOPIC}-0").is_dir()
 
@@ -107,7 +109,7 @@ def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_pa
         return sum(r["size"] for d in body["log_dirs"] for r in d["replicas"] if r["topic"] == topic)
 
     samples: list[tuple[float, int]] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 2 * SLOW_MACHINE_S  # the copy takes ~10 s at the limit; the rate is the property
     while time.monotonic() < deadline:
         samples.append((time.monotonic(), size_on_2()))
         if samples[-1][1] >= total * 0.9:
@@ -122,7 +124,7 @@ def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_pa
 
     verified = wait_until(
         lambda: (v := reassign(cluster, "--verify", "--reassignment-json-file", str(moves))).returncode == 0
-        and "is complete." in v.stdout and v, 60, "the move to complete", interval=0.5)
+        and "is complete." in v.stdout and v, 2 * SLOW_MACHINE_S, "the move to complete", interval=0.5)
     assert "Clearing broker-level throttles on brokers 1,2,3" in verified.stdout
     assert f"Clearing topic-level throttles on topic {topic}" in verified.stdout
     configs = run(ROOT / "scripts" / "odradek-configs.sh", "--bootstrap-server", cluster.broker_url(1),

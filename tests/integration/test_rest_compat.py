@@ -16,6 +16,7 @@ import pytest
 
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, metadata, request
+from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
@@ -104,7 +105,7 @@ def test_per_record_errors_carry_confluents_kafka_error_codes(compat: LocalProce
     other = next(b for b in compat.broker_ids() if b != leader)
     compat.stop_broker(other)  # controlled shutdown takes it out of the ISR at once
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SLOW_MACHINE_S
         while True:
             status, body, _ = request("POST", f"{compat.broker_url(leader)}/topics/isr/partitions/0?timeout_ms=2000",
                                       {"records": [{"value": 1}]}, content_type=JSON_V2)
@@ -116,7 +117,7 @@ def test_per_record_errors_carry_confluents_kafka_error_codes(compat: LocalProce
                 assert offset["offset"] is None and offset["error_code"] == 50003, offset
                 if offset["error_name"].startswith("NOT_ENOUGH_REPLICAS"):
                     break
-            assert time.monotonic() < deadline, f"no NOT_ENOUGH_REPLICAS within 30 s: {offset}"
+            assert time.monotonic() < deadline, f"no NOT_ENOUGH_REPLICAS within {SLOW_MACHINE_S:.0f} s: {offset}"
             time.sleep(0.2)
         assert "NOT_ENOUGH_REPLICAS" in offset["error"]
     finally:

@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import JSON_V2, request
+from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
@@ -35,13 +36,15 @@ def _create_then_produce(cluster: LocalProcessBackend, cluster_id: str, n: int) 
     name = f"t{n}"
     body = {"topic_name": name, "partitions_count": PARTITIONS, "replication_factor": 2}
     creator = cluster.broker_url(rng.choice(brokers))
-    status, created, _ = request("POST", f"{creator}/v3/clusters/{cluster_id}/topics", body)
+    status, created, _ = request("POST", f"{creator}/v3/clusters/{cluster_id}/topics", body, timeout=2 * SLOW_MACHINE_S)
     assert status == 201, (name, status, created)
 
     producer = cluster.broker_url(rng.choice(brokers))
     records = [{"key": f"k{i}", "value": {"n": n, "i": i}} for i in range(4)] + [{"value": "keyless"}]
-    status, produced, _ = request("POST", f"{producer}/topics/{name}?timeout_ms=30000", {"records": records},
-                                  content_type=JSON_V2, timeout=45)
+    # The produce waits for the leader within its timeout: a few ms when healthy, longer with 100 of these at once
+    # on a loaded machine.
+    status, produced, _ = request("POST", f"{producer}/topics/{name}?timeout_ms={int(SLOW_MACHINE_S * 1000)}",
+                                  {"records": records}, content_type=JSON_V2, timeout=2 * SLOW_MACHINE_S)
     result: dict[str, Any] = {"topic": name, "status": status, "body": produced, "via": (creator, producer)}
     if status != 200:
         return result

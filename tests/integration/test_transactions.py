@@ -24,7 +24,7 @@ from odradek.protocol.errors import InvalidProducerEpochError, OdradekError, Pro
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -52,7 +52,7 @@ def consume(url: str, partitions: int, isolation: str, expect: int) -> list[byte
     got: list[bytes] = []
     try:
         wait_until(lambda: got.extend(r.value for rs in c.poll(500).values() for r in rs) or len(got) >= expect,
-                   30, f"{expect} records ({isolation})")
+                   SLOW_MACHINE_S, f"{expect} records ({isolation})")
         got.extend(r.value for rs in c.poll(300).values() for r in rs)  # nothing more must come
     finally:
         c.close()
@@ -151,7 +151,7 @@ def test_a_coordinator_sigkill_mid_transaction_ends_in_commit_or_abort_on_every_
         except OSError:
             return False
 
-    wait_until(ended, 60, "the transaction to complete or abort")
+    wait_until(ended, 2 * SLOW_MACHINE_S, "the transaction to complete or abort")
     final = txn_state(survivor, "t-kill")["state"]
     got = consume(survivor, 3, "read_committed", 30 if final == "CompleteCommit" else 0)
     assert len(got) == (30 if final == "CompleteCommit" else 0)
@@ -210,9 +210,10 @@ def test_consume_transform_produce_across_a_processor_sigkill_writes_each_output
 
     a = start_processor(processes, url, "ctp", out_topic, "proc-a", delay_ms=60)
     start_processor(processes, url, "ctp", out_topic, "proc-b", delay_ms=60)
-    wait_until(lambda: len(committed_outputs(url, out_topic, 3)) >= 100, 90, "the processors to be part-way")
+    wait_until(lambda: len(committed_outputs(url, out_topic, 3)) >= 100, 3 * SLOW_MACHINE_S,
+               "the processors to be part-way")
     os.kill(a.pid, signal.SIGKILL)  # usually inside a transaction: its sends are written, not committed
-    a.wait(10)
+    a.wait(SLOW_MACHINE_S)
     start_processor(processes, url, "ctp", out_topic, "proc-a", delay_ms=0)  # fences A's leftovers
 
     seen: list[tuple[int, int]] = []
@@ -221,7 +222,7 @@ def test_consume_transform_produce_across_a_processor_sigkill_writes_each_output
         seen[:] = committed_outputs(url, out_topic, 3)
         return set(seen) >= expected
 
-    wait_until(all_out, 120, "every input's output")
+    wait_until(all_out, 4 * SLOW_MACHINE_S, "every input's output")  # 600 inputs: about a minute when healthy
     assert set(seen) == expected  # nothing lost, nothing invented
     duplicates = {k: c for k, c in Counter(seen).items() if c > 1}
     assert not duplicates, f"{len(duplicates)} inputs were output more than once, e.g. {list(duplicates)[:5]}"

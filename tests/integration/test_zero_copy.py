@@ -14,7 +14,7 @@ from odradek.protocol.records import encode_batch, iter_batch_headers
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import create_topic, partition_state, request
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -45,7 +45,7 @@ def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
     leader = int(partition_state(urls[0], TOPIC)["leader"])
     follower = next(b for b in cluster.broker_ids() if b != leader)
     url = cluster.broker_url(leader)
-    wait_until(lambda: len(partition_state(url, TOPIC)["isr"]) == 2, 20, "both replicas in the ISR")
+    wait_until(lambda: len(partition_state(url, TOPIC)["isr"]) == 2, SLOW_MACHINE_S, "both replicas in the ISR")
     _produce(url, 40)
     segments = _segments(cluster, leader)
     assert len(segments) > 2
@@ -81,7 +81,7 @@ def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
 
     # Several answers on one keep-alive connection: the sendfile'd bodies do not bleed into each other.
     parsed = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)  # generous: not a property
     try:
         for off in (0, 5, 30, 0, 41):
             conn.request("GET", f"/topics/{TOPIC}/partitions/0/batches?offset={off}&max_bytes=100000")
@@ -93,4 +93,5 @@ def test_fetch_answers_are_the_segment_bytes(make_cluster: MakeCluster) -> None:
         conn.close()
 
     # The follower copied the leader's log through the same path: byte-identical segments.
-    wait_until(lambda: b"".join(_segments(cluster, follower)) == everything, 20, "the follower to hold the log")
+    wait_until(lambda: b"".join(_segments(cluster, follower)) == everything, SLOW_MACHINE_S,
+               "the follower to hold the log")

@@ -12,6 +12,7 @@ import pytest
 from odradek.client import AdminClient
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.http import create_topic, metadata
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.spark.conftest import bootstrap, new_topic, produce, read_rows
 
 pytestmark = pytest.mark.spark
@@ -52,7 +53,8 @@ def test_topic_recreated_under_a_streaming_query(spark: Any, cluster: LocalProce
     urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
     with AdminClient(bootstrap(cluster)) as admin:
         admin.delete_topic(topic)
-    wait_until(lambda: all(metadata(u, topic)["error"] == "UNKNOWN_TOPIC" for u in urls), 30, "the topic to go")
+    wait_until(lambda: all(metadata(u, topic)["error"] == "UNKNOWN_TOPIC" for u in urls), SLOW_MACHINE_S,
+               "the topic to go")
     create_topic(urls[0], topic, 1, 1, seen_by=urls)
     produce(cluster, topic, [{"value": f"new{i}"} for i in range(3)])
 

@@ -13,7 +13,7 @@ from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import partition_state, request
 from tests.harness.sockets import ESTABLISHED, socket_inodes, tcp_sockets
-from tests.harness.wait import wait_at_most, wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_at_most, wait_until
 from tests.spark.conftest import bootstrap, new_topic
 
 pytestmark = pytest.mark.spark
@@ -100,19 +100,19 @@ def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, 
         busy, last = now - last >= 5, now
         return busy
 
-    wait_until(reading, 60, "the read to fetch from the leader", interval=0.03)
+    wait_until(reading, SLOW_MACHINE_S, "the read to fetch from the leader", interval=0.03)
     cluster.pause_broker(leader)
     # Evidence that the read hangs on the frozen leader: one of its requests sits there unread. (If the leader
     # froze while handling one, the read already hangs on that one, invisibly: then this waits out its 1 s.)
     wait_at_most(lambda: _request_queued_at(cluster, leader), 1.0)
     assert reader.is_alive(), "the read finished before the leader was killed"
     cluster.kill_broker(leader)
-    reader.join(timeout=120)
+    reader.join(timeout=2 * SLOW_MACHINE_S)  # ZooKeeper expiry, election, the rest of the read
     assert not reader.is_alive(), "the read did not finish after the failover"
     assert "error" not in result, result.get("error")
 
     got = sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in result["rows"])
     assert got == expected
     state = partition_state(cluster.broker_url(survivors[0]), topic, 0)
-    wait_until(lambda: partition_state(cluster.broker_url(survivors[0]), topic, 0)["leader"] in survivors, 30,
-               f"a new leader (was {state})")
+    wait_until(lambda: partition_state(cluster.broker_url(survivors[0]), topic, 0)["leader"] in survivors,
+               SLOW_MACHINE_S, f"a new leader (was {state})")

@@ -12,6 +12,7 @@ import pytest
 
 from odradek.client import AdminClient
 from tests.harness.cluster import LocalProcessBackend, wait_until
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.spark.conftest import bootstrap, new_topic, produce
 
 pytestmark = pytest.mark.spark
@@ -89,7 +90,7 @@ def test_partitions_added_while_a_query_runs_are_picked_up(spark: Any, cluster: 
         def rows() -> list[tuple[int, str]]:
             return sorted((r["partition"], r["value"]) for r in spark.sql(f"SELECT * FROM {name}").collect())
 
-        wait_until(lambda: len(rows()) == 5, 60, "the first records")
+        wait_until(lambda: len(rows()) == 5, SLOW_MACHINE_S, "the first records")
         with AdminClient(bootstrap(cluster)) as admin:
             admin.add_partitions(topic, 3)
         urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
@@ -97,9 +98,9 @@ def test_partitions_added_while_a_query_runs_are_picked_up(spark: Any, cluster: 
 
         wait_until(lambda: all(len(metadata(u, topic)["partitions"]) == 3 and
                                all(p["leader"] >= 0 for p in metadata(u, topic)["partitions"]) for u in urls),
-                   30, "the new partitions")
+                   SLOW_MACHINE_S, "the new partitions")
         produce(cluster, topic, [{"value": f"new{p}", "partition": p} for p in (1, 2)])
-        wait_until(lambda: len(rows()) == 7, 60, "records of the new partitions")
+        wait_until(lambda: len(rows()) == 7, SLOW_MACHINE_S, "records of the new partitions")
         assert rows()[-2:] == [(1, "new1"), (2, "new2")]
         assert query.exception() is None
     finally:

@@ -23,7 +23,7 @@ from odradek_local.zookeeper import (
     ZkNodeStatus,
     four_letter_word,
 )
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 needs_zookeeper = pytest.mark.skipif(
@@ -82,7 +82,7 @@ def is_gone(pid: int, start_time: int) -> bool:
 def run_in_other_process(code: str, *args: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=3 * SLOW_MACHINE_S
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -96,7 +96,7 @@ def _log_of(ens: ZkEnsemble, node_id: int) -> str:
 def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemble: MakeEnsemble) -> None:
     ens = make_ensemble(1)
     port = ens.client_port_base
-    [status] = ens.start(timeout=20)
+    [status] = ens.start(timeout=SLOW_MACHINE_S)
     assert status.id == 1 and status.client_port == port and status.mode == "standalone"
     assert status.pid is not None
     assert ens.leader_id() == 1
@@ -125,7 +125,7 @@ def test_single_node_runs_standalone_and_another_process_can_stop_it(make_ensemb
 @needs_zookeeper
 def test_three_nodes_elect_one_leader_lose_quorum_and_stop_cleanly(make_ensemble: MakeEnsemble) -> None:
     ens = make_ensemble(3)
-    statuses = ens.start(timeout=30)
+    statuses = ens.start(timeout=SLOW_MACHINE_S)
     assert sorted(str(s.mode) for s in statuses) == ["follower", "follower", "leader"]
     leader = ens.leader_id()
     assert leader is not None
@@ -139,8 +139,8 @@ def test_three_nodes_elect_one_leader_lose_quorum_and_stop_cleanly(make_ensemble
         if node_id != survivor:
             ens.kill_node(node_id)
     with pytest.raises(EnsembleNotReadyError, match="only 1 of 3 nodes are running"):
-        ens.wait_quorum(timeout=5)
-    wait_until(lambda: ens.node_status(survivor).mode is None, 10, "the lone survivor to stop serving")
+        ens.wait_quorum(timeout=5)  # fails at its first look (too few nodes running), not by timing out
+    wait_until(lambda: ens.node_status(survivor).mode is None, SLOW_MACHINE_S, "the lone survivor to stop serving")
     lone = ens.node_status(survivor)
     assert lone.pid is not None
     assert four_letter_word("127.0.0.1", lone.client_port, "ruok") == "imok"
@@ -154,19 +154,19 @@ def test_three_nodes_elect_one_leader_lose_quorum_and_stop_cleanly(make_ensemble
 @needs_zookeeper
 def test_killed_leader_is_replaced_and_rejoins_as_follower(make_ensemble: MakeEnsemble) -> None:
     ens = make_ensemble(3)
-    ens.start(timeout=30)
+    ens.start(timeout=SLOW_MACHINE_S)
     old_leader = ens.leader_id()
     assert old_leader is not None
 
     ens.kill_node(old_leader)
     port = ens.nodes[old_leader].client_port
     assert ens.node_status(old_leader) == ZkNodeStatus(old_leader, port, None, None)
-    new_leader = ens.wait_leader(timeout=15, not_id=old_leader)
+    new_leader = ens.wait_leader(timeout=SLOW_MACHINE_S, not_id=old_leader)
     assert new_leader != old_leader
-    ens.wait_quorum(timeout=10)
+    ens.wait_quorum(timeout=SLOW_MACHINE_S)
 
     ens.start_node(old_leader)
-    statuses = ens.wait_ready(timeout=20)
+    statuses = ens.wait_ready(timeout=SLOW_MACHINE_S)
     modes = {s.id: s.mode for s in statuses}
     assert modes[old_leader] == "follower"
     assert [i for i, mode in modes.items() if mode == "leader"] == [new_leader]
@@ -180,5 +180,5 @@ def test_a_busy_client_port_fails_fast_and_names_the_port(make_ensemble: MakeEns
         squatter.bind(("127.0.0.1", busy))
         squatter.listen()
         with pytest.raises(PortInUseError, match=f"client port {busy} "):
-            ens.start(timeout=5)
+            ens.start(timeout=5)  # the port check runs before any node starts, so no wait is involved
     assert ens.status() == [ZkNodeStatus(i, ens.nodes[i].client_port, None, None) for i in ens.nodes]

@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from odradek_local.processes import ManagedProcess, read_proc_stat
-from tests.harness.wait import wait_until
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+# How long the idle children live unless signalled: far beyond any wait below, so a slow machine never sees one
+# exit by itself where the test expects it alive or killed by a signal.
+IDLE_S = str(int(10 * SLOW_MACHINE_S))
 Spawn = Callable[..., ManagedProcess]
 
 
@@ -42,18 +45,18 @@ def proc_state(pid: int) -> str | None:
 
 
 def test_spawn_logs_output_in_its_own_session(spawn: Spawn, tmp_path: Path) -> None:
-    proc = spawn("sh", "-c", "echo to-stdout; echo to-stderr >&2; exec sleep 30")
+    proc = spawn("sh", "-c", f"echo to-stdout; echo to-stderr >&2; exec sleep {IDLE_S}")
     assert proc.is_child
     assert os.getsid(proc.pid) == proc.pid  # a Ctrl-C to our terminal does not reach it
     stat = read_proc_stat(proc.pid)
     assert stat is not None and stat.start_time == proc.start_time
-    wait_until(lambda: "to-stderr" in (tmp_path / "proc0.log").read_text(), 5, "stderr in the log")
+    wait_until(lambda: "to-stderr" in (tmp_path / "proc0.log").read_text(), SLOW_MACHINE_S, "stderr in the log")
     assert "to-stdout" in (tmp_path / "proc0.log").read_text()
     assert proc.is_alive()
 
 
 def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, tmp_path: Path) -> None:
-    proc = spawn("sleep", "60")
+    proc = spawn("sleep", IDLE_S)
     state = tmp_path / "state.json"
     state.write_text(json.dumps(proc.to_json()))
 
@@ -65,15 +68,16 @@ def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, 
         "import json, sys\n"
         "from odradek_local.processes import ManagedProcess\n"
         "p = ManagedProcess.from_json(json.load(open(sys.argv[1])))\n"
-        "print(p.is_alive()); p.terminate(timeout=5); print(p.is_alive())\n"
+        "print(p.is_alive()); p.terminate(timeout=float(sys.argv[2])); print(p.is_alive())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", code, str(state)], env=env, capture_output=True, text=True, timeout=30
+        [sys.executable, "-c", code, str(state), str(SLOW_MACHINE_S)], env=env, capture_output=True, text=True,
+        timeout=3 * SLOW_MACHINE_S,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False"]
-    assert proc.wait_exit(5)
+    assert proc.wait_exit(SLOW_MACHINE_S)
     assert proc.returncode == -signal.SIGTERM
     assert not again.is_alive()
 
@@ -81,7 +85,7 @@ def test_identity_survives_json_and_another_process_can_terminate(spawn: Spawn, 
 def test_zombie_and_vanished_pids_are_dead() -> None:
     raw = subprocess.Popen(["true"])  # deliberately not reaped until the end, so it lingers as a zombie
     try:
-        wait_until(lambda: proc_state(raw.pid) == "Z", 5, "the unreaped child to be a zombie")
+        wait_until(lambda: proc_state(raw.pid) == "Z", SLOW_MACHINE_S, "the unreaped child to be a zombie")
         stat = read_proc_stat(raw.pid)
         assert stat is not None
         handle = ManagedProcess(raw.pid, stat.start_time)
@@ -97,7 +101,7 @@ def test_zombie_and_vanished_pids_are_dead() -> None:
 
 
 def test_a_different_start_time_is_never_signalled(spawn: Spawn) -> None:
-    proc = spawn("sleep", "60")
+    proc = spawn("sleep", IDLE_S)
     impostors = [
         ManagedProcess.from_json({**proc.to_json(), "start_time": proc.start_time - 1}),
         ManagedProcess.from_json({**proc.to_json(), "boot_id": "another-boot"}),
@@ -113,26 +117,29 @@ def test_a_different_start_time_is_never_signalled(spawn: Spawn) -> None:
 
 
 def test_stop_cont_and_terminate_of_a_frozen_process(spawn: Spawn) -> None:
-    proc = spawn("sleep", "60")
+    proc = spawn("sleep", IDLE_S)
     assert proc.stop_signal()
-    wait_until(lambda: proc_state(proc.pid) == "T", 5, "the process to be stopped")
+    wait_until(lambda: proc_state(proc.pid) == "T", SLOW_MACHINE_S, "the process to be stopped")
     assert proc.is_alive()
     assert proc.cont()
-    wait_until(lambda: proc_state(proc.pid) != "T", 5, "the process to run again")
+    wait_until(lambda: proc_state(proc.pid) != "T", SLOW_MACHINE_S, "the process to run again")
 
     proc.stop_signal()
-    wait_until(lambda: proc_state(proc.pid) == "T", 5, "the process to be stopped")
+    wait_until(lambda: proc_state(proc.pid) == "T", SLOW_MACHINE_S, "the process to be stopped")
+    # SIGCONT after SIGTERM lets a frozen process act on it at once: it ends by SIGTERM, well before the timeout
+    # after which terminate would escalate to SIGKILL (a frozen process never acts on a SIGTERM by itself).
     started = time.monotonic()
-    proc.terminate(timeout=5)  # SIGCONT after SIGTERM lets a frozen process act on it at once
-    assert time.monotonic() - started < 2
+    proc.terminate(timeout=SLOW_MACHINE_S)
+    assert time.monotonic() - started < SLOW_MACHINE_S
     assert proc.returncode == -signal.SIGTERM
 
 
 def test_terminate_escalates_to_sigkill(spawn: Spawn, tmp_path: Path) -> None:
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-    proc = spawn(sys.executable, "-c", code + "time.sleep(60)")
-    wait_until(lambda: "ready" in (tmp_path / "proc0.log").read_text(), 5, "the child to install its handler")
-    proc.terminate(timeout=0.3)
+    proc = spawn(sys.executable, "-c", code + f"time.sleep({IDLE_S})")
+    wait_until(lambda: "ready" in (tmp_path / "proc0.log").read_text(), SLOW_MACHINE_S,
+               "the child to install its handler")
+    proc.terminate(timeout=0.3, kill_timeout=SLOW_MACHINE_S)  # SIGTERM is ignored: escalation is the point
     assert proc.returncode == -signal.SIGKILL
     assert not proc.is_alive()
 
@@ -142,7 +149,7 @@ def test_proc_stat_parsing_survives_parentheses_in_the_command_name(spawn: Spawn
     sleep = shutil.which("sleep")
     assert sleep is not None
     shutil.copy(sleep, odd)
-    proc = spawn(str(odd), "60")
+    proc = spawn(str(odd), IDLE_S)
     stat = read_proc_stat(proc.pid)
     assert stat is not None and stat.state in ("R", "S")
     assert stat.start_time == proc.start_time

@@ -22,8 +22,13 @@ import pytest
 
 from odradek import Producer
 from odradek.protocol.errors import RequestTimedOutError
+from tests.harness.wait import SLOW_MACHINE_S
 
 ROOT = Path(__file__).resolve().parents[3]
+# close(timeout=0.3) returns after its 0.3 s plus at most the one request in flight (answered after 1 s, and cut at
+# request_timeout_ms=3 s): about 3.3 s at worst; a sender that never ends makes close never return. 30 s is ~10x the
+# worst case, so a loaded machine stays under it.
+CLOSE_BOUND_S = 30.0
 
 
 class _SlowBroker(BaseHTTPRequestHandler):
@@ -77,8 +82,10 @@ def test_close_after_a_timed_out_flush_fails_what_is_outstanding_and_ends(broker
     with pytest.raises(TimeoutError):
         producer.flush(timeout=0.3)
     started = time.monotonic()
-    producer.close(timeout=0.3)
-    assert time.monotonic() - started < 10
+    closer = threading.Thread(target=producer.close, kwargs={"timeout": 0.3}, daemon=True)
+    closer.start()
+    closer.join(CLOSE_BOUND_S)  # a close that never returns fails here instead of hanging the run
+    assert not closer.is_alive() and time.monotonic() - started < CLOSE_BOUND_S
     assert not producer._sender.is_alive()
     assert all(f.done() and f.exception() is not None for f in futures)
     assert not [r for r in caplog.records if "sender round failed" in r.getMessage()]
@@ -94,8 +101,8 @@ def test_a_pool_shut_down_under_the_sender_fails_the_records_and_ends_the_sender
         producer._io.shutdown(wait=False)
         future = producer.send("t", b"v", partition=0)
         with pytest.raises(RequestTimedOutError, match="producer stopped"):
-            future.result(timeout=5)
-        producer._sender.join(5)
+            future.result(timeout=SLOW_MACHINE_S)
+        producer._sender.join(SLOW_MACHINE_S)
         assert not producer._sender.is_alive()
         assert not [r for r in caplog.records if "sender round failed" in r.getMessage()]
     finally:
@@ -104,12 +111,14 @@ def test_a_pool_shut_down_under_the_sender_fails_the_records_and_ends_the_sender
 
 def test_an_interpreter_exiting_after_a_timed_out_flush_does_not_loop(broker: str) -> None:
     """The child's atexit hook (cleanup work, as the verify driver has) runs after the pools were shut down, while
-    the daemon sender still runs and the in-flight request's retriable answer asks for a resend."""
+    the daemon sender still runs and the in-flight request's retriable answer asks for a resend. The hook lasts
+    until the sender has ended (at most SLOW_MACHINE_S), so the answer comes while the interpreter still runs
+    however slow the machine: a sender that loops instead keeps logging until the hook gives up."""
     script = (
         "import atexit, logging, sys, time\n"
         "from odradek import Producer\n"
         "logging.basicConfig(level=logging.ERROR)\n"
-        "atexit.register(time.sleep, 1.5)\n"
+        "atexit.register(lambda: p._sender.join(float(sys.argv[1])))\n"
         f"p = Producer({broker!r}, request_timeout_ms=3000, retry_backoff_ms=20, linger_ms=0)\n"
         "fs = [p.send('t', b'v', partition=0) for _ in range(10)]\n"
         "try:\n"
@@ -117,6 +126,7 @@ def test_an_interpreter_exiting_after_a_timed_out_flush_does_not_loop(broker: st
         "except TimeoutError:\n"
         "    print('flush timed out', flush=True)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script, str(SLOW_MACHINE_S)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=3 * SLOW_MACHINE_S)
     assert "flush timed out" in done.stdout
     assert "cannot schedule new futures" not in done.stderr and "sender round failed" not in done.stderr, done.stderr

@@ -13,8 +13,15 @@ import pytest
 
 from broker.produce.routing import LeaderRouter, Remote
 from odradek.protocol.errors import LeaderNotAvailableError, NotLeaderOrFollowerError, UnknownTopicError
+from tests.harness.wait import SLOW_MACHINE_S, wait_until_async
 
 ME, OTHER = 1, 2
+# A request deadline far beyond the test's length: a wait that is ended by the test, never by the deadline.
+FAR_S = 10 * SLOW_MACHINE_S
+# "Answers at once" (or "at its deadline") against "waits until a far deadline, or for ever": an answer within
+# PROMPT_S proves the first, as PROMPT_S is a tenth of FAR_S yet far more than the few loop iterations an answer takes
+# even on a loaded machine.
+PROMPT_S = 30.0
 
 
 @dataclass
@@ -73,8 +80,10 @@ class Signal:
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
+        self.waits = 0  # calls of changed(): a waiter has looked, found nothing, and now waits for a change
 
     async def changed(self, timeout: float) -> None:
+        self.waits += 1
         event = self.event
         await asyncio.wait_for(event.wait(), timeout)
 
@@ -85,6 +94,15 @@ class Signal:
 
 def _deadline(seconds: float) -> float:
     return asyncio.get_running_loop().time() + seconds
+
+
+async def waits_for_a_change(signal: Signal, times: int) -> None:
+    """Until a waiter has called ``signal.changed`` ``times`` times in all: it found no answer and waits."""
+
+    async def seen() -> bool:
+        return signal.waits >= times
+
+    await wait_until_async(seen, SLOW_MACHINE_S, f"call {times} of changed()", interval=0.001)
 
 
 def test_becoming_leader_is_leader_not_available_and_never_names_the_same_broker_twice() -> None:
@@ -123,15 +141,15 @@ def test_await_route_waits_for_the_election_and_the_local_leadership() -> None:
         replicas.cache.counts["t"] = 1
         signal = Signal()
         router = LeaderRouter(replicas, signal.changed)  # type: ignore[arg-type]
-        waiter = asyncio.create_task(router.await_route("t", 0, _deadline(5)))
-        await asyncio.sleep(0.01)
+        waiter = asyncio.create_task(router.await_route("t", 0, _deadline(FAR_S)))
+        await waits_for_a_change(signal, 1)
         replicas.infos[("t", 0)] = FakeInfo(ME, 1)  # elected: this broker, not active yet
         signal.set()
-        await asyncio.sleep(0.01)
+        await waits_for_a_change(signal, 2)  # it looked again and still waits
         assert not waiter.done()
         replicas.local[("t", 0)] = FakePartition(leader_epoch=1)  # the replica manager applied it
         signal.set()
-        assert await asyncio.wait_for(waiter, 1) is replicas.local[("t", 0)]
+        assert await asyncio.wait_for(waiter, SLOW_MACHINE_S) is replicas.local[("t", 0)]
 
     asyncio.run(scenario())
 
@@ -145,7 +163,7 @@ def test_no_leader_by_the_deadline_answers_the_retriable_error() -> None:
         started = loop.time()
         with pytest.raises(LeaderNotAvailableError):
             await router.await_route("t", 0, _deadline(0.3))
-        assert 0.25 <= loop.time() - started < 2
+        assert 0.25 <= loop.time() - started < PROMPT_S  # it waited for its deadline, and no longer
 
     asyncio.run(scenario())
 
@@ -163,14 +181,14 @@ def test_an_unknown_topic_is_waited_for_only_when_zookeeper_knows_it() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(UnknownTopicError):
-            await router.await_topic("missing", _deadline(5))
-        assert loop.time() - started < 0.5  # at once: ZooKeeper does not know it either
+            await router.await_topic("missing", _deadline(FAR_S))
+        assert loop.time() - started < PROMPT_S  # at once, not at the deadline: ZooKeeper does not know it either
 
-        waiter = asyncio.create_task(router.await_topic("new", _deadline(5)))
-        await asyncio.sleep(0.01)
+        waiter = asyncio.create_task(router.await_topic("new", _deadline(FAR_S)))
+        await waits_for_a_change(signal, 1)
         assert not waiter.done()
         replicas.cache.counts["new"] = 1
         signal.set()
-        await asyncio.wait_for(waiter, 1)
+        await asyncio.wait_for(waiter, SLOW_MACHINE_S)
 
     asyncio.run(scenario())
