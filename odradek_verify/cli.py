@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         "back and check it (lost, duplicated, misplaced, reordered, unexpected, divergent, group skips)."))
     p.add_argument("--out", type=Path, default=None, help="directory for report.json, history.json, timeline.png")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
+    p.add_argument("--min-faults", type=int, default=0,
+                   help="go on past --duration until this many faults were applied (at most --max-duration)")
+    p.add_argument("--max-duration", type=float, default=None,
+                   help="with --min-faults: the fault phase never runs longer (default 4 x --duration)")
     p.add_argument("--seed", type=int, default=None, help="replay a schedule (default: random, printed)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="all", help="named set of fault kinds")
     p.add_argument("--faults", default=None, help=f"comma-separated kinds instead: {','.join(ALL_KINDS)}")
@@ -260,7 +264,12 @@ class Run:
         if nemesis is not None:
             nemesis.start()
         print(f"odradek verify: workload and nemesis running for {a.duration:.0f} s", flush=True)
+        started = time.monotonic()
         time.sleep(a.duration)
+        if nemesis is not None and a.min_faults > 0:  # a slow machine runs fewer faults a second: count them
+            hard_stop = started + (a.max_duration if a.max_duration is not None else 4 * a.duration)
+            while nemesis.applied() < a.min_faults and time.monotonic() < hard_stop:
+                time.sleep(0.2)
         heal_notes: list[str] = []
         if nemesis is not None:
             nemesis.stop()

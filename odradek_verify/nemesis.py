@@ -140,6 +140,11 @@ class Nemesis:
             t.start()
             self.threads.append(t)
 
+    def applied(self) -> int:
+        """Faults applied and healed so far, errors not counted (the report's faults without an error)."""
+        with self.lock:
+            return sum(1 for e in self.events if e.error is None)
+
     def stop(self, timeout: float = 120.0) -> None:
         self.stop_event.set()
         for t in self.threads:
