@@ -42,6 +42,15 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"odradek broker: {e}") from None
     if args.producer_id_expiration_ms < 1:
         raise SystemExit("odradek broker: --producer-id-expiration-ms must be at least 1")
+    from broker.kafka.listeners import advertised, parse_kafka_listeners
+
+    try:  # Kafka's wire protocol: a one-line reason (e.g. a protocol not served) refuses to start
+        kafka_listeners = parse_kafka_listeners(args.kafka_listeners) if args.kafka_listeners else ()
+        kafka_advertised = advertised(kafka_listeners, args.kafka_advertised_listeners)
+    except ValueError as e:
+        raise SystemExit(f"odradek broker: {e}") from None
+    if args.socket_request_max_bytes < 1 or args.connections_max_idle_ms < 1:
+        raise SystemExit("odradek broker: --socket-request-max-bytes and --connections-max-idle-ms must be positive")
     if inter_broker is not None:  # --listeners: the inter-broker listener is the registered address
         host, port = inter_broker.host, inter_broker.port
     elif args.listen:
@@ -71,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
         log_file=Path(args.log_file) if args.log_file else None,
         security=security,
+        kafka_listeners=kafka_listeners,
+        kafka_advertised_listeners=kafka_advertised,
+        socket_request_max_bytes=args.socket_request_max_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
     )
     if config.unsafe_ack_before_isr:
         print("odradek broker: WARNING: --unsafe-ack-before-isr is on: acks=all is acknowledged before the ISR "
@@ -110,6 +123,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="REST v2 consumer instances idle this long are deleted")
     p.add_argument("--producer-id-expiration-ms", type=int, default=defaults.producer_id_expiration_ms,
                    help="an idle idempotent producer's state is forgotten after this (Kafka's name)")
+    g = p.add_argument_group("Kafka protocol (Kafka clients: librdkafka, the Java client, kcat)")
+    g.add_argument("--kafka-listeners", default=None,
+                   help="Kafka's listeners, e.g. PLAINTEXT://127.0.0.1:9092 (only PLAINTEXT so far; default: none)")
+    g.add_argument("--kafka-advertised-listeners", default=None,
+                   help="what clients are told to connect to, e.g. PLAINTEXT://host.example:9092 "
+                        "(default: --kafka-listeners)")
+    g.add_argument("--socket-request-max-bytes", type=int, default=defaults.socket_request_max_bytes,
+                   help="a larger Kafka request closes its connection (Kafka's name)")
+    g.add_argument("--connections-max-idle-ms", type=int, default=defaults.connections_max_idle_ms,
+                   help="idle Kafka connections are closed after this (Kafka's name)")
     p.add_argument("--unsafe-ack-before-isr", action="store_true",
                    help="testing odradek verify only: acknowledges writes the ISR may not have (never in production)")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.kafka.listeners import KafkaListener
 from broker.security.settings import SecuritySettings
+from odradek.protocol.model import KafkaEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,13 @@ class BrokerConfig:
     log_backup_count: int = 5
     # Listeners, TLS, authentication, ACLs, ZooKeeper credentials (docs/security.md); the default is open.
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    # Kafka's wire protocol (broker/kafka/): Kafka's listeners (none: no Kafka listener), advertised.listeners
+    # (empty: the listeners; what ZooKeeper's registration names), socket.request.max.bytes (a larger request
+    # closes its connection) and connections.max.idle.ms.
+    kafka_listeners: tuple[KafkaListener, ...] = ()
+    kafka_advertised_listeners: tuple[KafkaListener, ...] = ()
+    socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:
@@ -92,3 +101,8 @@ class BrokerConfig:
         if not sep or scheme.lower() not in ("http", "https"):
             raise ValueError(f"--advertised-url must be http(s)://HOST:PORT, got {self.advertised_url!r}")
         return self.parse_listen(rest.rstrip("/"))
+
+    def kafka_endpoints(self) -> tuple[KafkaEndpoint, ...]:
+        """The Kafka endpoints registered in ZooKeeper: the advertised listeners, else the listeners."""
+        return tuple(KafkaEndpoint(lst.name, lst.host, lst.port, lst.security_protocol)
+                     for lst in self.kafka_advertised_listeners or self.kafka_listeners)

@@ -145,11 +145,6 @@ class InterBrokerClient:
             await self._session.close()
             self._session = None
 
-    def request(self, method: str, url: str, **kwargs: Any) -> Any:
-        """The raw pool, for a call to this broker's *own* API over loopback (broker/rest_consumers.py's group
-        calls): not an inter-broker call, so it keeps its own decoding."""
-        return self._pool().request(method, url, **kwargs)
-
     def url_of(self, node_id: int) -> str | None:
         return self._locate(node_id)
 

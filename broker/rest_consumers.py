@@ -2,21 +2,26 @@
 
 An instance is what ``POST /consumers/{group}`` creates: a consumer with a format (binary or json), positions,
 and either a subscription (then it is a member of the group, like any Python ``GroupConsumer``) or a manual
-assignment. Why it calls the group API over HTTP, on its own broker, rather than the coordinator object: the
-coordinator of the group may be another broker, and the group API already forwards to it; one code path, the
-same fencing as every other member. Records are read through the broker's fetch path (the local leader replica,
-or the leader's binary fetch when another broker leads) and rendered by the same function as the JSON read.
+assignment. Records are read through the broker's fetch path (the local leader replica, or the leader's binary
+fetch when another broker leads) and rendered by the same function as the JSON read.
 
-Membership runs as one asyncio task per subscribed instance: join (long-poll), apply the answer (revoke ->
-commit if auto-commit, then drop and join again; added -> start at the committed offset, else
-``auto.offset.reset``), heartbeat every third of the session. A REST client that stops calling does not stop the
+Membership: a subscribed instance is the asyncio driver of the member state machine
+(``odradek.protocol.group_member``), the same rules as the Python group consumer. One task per subscribed
+instance performs its actions: joins and heartbeats as tasks of their own (so heartbeats go on while a join
+long-polls, and a coordinator that freezes during a join is noticed within the session), a join answer applied
+under the instance's lock (revoke: commit if auto-commit, then drop; assign: start at the committed offset, else
+``auto.offset.reset``), a loss applied at once. Every group operation goes through the broker's
+``GroupRouter`` (broker/group_router.py): the coordinator service in-process when this broker coordinates the
+group, else one inter-broker hop to the broker that does. A REST client that stops calling does not stop the
 heartbeats (as with Confluent's proxy, whose Kafka consumer heartbeats in the background); the instance expires
-after ``consumer.instance.timeout.ms`` without a request, and then leaves its group.
+after ``consumer.instance.timeout.ms`` without a request, and is then deleted as by a DELETE: it commits (when
+auto-committing), leaves its group, and its name's ZooKeeper record goes (broker/consumer_locator.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -24,19 +29,33 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-import orjson
-
 from broker.api.embedded import BINARY, JSON, record_json
+from broker.consumer_locator import ConsumerLocator
+from broker.group_router import GroupRouter
 from broker.produce import forwarding as forward
+from consumer_coordinator.coordinator import JoinRequest
 from odradek.protocol.errors import (
-    BrokerNotAvailableError,
     GroupIdNotFoundError,
+    IllegalGenerationError,
     InvalidRequestError,
     NotLeaderOrFollowerError,
     OdradekError,
     OffsetOutOfRangeError,
-    error_for,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnknownMemberIdError,
+)
+from odradek.protocol.group_member import (
+    Action,
+    Assign,
+    GroupMember,
+    JoinResult,
+    JoinSpec,
+    Lost,
+    Revoke,
+    SendHeartbeat,
+    SendJoin,
+    SendLeave,
 )
 from odradek.protocol.model import TopicPartition
 from odradek.protocol.records import decode_batch, iter_batch_headers
@@ -51,6 +70,9 @@ log = logging.getLogger(__name__)
 DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
 SESSION_TIMEOUT_MS = 10_000
 REBALANCE_TIMEOUT_MS = 30_000
+HEARTBEAT_INTERVAL_MS = SESSION_TIMEOUT_MS // 3
+JOIN_RETRY_BACKOFF_MS = 200
+GROUP_CALL_TIMEOUT_S = SESSION_TIMEOUT_MS / 2000  # a heartbeat or leave that takes longer is as good as failed
 NAME_RE = re.compile(r"^[A-Za-z0-9._\-]{1,249}$")
 
 
@@ -137,33 +159,37 @@ class ConsumerInstance:
     assigned: set[TopicPartition] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)
     resets: dict[TopicPartition, str] = field(default_factory=dict)  # pending seeks to beginning / end
-    member_id: str | None = None
-    generation: int = -1
     last_used: float = field(default_factory=time.monotonic)
-    joined: asyncio.Event = field(default_factory=asyncio.Event)
+    joined: asyncio.Event = field(default_factory=asyncio.Event)  # a join answer was applied
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
-    need_join: asyncio.Event = field(default_factory=asyncio.Event)
-    alive_since: float | None = None  # send time of the last join or heartbeat that succeeded
+    member: GroupMember | None = None  # the member state machine, while subscribed
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # the membership task has something to look at
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
 
-    def session_expired(self) -> bool:
-        """The coordinator may have expired this member: stop handing out records of its partitions at once."""
-        return (self.member_id is not None and self.alive_since is not None
-                and time.monotonic() - self.alive_since > 0.8 * SESSION_TIMEOUT_MS / 1000.0)
-
 
 class RestInstanceManager:
-    """The instances this broker holds, their membership tasks and their expiry."""
+    """The instances this broker holds, their membership tasks and their expiry.
 
-    def __init__(self, broker: Broker, *, instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS) -> None:
+    ``router`` runs group operations on the group's coordinator (the broker's ``group_router`` unless given);
+    ``locator`` records client-named instances in ZooKeeper (unless given, one on the broker's session).
+    """
+
+    def __init__(self, broker: Broker, *, instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+                 router: GroupRouter | None = None, locator: ConsumerLocator | None = None) -> None:
         self.broker = broker
         self.instance_timeout_s = instance_timeout_ms / 1000.0
         self.instances: dict[tuple[str, str], ConsumerInstance] = {}
         self.located: dict[tuple[str, str], int] = {}  # instances held by other brokers, as last found
+        self._router = router
+        self.locator = locator if locator is not None else ConsumerLocator(broker.zk, broker.broker_id)
         self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def router(self) -> GroupRouter:
+        return self._router if self._router is not None else self.broker.group_router
 
     # -------------------------------------------------------------------------------------- lifecycle
 
@@ -172,10 +198,12 @@ class RestInstanceManager:
             self._reaper = asyncio.create_task(self._reap())
 
     async def close(self) -> None:
+        """Delete every instance (commit, leave). Their ZooKeeper records are ephemeral: they go with the
+        broker's session, which closes next."""
         if self._reaper is not None:
             self._reaper.cancel()
         for inst in list(self.instances.values()):
-            await self.delete(inst.group, inst.name)
+            await self.delete(inst.group, inst.name, unregister=False)
 
     async def _reap(self) -> None:
         tick = max(0.05, min(1.0, self.instance_timeout_s / 4))
@@ -186,7 +214,8 @@ class RestInstanceManager:
                 if inst.lock.locked():
                     continue  # a request is using it right now
                 log.info("consumer instance %s/%s expired", inst.group, inst.name)
-                await self.delete(inst.group, inst.name)
+                with contextlib.suppress(ConsumerInstanceNotFoundError):  # a request may have deleted it meanwhile
+                    await self.delete(inst.group, inst.name)
 
     # ------------------------------------------------------------------------------------- instances
 
@@ -203,6 +232,10 @@ class RestInstanceManager:
         self.start()
         return inst
 
+    async def created(self, inst: ConsumerInstance) -> None:
+        """Record where the instance lives, so that other brokers forward its requests here in one hop."""
+        await self.locator.created(inst.group, inst.name)
+
     def get(self, group: str, name: str) -> ConsumerInstance:
         inst = self.instances.get((group, name))
         if inst is None:
@@ -210,11 +243,17 @@ class RestInstanceManager:
         inst.touch()
         return inst
 
-    async def delete(self, group: str, name: str) -> None:
+    async def delete(self, group: str, name: str, *, unregister: bool = True) -> None:
+        """Commit (when auto-committing) and leave the group, forget the instance and, with ``unregister``, its
+        ZooKeeper record: a DELETE and an expiry alike, so no record outlives its instance for long."""
         inst = self.instances.pop((group, name), None)
         if inst is None:
             raise ConsumerInstanceNotFoundError("Consumer instance not found.")
-        await self._stop_membership(inst, commit=inst.config.auto_commit_enable)
+        try:
+            await self._stop_membership(inst, commit=inst.config.auto_commit_enable)
+        finally:
+            if unregister:
+                await self.locator.deleted(group, name)
 
     # ---------------------------------------------------------------------------------- subscription
 
@@ -224,7 +263,15 @@ class RestInstanceManager:
                                     "mutually exclusive.")
         inst.mode = "subscribe"
         inst.topics, inst.pattern = list(topics or []), pattern
-        inst.need_join.set()
+        if inst.member is None:
+            inst.member = GroupMember(
+                client_id=f"rest-proxy-{self.broker.broker_id}-{inst.name}", assignor="cooperative-sticky",
+                session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
+                max_poll_interval_ms=int(self.instance_timeout_s * 1000), heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                retry_backoff_ms=JOIN_RETRY_BACKOFF_MS, now=time.monotonic(),
+                leave_on_poll_timeout=False)  # the reaper deletes (commits, leaves) an idle instance instead
+        inst.member.subscribe(topics, pattern)
+        inst.wake.set()
         if inst.task is None or inst.task.done():
             inst.task = asyncio.create_task(self._membership(inst))
 
@@ -242,139 +289,181 @@ class RestInstanceManager:
         inst.resets = {tp: r for tp, r in inst.resets.items() if tp in inst.assigned}
 
     async def _stop_membership(self, inst: ConsumerInstance, *, commit: bool) -> None:
-        if inst.task is not None:
-            inst.task.cancel()
-            inst.task = None
-        if inst.member_id is not None:
-            if commit:
+        """Stop the membership task (no join or heartbeat of it acts afterwards), commit, leave, forget."""
+        task, inst.task = inst.task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        member = inst.member
+        if member is not None:
+            if commit and member.commit_fencing() is not None:
                 try:
                     await self.commit(inst, None)
                 except OdradekError as exc:
                     log.info("commit of %s/%s on leaving failed: %s", inst.group, inst.name, exc)
-            try:
-                await self._group_call("DELETE", inst.group, f"members/{inst.member_id}", timeout_ms=5000)
-            except OdradekError as exc:
-                log.info("leave of %s/%s failed (its session will expire): %s", inst.group, inst.name, exc)
-        inst.member_id, inst.generation = None, -1
+            for action in member.close():
+                if isinstance(action, SendLeave):
+                    await self._leave(inst, action)
+        inst.member = None
         inst.assigned, inst.positions, inst.resets = set(), {}, {}
         inst.joined.clear()
 
     # ------------------------------------------------------------------------------------ membership
 
     async def _membership(self, inst: ConsumerInstance) -> None:
-        """Joins run as tasks while this loop keeps heartbeating, so a coordinator that freezes during a join is
-        noticed within the session (a REBALANCE_IN_PROGRESS answer proves the session alive)."""
-        heartbeat_s = SESSION_TIMEOUT_MS / 3000.0
-        join: asyncio.Task[None] | None = None
-        next_beat = 0.0
+        """The driver's loop: perform what the state machine says is due, then sleep until its next deadline or
+        until a join, a heartbeat or a request changes something (``inst.wake``)."""
+        member = inst.member
+        assert member is not None
+        running: set[asyncio.Task[None]] = set()
         try:
             while True:
-                if join is not None and join.done():
-                    exc = join.exception()
-                    join = None
-                    if exc is not None:
-                        if isinstance(exc, OdradekError) and exc.name == "UNKNOWN_MEMBER_ID":
-                            inst.member_id, inst.alive_since = None, None
-                            inst.assigned, inst.positions = set(), {}
-                        log.info("join of %s/%s failed: %r", inst.group, inst.name, exc)
-                        inst.need_join.set()
-                        await asyncio.sleep(0.2)
-                if join is None and inst.need_join.is_set():
-                    inst.need_join.clear()
-                    join = asyncio.create_task(self._join(inst))
-                # Wake for the join's answer while one is in flight, else for a request to join.
-                waiter: asyncio.Future[Any] = join if join is not None else asyncio.ensure_future(inst.need_join.wait())
-                try:
-                    await asyncio.wait([waiter], timeout=max(0.0, next_beat - time.monotonic()))
-                finally:
-                    if waiter is not join:
-                        waiter.cancel()
-                if time.monotonic() < next_beat:
-                    continue
-                next_beat = time.monotonic() + heartbeat_s
-                if inst.member_id is None:
-                    if join is None:
-                        inst.need_join.set()
-                    continue
-                await self._heartbeat(inst, joining=join is not None)
+                inst.wake.clear()
+                for action in member.tick(time.monotonic()):
+                    if isinstance(action, SendJoin):
+                        running.add(asyncio.create_task(self._join(inst, member, action)))
+                    elif isinstance(action, SendHeartbeat):
+                        running.add(asyncio.create_task(self._heartbeat(inst, member, action)))
+                    else:
+                        await self._perform(inst, action)
+                running = {t for t in running if not t.done()}
+                deadline = member.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(inst.wake.wait(), timeout)
         finally:
-            if join is not None:
-                join.cancel()  # the instance is going: no join may change it afterwards
+            for t in running:  # the instance is leaving: no join or heartbeat may change it afterwards
+                t.cancel()
+            if running:
+                await asyncio.wait(running)
 
-    async def _heartbeat(self, inst: ConsumerInstance, *, joining: bool) -> None:
-        sent = time.monotonic()
+    async def _perform(self, inst: ConsumerInstance, action: Action) -> None:
+        """A loss, or a leave (the poll-interval leave is off here: only closing sends one)."""
+        if isinstance(action, Lost):
+            if action.partitions:
+                log.warning("consumer instance %s/%s lost %d partitions: %s", inst.group, inst.name,
+                            len(action.partitions), action.reason)
+            inst.assigned, inst.positions = set(), {}  # another member may own them now: read nothing of them
+        elif isinstance(action, SendLeave):
+            await self._leave(inst, action)
+
+    async def _perform_all(self, inst: ConsumerInstance, actions: list[Action]) -> None:
+        for action in actions:
+            await self._perform(inst, action)
+        if actions:
+            inst.wake.set()
+
+    async def _join(self, inst: ConsumerInstance, member: GroupMember, send: SendJoin) -> None:
         try:
-            answer = await self._group_call("POST", inst.group, f"members/{inst.member_id}/heartbeat",
-                                            {"generation": inst.generation}, timeout_ms=SESSION_TIMEOUT_MS // 2)
-            inst.alive_since = max(sent, inst.alive_since or 0.0)
-            if isinstance(answer, dict) and answer.get("rebalance") and not joining:
-                inst.need_join.set()
-        except OdradekError as exc:
-            if exc.name == "REBALANCE_IN_PROGRESS":
-                inst.alive_since = max(sent, inst.alive_since or 0.0)
-                if not joining:
-                    inst.need_join.set()
-            elif joining:
-                return  # the join in flight decides
-            elif exc.name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
-                inst.assigned, inst.positions = set(), {}  # lost: another member may own them now
-                if exc.name == "UNKNOWN_MEMBER_ID":
-                    inst.member_id, inst.alive_since = None, None
-                inst.need_join.set()
-            else:
-                log.info("heartbeat of %s/%s failed: %s", inst.group, inst.name, exc)
+            routed = await self.router.join(inst.group, self._join_request(send.spec))
+            result = JoinResult.parse(routed.value)
+        except Exception as exc:  # whatever it was, the state machine must hear the join is over
+            if not isinstance(exc, UnknownMemberIdError):
+                log.info("join of %s/%s failed: %r", inst.group, inst.name, exc)
+            await self._perform_all(inst, member.join_failed(exc, time.monotonic()))
+            inst.wake.set()
+            return
+        actions = member.join_succeeded(result, time.monotonic())
+        async with inst.lock:  # not while a request reads or seeks
+            await self._apply(inst, member, result.generation, actions)
+        inst.wake.set()
 
-    async def _join(self, inst: ConsumerInstance) -> None:
-        body: dict[str, Any] = {
-            "client_id": f"rest-proxy-{self.broker.broker_id}-{inst.name}", "assignor": "cooperative-sticky",
-            "session_timeout_ms": SESSION_TIMEOUT_MS, "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS,
-            "max_poll_interval_ms": int(self.instance_timeout_s * 1000),
-            "owned": [[tp.topic, tp.partition] for tp in sorted(inst.assigned)],
-        }
-        if inst.member_id:
-            body["member_id"] = inst.member_id
-        if inst.pattern is not None:
-            body["pattern"] = inst.pattern
-        else:
-            body["topics"] = inst.topics
-        answer = await self._group_call("POST", inst.group, "members", body, timeout_ms=REBALANCE_TIMEOUT_MS + 10_000)
-        assignment = {TopicPartition(str(t), int(p)) for t, p in answer.get("assignment") or ()}
-        revoke = {TopicPartition(str(t), int(p)) for t, p in answer.get("revoke") or ()}
-        async with inst.lock:
-            inst.member_id, inst.generation = str(answer["member_id"]), int(answer["generation"])
-            inst.alive_since = time.monotonic()  # the coordinator just answered: its clock for us restarts
-            target = assignment - revoke
-            gone = {tp for tp in inst.assigned if tp not in target}
-            if gone and inst.config.auto_commit_enable:
+    def _join_request(self, spec: JoinSpec) -> JoinRequest:
+        return JoinRequest(spec.member_id, spec.client_id, self.broker.info().host,
+                           None if spec.topics is None else frozenset(spec.topics), spec.pattern, spec.assignor,
+                           spec.session_timeout_ms, spec.rebalance_timeout_ms,
+                           [(tp.topic, tp.partition) for tp in spec.owned])
+
+    async def _apply(self, inst: ConsumerInstance, member: GroupMember, generation: int,
+                     actions: list[Action]) -> None:
+        """Revoke (commit when auto-committing, then drop), then assign (committed offsets, else the reset policy
+        when read). Re-checked after every await: a loss meanwhile voids the rest of this answer."""
+
+        def current() -> bool:
+            return inst.member is member and member.pending_generation == generation
+
+        for action in actions:
+            if not current():
+                return
+            if isinstance(action, Revoke):
+                if inst.config.auto_commit_enable:
+                    try:
+                        await self.commit(inst, None, only=set(action.partitions))
+                    except OdradekError as exc:
+                        log.info("commit before revoking failed for %s/%s: %s", inst.group, inst.name, exc)
+                inst.assigned -= action.partitions
+                inst.positions = {tp: o for tp, o in inst.positions.items() if tp not in action.partitions}
+            elif isinstance(action, Assign):
                 try:
-                    await self.commit(inst, None, only=gone)
+                    committed = await self._committed(inst.group, {tp.topic for tp in action.partitions})
                 except OdradekError as exc:
-                    log.info("commit before revoking failed for %s/%s: %s", inst.group, inst.name, exc)
-            added = target - inst.assigned
-            committed = await self._committed(inst.group, {tp.topic for tp in added}) if added else {}
-            inst.assigned = set(target)
-            inst.positions = {tp: o for tp, o in inst.positions.items() if tp in target}
-            for tp in added:
-                if tp in committed:
-                    inst.positions[tp] = committed[tp][0]
+                    log.info("cannot read committed offsets for %s/%s (%s): rejoining", inst.group, inst.name, exc)
+                    member.rejoin()
+                    continue
+                if not current():
+                    return
+                inst.assigned |= action.partitions
+                for tp in action.partitions:
+                    if tp in committed:
+                        inst.positions[tp] = committed[tp][0]
+        if current():
+            member.applied(inst.assigned)
             inst.joined.set()
-        if revoke:
-            inst.need_join.set()
+
+    async def _heartbeat(self, inst: ConsumerInstance, member: GroupMember, send: SendHeartbeat) -> None:
+        try:
+            routed = await asyncio.wait_for(self.router.heartbeat(inst.group, send.member_id, send.generation),
+                                            GROUP_CALL_TIMEOUT_S)
+        except TimeoutError:
+            actions = member.heartbeat_failed(RequestTimedOutError("the heartbeat was not answered in time"),
+                                              time.monotonic())
+        except Exception as exc:  # whatever it was, the state machine must hear the beat is over
+            if not isinstance(exc, UnknownMemberIdError | IllegalGenerationError | RebalanceInProgressError):
+                log.info("heartbeat of %s/%s failed: %r", inst.group, inst.name, exc)
+            actions = member.heartbeat_failed(exc, time.monotonic())
+        else:
+            body = routed.value
+            actions = member.heartbeat_succeeded(time.monotonic(),
+                                                 rebalance=isinstance(body, dict) and bool(body.get("rebalance")))
+        await self._perform_all(inst, actions)
+        inst.wake.set()
+
+    async def _leave(self, inst: ConsumerInstance, send: SendLeave) -> None:
+        try:
+            await asyncio.wait_for(self.router.leave(inst.group, send.member_id), GROUP_CALL_TIMEOUT_S)
+        except (OdradekError, TimeoutError) as exc:
+            log.info("leave of %s/%s failed (its session will expire): %r", inst.group, inst.name, exc)
+
+    def _lose_if_expired(self, inst: ConsumerInstance) -> None:
+        """Before handing out records: if the coordinator may have expired the member, drop everything now."""
+        if inst.member is None:
+            return
+        for action in inst.member.expire(time.monotonic()):
+            if isinstance(action, Lost):
+                inst.assigned, inst.positions = set(), {}
+                inst.wake.set()
 
     # ------------------------------------------------------------------------------------ offsets
 
     async def commit(self, inst: ConsumerInstance, offsets: dict[TopicPartition, tuple[int, str]] | None,
                      only: set[TopicPartition] | None = None) -> None:
-        """Commit ``offsets`` (next offsets to read) or the positions of what was returned so far."""
+        """Commit ``offsets`` (next offsets to read) or the positions of what was returned so far. A subscribed
+        instance commits as its member (fenced by its generation); an assign-only one, or one not in its group
+        right now, as a standalone committer (member "" and generation -1: accepted only by an empty group)."""
         if offsets is None:
             offsets = {tp: (o, "") for tp, o in inst.positions.items() if only is None or tp in only}
         if not offsets:
             return
-        member, generation = (inst.member_id or "", inst.generation) if inst.mode == "subscribe" else ("", -1)
-        await self._group_call("POST", inst.group, "offsets", {
-            "member_id": member, "generation": generation,
-            "offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": o, "metadata": m}
-                        for tp, (o, m) in sorted(offsets.items())]})
+        member = inst.member if inst.mode == "subscribe" else None
+        fencing = member.commit_fencing() if member is not None else None
+        member_id, generation = fencing if fencing is not None else ("", -1)
+        try:
+            await self.router.commit(inst.group, member_id, generation,
+                                     {(tp.topic, tp.partition): om for tp, om in offsets.items()})
+        except OdradekError as exc:
+            if member is not None:
+                await self._perform_all(inst, member.commit_failed(exc, fencing, time.monotonic()))
+            raise
 
     async def committed(self, inst: ConsumerInstance, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
         found = await self._committed(inst.group, {tp.topic for tp in partitions})
@@ -387,17 +476,11 @@ class RestInstanceManager:
     async def _committed(self, group: str, topics: set[str]) -> dict[TopicPartition, tuple[int, str]]:
         """What the group committed for ``topics``; a group nobody committed into or joined yet (manual
         assignments only) has no znode, and has simply committed nothing (as Kafka's OffsetFetch answers)."""
-        out: dict[TopicPartition, tuple[int, str]] = {}
-        for topic in sorted(topics):
-            try:
-                body = await self._group_call("GET", group, "offsets", query={"topic": topic})
-            except GroupIdNotFoundError:
-                return out
-            for o in (body or {}).get("offsets") or ():
-                if o.get("offset") is not None and int(o["offset"]) >= 0:
-                    out[TopicPartition(str(o["topic"]), int(o["partition"]))] = (int(o["offset"]),
-                                                                                 str(o.get("metadata") or ""))
-        return out
+        try:
+            found = await self.router.committed_offsets(group)
+        except GroupIdNotFoundError:
+            return {}
+        return {TopicPartition(t, p): (o, meta) for (t, p), (o, meta, _) in found.items() if t in topics and o >= 0}
 
     # ------------------------------------------------------------------------------------ records
 
@@ -414,11 +497,9 @@ class RestInstanceManager:
         min_bytes = max(1, inst.config.fetch_min_bytes)
         size = 0
         while True:
+            if inst.mode == "subscribe":
+                self._lose_if_expired(inst)  # the coordinator may have expired us: then read nothing
             partitions = sorted(inst.assigned)
-            if inst.mode == "subscribe" and inst.session_expired():
-                inst.assigned, inst.positions = set(), {}  # the coordinator may have expired us: read nothing
-                inst.need_join.set()
-                partitions = []
             if not partitions:  # nothing assigned (more members than partitions): wait as a long-poll would
                 await asyncio.sleep(max(0.0, deadline - time.monotonic()))
                 return out
@@ -534,27 +615,3 @@ class RestInstanceManager:
             body = await forward.get_json(broker.http_session,
                                           f"{leader_url}/topics/{tp.topic}/partitions/{tp.partition}/offsets")
             return int(body["beginning_offset"]), int(body["end_offset"])
-
-    # ------------------------------------------------------------------------------------ group API
-
-    async def _group_call(self, method: str, group: str, path: str, payload: Any = None, *,
-                          query: dict[str, str] | None = None, timeout_ms: int = 10_000) -> Any:
-        """The group API of this broker (it forwards to the group's coordinator), over loopback HTTP."""
-        session = self.broker.http_session
-        if session is None:
-            raise BrokerNotAvailableError("the broker is not serving yet")
-        url = f"{self.broker.info().url}/groups/{group}/{path}"
-        data = None if payload is None else orjson.dumps(payload)
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        try:
-            async with session.request(method, url, data=data, params=query, headers=headers,
-                                       timeout=aiohttp.ClientTimeout(total=timeout_ms / 1000.0)) as resp:
-                raw = await resp.read()
-                body = orjson.loads(raw) if raw else None
-                if resp.status >= 400:
-                    if not isinstance(body, dict):
-                        body = {"message": raw[:200].decode("utf-8", "replace")}
-                    raise error_for(body.get("error"), body.get("error_code"), str(body.get("message") or ""))
-                return body
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as e:
-            raise BrokerNotAvailableError(f"group API call {method} {path} failed: {e!r}") from None

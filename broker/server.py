@@ -1,7 +1,7 @@
 """One broker process: its ZooKeeper session and registration, its controller candidacy, its HTTP server.
 
 Startup order (as Kafka's ``KafkaServer.startup``): connect to ZooKeeper and create the persistent paths,
-read or create the cluster id, bind the HTTP listener (so a port clash fails before we announce ourselves),
+read or create the cluster id, bind the HTTP and Kafka listeners (so a port clash fails before we announce ourselves),
 register the ephemeral ``/brokers/ids/<id>`` (refusing to start if a live session holds the id), then
 campaign for controller. SIGTERM shuts down cleanly in reverse: resign the controller role, deregister, stop
 serving, close the session. After SIGKILL the ephemeral nodes go when the session times out.
@@ -16,6 +16,8 @@ Concurrency: broker state is owned by the broker's event task (``EventQueue``); 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import logging.handlers
 import os
@@ -26,24 +28,30 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import orjson
 from aiohttp import web
 
 from broker.admin.elections import ElectionAdmin
+from broker.admin.entity_configs import EntityConfigAdmin, static_broker_configs
 from broker.admin.reassignment import ReassignmentAdmin
 from broker.admin.topics import TopicAdmin
 from broker.api.app import make_runner
 from broker.config import BrokerConfig
 from broker.controller.candidate import ControllerCandidate
-from broker.controller.controller import ControlledShutdown, Controller, Elected, RebalanceSettings, Resign, Resync
-from broker.interbroker import REPLICATION, InterBrokerClient, Request
+from broker.controller.controller import Controller, Elected, RebalanceSettings, Resign, Resync
+from broker.controller.requests import ControllerRequests
+from broker.fetch.offsets import OffsetsService
+from broker.fetch.service import FetchService
+from broker.group_router import GroupRouter
+from broker.interbroker import InterBrokerClient
+from broker.kafka.front_door import KafkaFrontDoor
 from broker.loop_monitor import LoopMonitor
 from broker.metadata.cache import MetadataCache
 from broker.metadata.events import Event, EventQueue
 from broker.metadata.watcher import MetadataWatcher, PartitionStateChanged
 from broker.metrics import BrokerMetrics
 from broker.produce import forwarding
-from broker.produce.service import ProduceService
+from broker.produce.routing import LeaderRouter
+from broker.produce.service import BatchLimits, ProduceService
 from broker.quotas import ClientQuotaManager
 from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.replica_manager import ReplicaManager
@@ -51,6 +59,7 @@ from broker.rest_consumers import RestInstanceManager
 from broker.security.listeners import inter_broker_headers, listener_sites, registration
 from broker.security.middleware import SecurityService
 from broker.security.tls import broker_client_context
+from broker.transaction_router import TransactionRouter
 from consumer_coordinator.coordinator import GroupCoordinator
 from odradek.protocol.errors import BrokerIdInUseError, OdradekError
 from odradek.protocol.model import BrokerInfo
@@ -116,18 +125,73 @@ class Broker:
         self.interbroker = InterBrokerClient(
             self.broker_id, self.cache.leader_url, ssl_context=broker_client_context(sec),
             headers=inter_broker_headers(sec), max_connections=config.inter_broker_max_connections)
-        # The same client under the name broker/api/* and broker/rest_consumers.py use.
+        # The same client under the name broker/api/groups.py and broker/rest_consumers.py use.
         self.http_session: InterBrokerClient | None = self.interbroker
         self.quotas = ClientQuotaManager(self.cache)  # client quotas (KIP-219), read from the cache
         self.admin = TopicAdmin(self.zk)
         self.reassignments = ReassignmentAdmin(self.zk, self.cache)
         self.elections = ElectionAdmin(self.zk, self.cache)
+        self.entity_configs = EntityConfigAdmin(self.zk, self.broker_id, static_broker_configs(config))
         self._zk_state = "CONNECTING"
         self._session_was_lost = False
         self._stop = asyncio.Event()
         self.ready = asyncio.Event()  # set once the metadata cache holds what ZooKeeper holds
         self._exit_code = EXIT_OK
         self.started_at = time.time()
+        self.kafka: KafkaFrontDoor | None = None  # Kafka's wire protocol, with --kafka-listeners (broker/kafka/)
+
+        # Every service is built here, once, and handed its collaborators; run() only starts them, in order.
+        # Nothing here talks to ZooKeeper or the network. The event queues bind to the running loop, so a Broker
+        # is built on the loop that runs it (run_broker). The lambdas read values that change while the broker
+        # lives (its epoch, the controller's id), not collaborators that come later.
+        self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
+        self.controller = Controller(self.broker_id, self.zk, self._release_election, RebalanceSettings(
+            enabled=config.auto_leader_rebalance_enable,
+            check_interval_s=config.leader_imbalance_check_interval_s,
+            per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+        ))
+        self.replicas = ReplicaManager(self.broker_id, config.data_dir, self.zk, self.cache,
+                                       replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                                       retention_check_interval_ms=config.log_retention_check_interval_ms,
+                                       producer_id_expiration_ms=config.producer_id_expiration_ms,
+                                       unsafe_ack_before_isr=config.unsafe_ack_before_isr,
+                                       interbroker=self.interbroker,
+                                       broker_epoch=lambda: self.broker_epoch)  # follower fetches carry it
+        self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
+        self.follower_fetches = FollowerFetchService(  # a newer leader epoch in a fetch: re-read our state
+            self.broker_id, self.cache, self.replicas.throttle,
+            reread_state=lambda topic, partition: self.events.put(PartitionStateChanged(topic, partition)))
+        self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
+        self.candidate = ControllerCandidate(  # runs on its own thread: it signals the controller's queue
+            self.zk, self.broker_id, functools.partial(self.controller.queue.signal_threadsafe, Elected()))
+        # Who leads a partition, for every service that writes or reads one (waits end on metadata changes).
+        self.router = LeaderRouter(self.replicas, self.metadata.changed,
+                                   lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic))
+        self.produce = ProduceService(self.replicas, self.interbroker, router=self.router, batch_limits=BatchLimits(
+            config.max_records_per_batch, config.max_decompressed_batch_bytes))
+        self.fetches = FetchService(self.broker_id, self.router, self.follower_fetches, self.interbroker)
+        self.offsets = OffsetsService(self.replicas, self.interbroker)
+        self.controller_requests = ControllerRequests(self.broker_id, self.controller, self.cache, self.interbroker,
+                                                      lambda: self.controller_id)
+        self.groups = GroupCoordinator(  # consumer groups (consumer_coordinator/); started once metadata is in
+            self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, queue_factory=EventQueue,
+            changed=self.metadata.changed, offsets_retention_minutes=config.offsets_retention_minutes,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+        # "run this on group G's coordinator", local or one hop away (broker/api/groups.py, rest_consumers.py)
+        self.group_router = GroupRouter(self.groups, self.interbroker)
+        # transactions (transaction_coordinator/); state in ZooKeeper, markers via the leaders
+        self.txn_markers = LeaderMarkerWriter(
+            self.router.await_route,
+            lambda url, body, timeout_s: forwarding.request_json(
+                self.interbroker, "POST", url, body, headers={"Content-Type": "application/json"},
+                timeout_s=timeout_s))
+        self.txn = TxnCoordinator(
+            self.broker_id, self.zk, lambda: self.broker_epoch, self.replicas.producer_ids.next_id,
+            self.txn_markers.write)
+        # "run this on transactional id T's coordinator", local or one hop away (broker/api/transactions.py)
+        self.txn_router = TransactionRouter(self.txn, self.interbroker)
+        self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
+            self, instance_timeout_ms=config.consumer_instance_timeout_ms)
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -135,26 +199,6 @@ class Broker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        self.events = EventQueue(f"broker-{self.broker_id}", self._handle)
-        self.controller = Controller(self.broker_id, self.zk, self._release_election, RebalanceSettings(
-            enabled=self.config.auto_leader_rebalance_enable,
-            check_interval_s=self.config.leader_imbalance_check_interval_s,
-            per_broker_percentage=self.config.leader_imbalance_per_broker_percentage,
-        ))
-        self.replicas = ReplicaManager(self.broker_id, self.config.data_dir, self.zk, self.cache,
-                                       replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                                       retention_check_interval_ms=self.config.log_retention_check_interval_ms,
-                                       producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                                       unsafe_ack_before_isr=self.config.unsafe_ack_before_isr,
-                                       interbroker=self.interbroker)
-        self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
-        self.follower_fetches = FollowerFetchService(  # a newer leader epoch in a fetch: re-read our state
-            self.broker_id, self.cache, self.replicas.throttle,
-            reread_state=lambda topic, partition: self.events.put(PartitionStateChanged(topic, partition)))
-        self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
-        self.candidate = ControllerCandidate(
-            self.zk, self.broker_id, lambda: self.controller.queue.signal_threadsafe(Elected())
-        )
         runner: web.AppRunner | None = None
         try:
             await asyncio.to_thread(self.zk.start)
@@ -166,31 +210,14 @@ class Broker:
                 await self.security.start()
             await self.interbroker.start()
             await self.replicas.start()
-            self.replicas.broker_epoch = lambda: self.broker_epoch  # follower fetches carry it (replica_epoch)
-            self.produce = ProduceService(
-                self.replicas, self.interbroker, metadata_changed=self.metadata.changed,
-                lookup_topic=lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic),
-            )
-            self.groups = GroupCoordinator(  # consumer groups (consumer_coordinator/); started once metadata is in
-                self.broker_id, self.zk, self.cache, lambda: self.broker_epoch, queue_factory=EventQueue,
-                changed=self.metadata.changed, offsets_retention_minutes=self.config.offsets_retention_minutes,
-                initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms)
-            # transactions (transaction_coordinator/); state in ZooKeeper, markers via the leaders
-            self.txn_markers = LeaderMarkerWriter(
-                self.produce.router.await_route,
-                lambda url, body, timeout_s: forwarding.request_json(
-                    self.interbroker, "POST", url, body, headers={"Content-Type": "application/json"},
-                    timeout_s=timeout_s))
-            self.txn = TxnCoordinator(
-                self.broker_id, self.zk, lambda: self.broker_epoch, self.replicas.producer_ids.next_id,
-                self.txn_markers.write)
-            self.rest_consumers = RestInstanceManager(  # REST Proxy v2 consumer instances (broker/api/consumers_v2.py)
-                self, instance_timeout_ms=self.config.consumer_instance_timeout_ms)
             runner = await self._start_http()
+            await self._start_kafka()
             await self._register()
         except (StartupError, OdradekError) as e:
             log.error("broker %d cannot start: %s", self.broker_id, e)
             print(f"odradek broker {self.broker_id}: cannot start: {e}", flush=True)
+            if self.kafka is not None:
+                await self.kafka.stop()
             if runner is not None:
                 await runner.cleanup()
             await self.replicas.close()
@@ -224,13 +251,24 @@ class Broker:
                 raise StartupError(f"cannot listen on {host}:{port}: {e.strerror}") from e
         return runner
 
+    async def _start_kafka(self) -> None:
+        """Kafka's wire protocol on --kafka-listeners (broker/kafka/), bound before we register, as HTTP is."""
+        if not self.config.kafka_listeners:
+            return
+        kafka = KafkaFrontDoor(self)
+        try:
+            await kafka.start()
+        except OSError as e:
+            raise StartupError(e.strerror or str(e)) from e
+        self.kafka = kafka
+
     async def _controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5, budget_s: float = 10.0) -> None:
         """Ask the controller to move our leaderships first (Kafka's controlled shutdown), so clients see at most
         a retry; after ``retries`` attempts, or ``budget_s`` seconds, we stop anyway."""
         deadline = time.monotonic() + budget_s
         for attempt in range(1, retries + 1):
             try:
-                remaining = await asyncio.wait_for(self._request_controlled_shutdown(),
+                remaining = await asyncio.wait_for(self.controller_requests.request_own_shutdown(self.broker_epoch),
                                                    max(0.1, deadline - time.monotonic()))
             except Exception as e:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
@@ -246,20 +284,6 @@ class Broker:
             p.role == "leader" and len(p.replicas) > 1 and len(p.isr) > 1 for p in self.replicas.partitions.values()
         ):
             await asyncio.sleep(0.05)
-
-    async def _request_controlled_shutdown(self) -> list[object]:
-        body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
-        if self.controller.active:
-            reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
-            if not self.controller.queue.put(ControlledShutdown(self.broker_id, self.broker_epoch or -1, reply)):
-                raise RuntimeError("the controller queue is closed")
-            return list(await reply)
-        if self.controller_id is None:
-            raise RuntimeError("no controller is known")
-        answer = await self.interbroker.send(self.controller_id, Request(  # typed errors raise (retried above)
-            "POST", "/controller/controlled_shutdown", body=orjson.dumps(body),
-            headers={"Content-Type": "application/json"}, lane=REPLICATION))
-        return list(answer.json()["remaining_partitions"])
 
     async def _shutdown(self, runner: web.AppRunner | None, tasks: list[asyncio.Task[None]]) -> None:
         """Reverse of startup. ZooKeeper steps are bounded: with ZooKeeper gone, the broker still stops (its
@@ -280,6 +304,8 @@ class Broker:
         await self._bounded(tasks[0], "draining broker events")
         tasks[2].cancel()
         await self._bounded(asyncio.to_thread(self.zk.deregister_broker, self.broker_id), "deregistering")
+        if self.kafka is not None:
+            await self._bounded(self.kafka.stop(), "closing Kafka connections")
         if runner is not None:
             await runner.cleanup()
         await self.replicas.close()
@@ -296,7 +322,9 @@ class Broker:
             log.warning("broker %d: %s failed: %s", self.broker_id, what, e)
 
     def info(self) -> BrokerInfo:
-        return registration(self.broker_id, self.config, int(self.started_at * 1000))
+        # Kafka endpoints beside the HTTP ones: every broker's Metadata answer names the others' Kafka addresses.
+        return dataclasses.replace(registration(self.broker_id, self.config, int(self.started_at * 1000)),
+                                   kafka_endpoints=self.config.kafka_endpoints())
 
     async def _pause_detector(self, tick_s: float = 0.1) -> None:
         """Fence our leaderships if this process was frozen for a good part of a session timeout.
@@ -393,6 +421,11 @@ class Broker:
         }
 
 
+async def _serve(config: BrokerConfig) -> int:
+    """Build the broker on the loop that runs it (its event queues bind to that loop), and run it."""
+    return await Broker(config).run()
+
+
 def run_broker(config: BrokerConfig) -> NoReturn:
     handlers: list[logging.Handler] | None = None
     if config.log_file is not None:  # rotated, so that no stream of request errors can fill the disk
@@ -407,7 +440,7 @@ def run_broker(config: BrokerConfig) -> NoReturn:
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
-    code = loop.run_until_complete(Broker(config).run())
+    code = loop.run_until_complete(_serve(config))
     # Exit without joining worker threads: a ZooKeeper call stuck on a dead ensemble must not keep a stopped
     # broker alive. Everything that matters (logs, checkpoints, the session) was closed or abandoned above.
     logging.shutdown()

@@ -1,6 +1,6 @@
 """Produce and consume with the Python client: the README's first taste of Odradek.
 
-    python examples/client_demo.py --bootstrap http://127.0.0.1:9092 --topic demo
+    python examples/client_demo.py --bootstrap http://127.0.0.1:8082 --topic demo
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SECURITY = security_from_env()
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", default="http://127.0.0.1:9092")
+    ap.add_argument("--bootstrap", default="http://127.0.0.1:8082")
     ap.add_argument("--topic", default="demo")
     ap.add_argument("--records", type=int, default=1000)
     args = ap.parse_args()

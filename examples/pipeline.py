@@ -2,7 +2,7 @@
 aggregate goes back into Odradek, and a short streaming run computes the same thing incrementally.
 
     odradek cluster up --brokers 3
-    .venv/bin/python examples/pipeline.py --bootstrap http://127.0.0.1:9092,http://127.0.0.1:9093
+    .venv/bin/python examples/pipeline.py --bootstrap http://127.0.0.1:8082,http://127.0.0.1:8083
 
 Steps:
 

@@ -21,6 +21,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
         Path(args.data_dir),
         brokers=args.brokers,
         base_port=args.base_port,
+        kafka_base_port=args.kafka_base_port,
         zookeepers=args.zookeepers,
         zk_base_port=args.zk_base_port,
         tick_ms=args.tick_ms,
@@ -46,9 +47,12 @@ def _print_status(status: dict) -> None:
     print(f"controller: broker {status['controller']}")
     if status.get("tls"):
         print(f"tls: CA {status['tls']['ssl_cafile']}, admin certificate {status['tls']['ssl_certfile']}")
+    if status.get("kafka_bootstrap"):
+        print(f"kafka bootstrap.servers: {status['kafka_bootstrap']}")
     for b in status["brokers"]:
         state = "registered" if b["registered"] else ("running" if b["alive"] else "down")
-        print(f"  broker {b['id']}: {b['url']} pid {b['pid']} {state}")
+        kafka = f" kafka {b['kafka']}" if b.get("kafka") else ""
+        print(f"  broker {b['id']}: {b['url']}{kafka} pid {b['pid']} {state}")
 
 
 def _cluster_status(args: argparse.Namespace) -> int:
@@ -112,7 +116,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up = c.add_parser("up", parents=[data_dir], help="start ZooKeeper and brokers in the background")
     up.add_argument("--zookeepers", type=int, default=3, choices=(1, 3, 5))
     up.add_argument("--brokers", type=int, default=3)
-    up.add_argument("--base-port", type=int, default=9092, help="broker N listens on base-port + N - 1")
+    up.add_argument("--base-port", type=int, default=8082,
+                    help="broker N serves its REST API on base-port + N - 1 (Confluent REST Proxy's port)")
+    up.add_argument("--kafka-base-port", type=int, default=9092,
+                    help="broker N serves Kafka's protocol on kafka-base-port + N - 1 (not with --tls)")
     up.add_argument("--zk-base-port", type=int, default=2181, help="ZooKeeper node N on zk-base-port + N - 1")
     up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
     up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")

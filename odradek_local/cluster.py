@@ -14,9 +14,12 @@ Layout under the data directory::
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
+import socket
 import sys
 import time
 import urllib.request
@@ -45,6 +48,37 @@ def listen_port_range(low: int = 10_000) -> tuple[int, int]:
     return low, max(low + 1000, ephemeral_low)
 
 
+_taken: set[int] = set()
+_rng = random.Random(os.getpid())
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(count: int, *, span: int | None = None) -> int:
+    """A base port such that base .. base+span-1 (span defaults to count) are free on 127.0.0.1, in
+    ``listen_port_range``, and were handed out by no earlier call in this process (one table for the tests'
+    harness and for clusters that pick their own Kafka ports, so two clusters never get the same port)."""
+    span = span or count
+    low, high = listen_port_range()
+    for _ in itertools.count():
+        base = _rng.randrange(low, high - span)
+        ports = range(base, base + span)
+        if any(p in _taken for p in ports):
+            continue
+        if all(_bindable(p) for p in ports):
+            _taken.update(ports)
+            return base
+    raise AssertionError("unreachable")
+
+
 class ClusterError(RuntimeError):
     """A one-line reason a cluster command failed."""
 
@@ -52,13 +86,19 @@ class ClusterError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class BrokerSlot:
     broker_id: int
-    port: int
+    port: int  # the REST (HTTP) listener's
     dir: Path
     scheme: str = "http"  # https on a --tls cluster
+    kafka_port: int | None = None  # the Kafka listener's (PLAINTEXT); None: the broker has none
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://{HOST}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        """``host:port`` of the Kafka listener, as ``bootstrap.servers`` takes it."""
+        return None if self.kafka_port is None else f"{HOST}:{self.kafka_port}"
 
     @property
     def log_path(self) -> Path:
@@ -70,10 +110,13 @@ class BrokerSlot:
 
 
 class LocalCluster:
-    """Brokers 1..N on ports base_port .. base_port+N-1, over an ensemble we start or one given to us.
+    """Brokers 1..N, their REST API on ports base_port .. base_port+N-1 and their Kafka listener on
+    kafka_base_port .. kafka_base_port+N-1, over an ensemble we start or one given to us.
 
-    With ``ensemble`` given (tests share one ensemble and give each test its own chroot), ``up`` and ``down``
-    leave the ensemble alone.
+    ``kafka_base_port`` None picks free ports (``free_port_block``), so that callers that only choose REST ports
+    never collide on Kafka's; a TLS cluster has no Kafka listener (only PLAINTEXT is served on it so far, and a
+    secured cluster must not grow a plaintext door). With ``ensemble`` given (tests share one ensemble and give
+    each test its own chroot), ``up`` and ``down`` leave the ensemble alone.
     """
 
     def __init__(
@@ -81,7 +124,8 @@ class LocalCluster:
         data_dir: Path,
         *,
         brokers: int = 3,
-        base_port: int = 9092,
+        base_port: int = 8082,
+        kafka_base_port: int | None = None,
         zookeepers: int = 3,
         zk_base_port: int = 2181,
         tick_ms: int = 2000,
@@ -106,8 +150,11 @@ class LocalCluster:
         # ZooKeeper digest credentials with ZooKeeper ACLs on every znode.
         self.tls = tls
         self.zk_digest = zk_digest
+        if kafka_base_port is None and not tls and brokers:
+            kafka_base_port = free_port_block(brokers)
         self.slots: dict[int, BrokerSlot] = {
-            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}", "https" if tls else "http")
+            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}", "https" if tls else "http",
+                          None if tls or kafka_base_port is None else kafka_base_port + i - 1)
             for i in range(1, brokers + 1)
         }
         self._procs: dict[int, ManagedProcess] = {}
@@ -157,16 +204,20 @@ class LocalCluster:
             "--listen", f"{HOST}:{slot.port}",
             "--data-dir", str(slot.data_dir),
             "--zk-session-timeout-ms", str(self.session_timeout_ms),
+            *(["--kafka-listeners", f"PLAINTEXT://{HOST}:{slot.kafka_port}"] if slot.kafka_port else []),
             *local_security_args(self, broker_id),
             *self.broker_args,
         ]  # fmt: skip
 
-    def add_broker(self, broker_id: int, port: int) -> None:
-        """Grow the cluster by one broker slot (start it with ``start_broker``)."""
+    def add_broker(self, broker_id: int, port: int, kafka_port: int | None = None) -> None:
+        """Grow the cluster by one broker slot (start it with ``start_broker``); ``kafka_port`` None picks one
+        (none on a TLS cluster)."""
         if broker_id in self.slots:
             raise ClusterError(f"broker {broker_id} already exists")
+        if kafka_port is None and not self.tls:
+            kafka_port = free_port_block(1)
         self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}",
-                                           "https" if self.tls else "http")
+                                           "https" if self.tls else "http", None if self.tls else kafka_port)
         self.save()
 
     def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0,
@@ -234,6 +285,16 @@ class LocalCluster:
 
     def broker_url(self, broker_id: int) -> str:
         return self._slot(broker_id).url
+
+    def kafka_address(self, broker_id: int) -> str | None:
+        """The broker's Kafka listener as ``host:port`` (None when it has none)."""
+        return self._slot(broker_id).kafka_address
+
+    @property
+    def kafka_bootstrap(self) -> str | None:
+        """``bootstrap.servers`` for Kafka clients: every broker's Kafka listener."""
+        addresses = [slot.kafka_address for _, slot in sorted(self.slots.items()) if slot.kafka_address]
+        return ",".join(addresses) or None
 
     def _slot(self, broker_id: int) -> BrokerSlot:
         if broker_id not in self.slots:
@@ -312,10 +373,12 @@ class LocalCluster:
                 {"id": s.id, "client_port": s.client_port, "pid": s.pid, "mode": s.mode}
                 for s in zookeepers
             ],
+            "kafka_bootstrap": self.kafka_bootstrap,
             "brokers": [
                 {
                     "id": b,
                     "url": slot.url,
+                    "kafka": slot.kafka_address,
                     "pid": self.broker_pid(b),
                     "alive": self.broker_pid(b) is not None,
                     "registered": b in registered,
@@ -329,6 +392,7 @@ class LocalCluster:
     def save(self) -> None:
         state = {
             "brokers": {str(b): slot.port for b, slot in sorted(self.slots.items())},
+            "kafka_ports": {str(b): slot.kafka_port for b, slot in sorted(self.slots.items())},
             "session_timeout_ms": self.session_timeout_ms,
             "chroot": self.chroot,
             "owns_ensemble": self.owns_ensemble,
@@ -366,8 +430,10 @@ class LocalCluster:
             zk_digest=state.get("zk_digest"),
         )
         cluster.owns_ensemble = bool(state.get("owns_ensemble", True))
+        kafka_ports = state.get("kafka_ports") or {}  # absent from clusters started before the Kafka listener
         cluster.slots = {
-            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}", "https" if cluster.tls else "http")
+            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}", "https" if cluster.tls else "http",
+                               None if kafka_ports.get(b) is None else int(kafka_ports[b]))
             for b, port in state["brokers"].items()
         }
         cluster._procs = {int(b): ManagedProcess.from_json(p) for b, p in state.get("processes", {}).items()}

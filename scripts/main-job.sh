@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up, start a local cluster (3 ZooKeeper nodes, 3 brokers), produce and
-# read with the Python client and with curl, run the Spark pipeline through the connector, then stop it all.
+# read with the Python client, with curl (REST) and with kcat (Kafka's protocol), run the Spark pipeline through
+# the connector, then stop it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -26,6 +27,14 @@ curl -s "${CURL_TLS[@]}" -X POST "$URL/topics/demo?acks=all" -H 'Content-Type: a
      -d '{"records": [{"key": "curl", "value": {"hello": "odradek"}}, {"value": [1, 2, 3]}]}'; echo
 curl -s "${CURL_TLS[@]}" "$URL/topics/demo/partitions/0/records?offset=0" -H 'Accept: application/vnd.kafka.json.v2+json' \
   | .venv/bin/python -c 'import json,sys; b=json.load(sys.stdin); r=b.pop("records"); print(json.dumps(b)); [print(" ", json.dumps(x)) for x in r[:3]]; print("  ... %d records" % len(r))' 
+KAFKA="$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["kafka_bootstrap"] or "")' \
+          < <($ODR cluster status --data-dir "$DATA_DIR" --json))"
+if [ -n "$KAFKA" ] && command -v kcat >/dev/null; then   # no Kafka listener on a --tls cluster (PLAINTEXT only)
+  echo; echo "== kcat: the same topic over Kafka's protocol (bootstrap.servers=$KAFKA)"
+  kcat -b "$KAFKA" -L -t demo
+  printf 'kcat:hello from kcat\n' | kcat -b "$KAFKA" -P -t demo -p 0 -K:
+  kcat -b "$KAFKA" -C -t demo -p 0 -o -3 -e -q -f '  offset %o key %k: %s\n'
+fi
 if [ -f examples/pipeline.py ]; then
   echo; echo "== Spark: batch and streaming through the connector"
   PYSPARK_PYTHON="$PWD/.venv/bin/python" SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python examples/pipeline.py --bootstrap "$URL"

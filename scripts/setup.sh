@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything Odradek needs on a fresh Debian machine: ZooKeeper (and Java) from Debian, and a
+# Installs everything Odradek needs on a fresh Debian machine: ZooKeeper (and Java) and kcat from Debian, and a
 # virtualenv in .venv with the project, its test extras, its Spark extras (pyspark, pyarrow) and matplotlib (verify).
 # Safe to run again: it skips what is there.
 set -euo pipefail
@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # iptables: `odradek verify` cuts links inside the network namespaces it makes (its tests need it).
+# kcat: a Kafka client (librdkafka) for the Kafka listener, used by the main job and the tests.
 missing=()
 { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null; } || missing+=(zookeeper)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v kcat >/dev/null || missing+=(kcat)
 if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -57,7 +57,8 @@ def private_ensemble(tmp_path: Path) -> Iterator[ZkEnsemble]:
 
 @pytest.fixture
 def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluster]:
-    """``make_cluster(brokers=3, ensemble=None, start=True)``: brokers in a chroot of their own."""
+    """``make_cluster(brokers=3, ensemble=None, start=True)``: brokers in a chroot of their own, each with a REST
+    port and a Kafka port of its own."""
     made: list[LocalProcessBackend] = []
 
     def _make(brokers: int = 3, ensemble: ZkEnsemble | None = None, start: bool = True,
@@ -67,6 +68,7 @@ def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluste
             tmp_path / f"cluster-{len(made)}",
             brokers=brokers,
             base_port=free_port_block(brokers),
+            kafka_base_port=free_port_block(brokers),
             session_timeout_ms=session_timeout_ms,
             chroot=f"/odradek-test-{uuid.uuid4().hex[:10]}",
             ensemble=ensemble or zk_ensemble,
@@ -162,7 +164,8 @@ def make_backend_cluster(cluster_backend: str, request: pytest.FixtureRequest,
             ensemble = request.getfixturevalue("zk_ensemble")
             backend = LocalProcessBackend(LocalCluster(
                 tmp_path / f"cluster-{len(made)}", brokers=brokers, base_port=free_port_block(brokers),
-                session_timeout_ms=session_timeout_ms, chroot=chroot, ensemble=ensemble, broker_args=broker_args))
+                kafka_base_port=free_port_block(brokers), session_timeout_ms=session_timeout_ms, chroot=chroot,
+                ensemble=ensemble, broker_args=broker_args))
         made.append(backend)
         try:
             backend.up()

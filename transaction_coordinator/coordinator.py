@@ -107,6 +107,12 @@ class TxnCoordinator:
 
     # --------------------------------------------------------------------------------------------- requests
 
+    async def init_producer_id(self) -> tuple[int, int]:
+        """InitProducerId without a transactional id (an idempotent producer): a fresh producer id at epoch 0.
+        Any broker answers it, no coordinator owns it: ids come from blocks claimed in ZooKeeper, so no two
+        producers ever share one."""
+        return await asyncio.to_thread(self._next_pid), 0
+
     async def init(self, tid: str, timeout_ms: int) -> tuple[int, int]:
         """InitProducerId with a transactional id: end what the previous epoch left, then bump the epoch."""
         if not 1 <= timeout_ms <= MAX_TIMEOUT_MS:

@@ -15,11 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batch_headers
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def isolation_level(raw: str) -> str:
+    """A client's isolation level, checked: read_uncommitted or read_committed (INVALID_REQUEST otherwise)."""
+    if raw not in ISOLATION_LEVELS:
+        raise InvalidRequestError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {raw[:40]!r}")
+    return raw
 
 
 def drop_aborted(data: bytes, aborted: Sequence[tuple[int, int, int]]) -> bytes:

@@ -8,7 +8,7 @@ timestamps, ``"version":"1"`` as a string in ``/cluster/id``, bare ASCII digits 
     /controller                    ephemeral      {"version":1,"brokerid":N,"timestamp":"<ms>"}
     /controller_epoch                             5
     /controller_election/          kazoo Election lock children (Odradek: who may claim /controller)
-    /brokers/ids/<id>              ephemeral      broker registration (v5 shape, HTTP endpoints)
+    /brokers/ids/<id>              ephemeral      broker registration (v5 shape, HTTP endpoints, kafka_endpoints)
     /brokers/topics/<t>                           {"version":3,"partitions":{"0":[1,2,3]},...}
     /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":7,"leader":2,"version":1,
                                                    "leader_epoch":13,"isr":[2,3]}
@@ -35,9 +35,10 @@ from urllib.parse import quote, unquote
 
 import orjson
 
-from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.protocol.model import BrokerInfo, KafkaEndpoint, LeaderAndIsr, TopicAssignment, TopicPartition
 
-__all__ = ["BrokerInfo", "LeaderAndIsr", "TopicAssignment", "TopicPartition"]  # codecs' value types, re-exported
+# the codecs' value types, re-exported
+__all__ = ["BrokerInfo", "KafkaEndpoint", "LeaderAndIsr", "TopicAssignment", "TopicPartition"]
 
 
 def _dumps(obj: Any) -> bytes:
@@ -134,6 +135,10 @@ class BrokerIdZNode:
         }
         if info.rack is not None:
             obj["rack"] = info.rack
+        if info.kafka_endpoints:  # only then: a broker without a Kafka listener registers as it always did
+            obj["kafka_endpoints"] = [
+                {"listener": e.listener, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+                for e in info.kafka_endpoints]
         return _dumps(obj)
 
     @staticmethod
@@ -154,6 +159,11 @@ class BrokerIdZNode:
             epoch=czxid,
             scheme="https" if tls else "http",
             endpoints=endpoints,
+            # Absent from registrations written before the Kafka listener existed: no Kafka endpoint.
+            kafka_endpoints=tuple(
+                KafkaEndpoint(str(e["listener"]), str(e["host"]), int(e["port"]),
+                              str(e.get("security_protocol", "PLAINTEXT")))
+                for e in obj.get("kafka_endpoints") or ()),
         )
 
 

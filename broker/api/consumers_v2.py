@@ -19,7 +19,7 @@ from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, JSON
 from broker.api.errors import error_response
 from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
-from broker.consumer_locator import ConsumerLocator, generated_name, holder_in_name
+from broker.consumer_locator import generated_name, holder_in_name
 from broker.interbroker import Request
 from broker.rest_consumers import (
     ConsumerFormatMismatchError,
@@ -116,15 +116,10 @@ async def _instance(request: web.Request) -> ConsumerInstance | web.StreamRespon
     return await _forward(request, manager, group, name)
 
 
-def _locator(request: web.Request) -> ConsumerLocator:
-    broker = request.app[BROKER]
-    return ConsumerLocator(broker.zk, broker.broker_id)
-
-
 async def _forward(request: web.Request, manager: RestInstanceManager, group: str, name: str) -> web.StreamResponse:
     """This very request, sent once to the instance's holder; its answer (or its typed error) as ours."""
     broker = request.app[BROKER]
-    holder = await _locator(request).holder(group, name)
+    holder = await manager.locator.holder(group, name)
     if holder is None or holder == broker.broker_id:
         raise ConsumerInstanceNotFoundError("Consumer instance not found.")
     # forwarded_identity: the caller's principal, so the holder checks the instance's owner (docs/security.md).
@@ -162,7 +157,7 @@ async def create_instance(request: web.Request) -> web.Response:
         raise InvalidRequestError("names of the form rest-consumer-<broker id>-<uuid> are the ids brokers "
                                   "generate; this one names another broker")
     inst = manager.create(group, name or generated_name(broker_id), InstanceConfig.parse(body))
-    await _locator(request).created(inst.group, inst.name)
+    await manager.created(inst)
     return _v2({"instance_id": inst.name, "base_uri": inst.base_uri})
 
 
@@ -170,8 +165,7 @@ async def delete_instance(request: web.Request) -> web.StreamResponse:
     found = await _instance(request)
     if not isinstance(found, ConsumerInstance):
         return found
-    await _manager(request).delete(found.group, found.name)
-    await _locator(request).deleted(found.group, found.name)
+    await _manager(request).delete(found.group, found.name)  # commits, leaves, and unregisters its name
     return _no_content()
 
 

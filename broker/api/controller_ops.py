@@ -1,4 +1,9 @@
-"""Requests for the controller: controlled shutdown (from a stopping broker), preferred and unclean leader election."""
+"""Requests for the controller: controlled shutdown (from a stopping broker), preferred and unclean leader election.
+
+Handlers decode and render; the controller requests service (broker/controller/requests.py) checks the broker
+epoch, puts the controller's event in its queue and waits for the answer, or forwards to the controller, and the
+election admin (broker/admin/elections.py) checks that named partitions exist and writes the preferred election.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,8 @@ from aiohttp import web
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.params import load_json_object
-from broker.controller.controller import ControlledShutdown, UncleanElection
-from broker.produce import forwarding as forward
-from odradek.protocol.errors import (
-    InvalidRequestError,
-    NotControllerError,
-    RequestTimedOutError,
-    StaleBrokerEpochError,
-)
+from broker.produce.forwarding import FORWARDED
+from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.model import TopicPartition
 
 
@@ -28,19 +27,9 @@ async def controlled_shutdown(request: web.Request) -> web.Response:
     broker_id, broker_epoch = body.get("broker_id"), body.get("broker_epoch")
     if not _is_int(broker_id) or not _is_int(broker_epoch):
         raise InvalidRequestError('the body must be {"broker_id": int, "broker_epoch": int}')
-    # Only the broker itself knows its epoch and may stop itself: a live registration with this very epoch.
-    registered = broker.cache.brokers.get(broker_id)
-    if registered is None or registered.epoch != broker_epoch:
-        raise StaleBrokerEpochError(f"broker {broker_id} with epoch {broker_epoch} is not a live registration")
-    reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
-    request_ = ControlledShutdown(broker_id, broker_epoch, reply)
-    if not broker.controller.active or not broker.controller.queue.put(request_):
-        raise NotControllerError(f"broker {broker.broker_id} is not the controller", controller_id=broker.controller_id)
-    try:
-        remaining = await asyncio.wait_for(reply, 30)
-    except TimeoutError:
-        raise RequestTimedOutError("the controller did not finish the controlled shutdown in 30 s") from None
-    return json_response({"remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]})
+    remaining = await broker.controller_requests.controlled_shutdown(broker_id, broker_epoch)
+    return json_response({"remaining_partitions": [{"topic": tp.topic, "partition": tp.partition}
+                                                   for tp in remaining]})
 
 
 async def preferred_election(request: web.Request) -> web.Response:
@@ -63,22 +52,7 @@ async def unclean_election(request: web.Request) -> web.Response:
     partitions = broker.elections.existing(_listed_partitions(load_json_object(raw) if raw.strip() else {}))
     if not partitions:
         raise InvalidRequestError('the body must be {"partitions": [{"topic": str, "partition": int}, ...]}')
-    if not broker.controller.active:
-        url = broker.cache.leader_url(broker.controller_id) if broker.controller_id is not None else None
-        if url is None or broker.http_session is None or "Odradek-Forwarded" in request.headers:
-            raise NotControllerError(f"broker {broker.broker_id} is not the controller",
-                                     controller_id=broker.controller_id)
-        body = await forward.request_json(broker.http_session, "POST", f"{url}{request.rel_url}", raw,
-                                          headers={"Odradek-Forwarded": str(broker.broker_id),
-                                                   "Content-Type": "application/json"}, timeout_s=35)
-        return json_response(body)
-    reply: asyncio.Future[dict[TopicPartition, int | None]] = asyncio.get_running_loop().create_future()
-    if not broker.controller.queue.put(UncleanElection(tuple(partitions), reply)):
-        raise NotControllerError(f"broker {broker.broker_id} is not the controller", controller_id=broker.controller_id)
-    try:
-        leaders = await asyncio.wait_for(reply, 30)
-    except TimeoutError:
-        raise RequestTimedOutError("the controller did not finish the election in 30 s") from None
+    leaders = await broker.controller_requests.unclean_election(partitions, forwarded=FORWARDED in request.headers)
     return json_response({"partitions": [
         {"topic": tp.topic, "partition": tp.partition, "leader": leaders.get(tp),
          "error": None if leaders.get(tp) is not None else "ELIGIBLE_LEADERS_NOT_AVAILABLE"}

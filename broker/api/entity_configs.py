@@ -67,7 +67,7 @@ def _client_id(request: web.Request, entity_type: str) -> str | None:
 
 
 def _store(request: web.Request) -> EntityConfigAdmin:
-    return EntityConfigAdmin(request.app[BROKER].zk)
+    return request.app[BROKER].entity_configs
 
 
 def _entries(request: web.Request, entity_type: str, name: str, overrides: dict[str, str],
@@ -88,21 +88,6 @@ def _entries(request: web.Request, entity_type: str, name: str, overrides: dict[
     return out
 
 
-def _static_configs(request: web.Request) -> dict[str, str]:
-    """This broker's start-up settings under Kafka's names (what ``kafka-configs --describe --all`` adds)."""
-    c = request.app[BROKER].config
-    return {
-        "broker.id": str(c.broker_id), "zookeeper.connect": c.zk_connect, "log.dirs": str(c.data_dir),
-        "listeners": f"HTTP://{c.host}:{c.port}", "broker.rack": c.rack or "null",
-        "zookeeper.session.timeout.ms": str(c.zk_session_timeout_ms),
-        "replica.lag.time.max.ms": str(c.replica_lag_time_max_ms),
-        "log.retention.check.interval.ms": str(c.log_retention_check_interval_ms),
-        "auto.leader.rebalance.enable": str(c.auto_leader_rebalance_enable).lower(),
-        "leader.imbalance.check.interval.seconds": str(int(c.leader_imbalance_check_interval_s)),
-        "leader.imbalance.per.broker.percentage": str(c.leader_imbalance_per_broker_percentage),
-    }
-
-
 async def describe(request: web.Request) -> web.Response:
     _check_cluster(request)
     entity_type, name = _entity(request)
@@ -113,9 +98,8 @@ async def describe(request: web.Request) -> web.Response:
                               "data": _entries(request, entity_type, name, overrides, client=client)})
     overrides = await asyncio.to_thread(_store(request).describe, entity_type, name)
     static = None
-    if (entity_type == "brokers" and request.query.get("all") == "true"
-            and name == str(request.app[BROKER].broker_id)):
-        static = _static_configs(request)
+    if entity_type == "brokers" and request.query.get("all") == "true":  # none for other brokers, or <default>
+        static = _store(request).static_configs(name)
     kind = "KafkaBrokerConfigList" if entity_type == "brokers" else "KafkaClientQuotaConfigList"
     return json_response({"kind": kind, "metadata": {}, "data": _entries(request, entity_type, name, overrides,
                                                                           static)})

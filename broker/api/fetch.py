@@ -1,9 +1,11 @@
 """GET .../records (JSON read by offset), GET .../batches (binary fetch, consumers and followers) and
 GET .../epoch_end_offset (followers' divergence check).
 
-Reads wait for a leader like produces do (broker/produce/routing.py), bounded by their own long-poll timeout:
-a read with ``timeout=0`` answers at once. The JSON read forwards to another broker's leadership; the binary
-paths are leader-only and name the leader instead.
+Handlers decode a FetchRequest, call the fetch service (broker/fetch/service.py) and render its PartitionData:
+which replica serves a read, how long it waits and what it may return are the service's. Reads wait for a
+leader like produces do, bounded by their own long-poll timeout: a read with ``timeout=0`` answers at once. The
+JSON read may be forwarded to another broker's leadership; the binary paths are leader-only and name the
+leader instead.
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ from aiohttp.abc import AbstractStreamWriter
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, read_format, record_json
-from broker.api.params import INT32_MAX, int_param, partition_param, wait_param
-from broker.produce import forwarding as forward
-from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
-from broker.replication.follower_fetch import FetchResult, FollowerFetch, SliceResult
-from broker.replication.follower_fetch import close as release
+from broker.api.params import INT32_MAX, int_param, isolation_param, optional_int_param, partition_param, wait_param
+from broker.fetch.service import (
+    DEFAULT_MAX_BYTES,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchRequest,
+    FileRecords,
+    PartitionData,
+    ReplicaFetch,
+)
+from broker.produce.forwarding import LAST_STABLE_OFFSET
 from odradek.protocol import media, speedups
-from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.records import decode_records, iter_batch_headers
-from transaction_coordinator.markers import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
-
-DEFAULT_MAX_BYTES = 1024 * 1024
-LAST_STABLE_OFFSET = "Odradek-Last-Stable-Offset"
 
 
 async def read_records(request: web.Request) -> web.Response:
@@ -39,31 +42,12 @@ async def read_records(request: web.Request) -> web.Response:
     fmt, content_type = read_format(request.headers.get("Accept", ""))
     max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=INT32_MAX)
     timeout_ms = wait_param(request, "timeout")
-    requested = int_param(request, "offset") if request.query.get("offset") else None
-    committed = read_committed(request)
-    hw = 0
-    deadline = deadline_after(timeout_ms)
-    while True:
-        route = await broker.produce.router.await_route(topic, partition, deadline)
-        wait_ms = remaining_ms(deadline) if timeout_ms else 0
-        try:
-            if isinstance(route, Remote):
-                data, meta = await forward.fetch_batches(broker.http_session, route.url, topic, partition, requested,
-                                                         max_bytes, wait_ms, committed)
-                hw, lso, leader = meta["high_watermark"], meta["log_start_offset"], meta["leader"]
-                offset = lso if requested is None else requested
-            else:
-                offset = route.log_start_offset if requested is None else requested
-                result = await (route.read_committed(offset, max_bytes, wait_ms) if committed
-                                else route.read(offset, max_bytes, wait_ms))
-                if committed:
-                    hw = route.last_stable_offset
-                data, hw, lso, leader = (result.data, hw if committed else route.high_watermark,
-                                         route.log_start_offset, broker.broker_id)
-            break
-        except ROUTING_ERRORS:
-            if not await broker.produce.router.wait_for_change(deadline):
-                raise
+    requested = optional_int_param(request, "offset")
+    level = isolation_param(request)
+    read = await broker.fetches.fetch_anywhere(FetchRequest(topic, partition, requested, max_bytes, timeout_ms, level))
+    data, offset, lso, leader = read.records, read.fetch_offset, read.log_start_offset, read.leader  # bytes
+    # A read_committed reader's end is the LSO: the answer's ``high_watermark`` says where its reads end.
+    hw = read.last_stable_offset if level == READ_COMMITTED else read.high_watermark
     next_offset = offset
     for _, header in iter_batch_headers(data):
         next_offset = max(next_offset, min(header.next_offset, hw))
@@ -89,33 +73,30 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
     max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=INT32_MAX)
     timeout_ms = wait_param(request, "timeout_ms")
     replica_id = int_param(request, "replica_id", -1, minimum=-1, maximum=INT32_MAX)
-    part = await broker.produce.router.await_leader(topic, partition, deadline_after(timeout_ms))
-    offset = int_param(request, "offset", part.log_start_offset)
+    offset = optional_int_param(request, "offset")  # None: the log start offset
+    replica = None
+    if replica_id >= 0:  # a follower's fetch: its acknowledgement, checked by the service
+        replica = ReplicaFetch(replica_id, int_param(request, "replica_epoch", -1, minimum=-1),
+                               optional_int_param(request, "leader_epoch", minimum=-1, maximum=INT32_MAX))
+    level = READ_UNCOMMITTED if replica is not None else isolation_param(request)
     # Zero-copy (Kafka's FileRecords + sendfile): the log names a file range, the kernel sends it.
-    if replica_id >= 0:
-        fetch = FollowerFetch(
-            replica_id=replica_id,
-            replica_epoch=int_param(request, "replica_epoch", -1, minimum=-1),
-            leader_epoch=int_param(request, "leader_epoch", part.leader_epoch, minimum=-1, maximum=INT32_MAX),
-            offset=offset, max_bytes=max_bytes, timeout_ms=timeout_ms)
-        result: FetchResult = await broker.follower_fetches.fetch(part, fetch)
-    elif read_committed(request):  # filtered per batch (transaction_coordinator/markers.py): no zero-copy
-        result = await part.read_committed(offset, max_bytes, timeout_ms)
-    else:
-        result = await part.read(offset, max_bytes, timeout_ms, zero_copy=True)
-    headers = {
-        media.HIGH_WATERMARK: str(part.high_watermark),
-        LAST_STABLE_OFFSET: str(part.last_stable_offset),
-        media.LOG_START_OFFSET: str(part.log_start_offset),
-        media.LOG_END_OFFSET: str(part.log_end_offset),
-        media.LEADER_EPOCH: str(part.leader_epoch),
-        media.LEADER: str(broker.broker_id),
+    read = await broker.fetches.fetch(FetchRequest(topic, partition, offset, max_bytes, timeout_ms, level,
+                                                   replica=replica), zero_copy=True)
+    headers = _offset_headers(read)
+    if isinstance(read.records, FileRecords):
+        return SegmentResponse(read.records, headers)
+    return web.Response(body=read.records, content_type=media.BATCHES, headers=headers)
+
+
+def _offset_headers(read: PartitionData) -> dict[str, str]:
+    return {
+        media.HIGH_WATERMARK: str(read.high_watermark),
+        LAST_STABLE_OFFSET: str(read.last_stable_offset),
+        media.LOG_START_OFFSET: str(read.log_start_offset),
+        media.LOG_END_OFFSET: str(read.log_end_offset),
+        media.LEADER_EPOCH: str(read.leader_epoch),
+        media.LEADER: str(read.leader),
     }
-    slices = getattr(result, "slices", None)
-    if slices:
-        return SegmentResponse(result, headers)  # type: ignore[arg-type]
-    release(result)
-    return web.Response(body=getattr(result, "data", b""), content_type=media.BATCHES, headers=headers)
 
 
 class SegmentResponse(web.StreamResponse):
@@ -130,7 +111,7 @@ class SegmentResponse(web.StreamResponse):
     Over TLS, ``loop.sendfile`` falls back to reading and writing in chunks by itself.
     """
 
-    def __init__(self, result: SliceResult, headers: dict[str, str]) -> None:
+    def __init__(self, result: FileRecords, headers: dict[str, str]) -> None:
         super().__init__(headers=headers)
         self.content_type = media.BATCHES
         self.content_length = result.size
@@ -162,16 +143,8 @@ class SegmentResponse(web.StreamResponse):
                 raise ConnectionResetError(f"sent {sent} of {s.length} bytes: the segment shrank under the fetch")
 
 
-def read_committed(request: web.Request) -> bool:
-    """The ``isolation`` parameter: read_uncommitted (the default) or read_committed (docs/transactions.md)."""
-    level = request.query.get("isolation", READ_UNCOMMITTED)
-    if level not in ISOLATION_LEVELS:
-        raise InvalidRequestError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {level[:40]!r}")
-    return level == READ_COMMITTED
-
-
 async def epoch_end_offset(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
-    part = broker.produce.router.leader(request.match_info["topic"], partition_param(request))
-    epoch, end = part.epoch_end_offset(int_param(request, "leader_epoch", minimum=-1))
-    return json_response({"leader_epoch": epoch, "end_offset": end})
+    fetches = request.app[BROKER].fetches
+    answer = fetches.epoch_end_offset(request.match_info["topic"], partition_param(request),
+                                      int_param(request, "leader_epoch", minimum=-1))
+    return json_response({"leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})

@@ -1,40 +1,34 @@
 """Consumer groups over HTTP (docs/consumer-groups.md): join, heartbeat, leave, commit, offsets, admin.
 
-Handlers only validate and translate: every rule lives in consumer_coordinator. Any broker accepts any group
-request; one that does not coordinate the group forwards it to the broker that does (the same way produce
-requests reach leaders, broker/produce/forwarding.py) and names it in ``Odradek-Coordinator``. A forwarded
-request carries ``Odradek-Forwarded`` so that a coordinator change in between is answered NOT_COORDINATOR
-(retriable) instead of bouncing between brokers.
+Handlers only parse, call and render: every rule lives in consumer_coordinator, and the routing in
+broker/group_router.py. Any broker accepts any group request; one that does not coordinate the group forwards it
+(one hop, over the inter-broker client) to the broker that does, and every reply names the coordinator in
+``Odradek-Coordinator``. A forwarded request carries ``Odradek-Forwarded`` so that a coordinator change in
+between is answered NOT_COORDINATOR (retriable) instead of bouncing between brokers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
+from broker.group_router import COORDINATOR_HEADER, FORWARDED_HEADER, GroupRouter, Routed
 from broker.produce import forwarding as forward
 from broker.security.visibility import describe_filter
 from consumer_coordinator.assignors import ASSIGNORS, TP
 from consumer_coordinator.coordinator import JoinRequest
 from odradek.protocol.errors import (
-    CoordinatorNotAvailableError,
-    GroupIdNotFoundError,
     InvalidGroupIdError,
     InvalidRequestError,
     InvalidSessionTimeoutError,
-    NotCoordinatorError,
     NotLeaderOrFollowerError,
     OdradekError,
 )
-
-COORDINATOR_HEADER = "Odradek-Coordinator"
-FORWARDED_HEADER = "Odradek-Forwarded"
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 MAX_GROUP_LENGTH = 249  # Kafka's topic-name limit; Kafka leaves group ids unbounded, we do not
@@ -149,37 +143,18 @@ def parse_offsets(body: dict[str, Any], with_metadata: bool) -> dict[TP, tuple[i
 # ------------------------------------------------------------------------------------------------- routing
 
 
-async def _coordinated(request: web.Request, group: str, local: Callable[[], Awaitable[Any]], *,
-                       must_exist: bool = False, timeout_s: float = 30.0) -> web.Response:
-    """Run ``local`` if this broker coordinates ``group``; otherwise forward the request to the one that does."""
-    broker = request.app[BROKER]
-    coordinator = broker.groups
-    forwarded = FORWARDED_HEADER in request.headers
-    for attempt in range(2):
-        owner = await coordinator.locate(group, must_exist=must_exist)
-        if owner == coordinator.broker_id:
-            try:
-                body = await local()
-            except NotCoordinatorError:
-                if forwarded or attempt:
-                    raise
-                continue  # we lost the group in between (session loss): locate again
-            response = json_response(body if body is not None else {})
-            response.headers[COORDINATOR_HEADER] = str(owner)
-            return response
-        if forwarded:
-            raise NotCoordinatorError(f"broker {coordinator.broker_id} does not coordinate group {group!r}")
-        url = broker.cache.leader_url(owner)
-        if url is None or broker.http_session is None:
-            raise CoordinatorNotAvailableError(f"the coordinator of group {group!r} (broker {owner}) is not live")
-        body = await forward.request_json(
-            broker.http_session, request.method, f"{url}{request.rel_url}", await request.read(),
-            headers={FORWARDED_HEADER: str(coordinator.broker_id), "Content-Type": "application/json"},
-            timeout_s=timeout_s)
-        response = json_response(body)
-        response.headers[COORDINATOR_HEADER] = str(owner)
-        return response
-    raise CoordinatorNotAvailableError(f"the coordinator of group {group!r} is changing: retry")
+def _router(request: web.Request) -> GroupRouter:
+    return request.app[BROKER].group_router
+
+
+def _forwarded(request: web.Request) -> bool:
+    return FORWARDED_HEADER in request.headers
+
+
+def _render(routed: Routed) -> web.Response:
+    response = json_response(routed.value if routed.value is not None else {})
+    response.headers[COORDINATOR_HEADER] = str(routed.coordinator)
+    return response
 
 
 # ------------------------------------------------------------------------------------------------ handlers
@@ -188,22 +163,18 @@ async def _coordinated(request: web.Request, group: str, local: Callable[[], Awa
 async def join(request: web.Request) -> web.Response:
     group = group_param(request)
     req = parse_join(await _body(request), request.remote or "")
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.join(group, req),
-                              timeout_s=req.rebalance_timeout_ms / 1000 + 10)
+    return _render(await _router(request).join(group, req, forwarded=_forwarded(request)))
 
 
 async def heartbeat(request: web.Request) -> web.Response:
     group, member = group_param(request), member_param(request)
     generation = _int(await _body(request), "generation", -1, INT32_MAX)
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.heartbeat(group, member, generation))
+    return _render(await _router(request).heartbeat(group, member, generation, forwarded=_forwarded(request)))
 
 
 async def leave(request: web.Request) -> web.Response:
     group, member = group_param(request), member_param(request)
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.leave(group, member))
+    return _render(await _router(request).leave(group, member, forwarded=_forwarded(request)))
 
 
 async def commit(request: web.Request) -> web.Response:
@@ -214,15 +185,14 @@ async def commit(request: web.Request) -> web.Response:
         _name(member_id, "member_id", MAX_MEMBER_LENGTH)
     generation = _int(body, "generation", -1, INT32_MAX, -1)
     offsets = parse_offsets(body, with_metadata=True)
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.commit(group, member_id, generation, offsets))
+    return _render(await _router(request).commit(group, member_id, generation, offsets,
+                                                 forwarded=_forwarded(request)))
 
 
 async def reset_offsets(request: web.Request) -> web.Response:
     group = group_param(request)
     offsets = {tp: o for tp, (o, _) in parse_offsets(await _body(request), with_metadata=False).items()}
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.reset_offsets(group, offsets), must_exist=True)
+    return _render(await _router(request).reset_offsets(group, offsets, forwarded=_forwarded(request)))
 
 
 async def delete_offsets(request: web.Request) -> web.Response:
@@ -240,21 +210,15 @@ async def delete_offsets(request: web.Request) -> web.Response:
         if len(parts) > MAX_LIST or not all(p.isascii() and p.isdigit() and int(p) <= INT32_MAX for p in parts):
             raise InvalidRequestError('"partitions" must be a comma-separated list of partition numbers')
         partitions = sorted({int(p) for p in parts})
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.delete_offsets(group, topic, partitions),
-                              must_exist=True)
+    return _render(await _router(request).delete_offsets(group, topic, partitions, forwarded=_forwarded(request)))
 
 
 async def describe(request: web.Request) -> web.Response:
-    group = group_param(request)
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.describe(group), must_exist=True)
+    return _render(await _router(request).describe(group_param(request), forwarded=_forwarded(request)))
 
 
 async def delete(request: web.Request) -> web.Response:
-    group = group_param(request)
-    coordinator = request.app[BROKER].groups
-    return await _coordinated(request, group, lambda: coordinator.delete(group), must_exist=True)
+    return _render(await _router(request).delete(group_param(request), forwarded=_forwarded(request)))
 
 
 async def list_groups(request: web.Request) -> web.Response:
@@ -283,11 +247,7 @@ async def offsets(request: web.Request) -> web.Response:
     topic = request.query.get("topic")
     if topic is not None:
         _name(topic, "topic", MAX_GROUP_LENGTH)
-    broker = request.app[BROKER]
-    store = broker.groups.store
-    if not await asyncio.to_thread(store.exists, group):
-        raise GroupIdNotFoundError(f"group {group!r} does not exist")
-    committed = await asyncio.to_thread(store.get_offsets, group)
+    committed = await _router(request).committed_offsets(group)
     visible = describe_filter(request, "Topic")  # Kafka's OffsetFetch: only topics the caller may Describe
     rows = sorted((tp, v) for tp, v in committed.items()
                   if (topic is None or tp[0] == topic) and (visible is None or visible(tp[0])))

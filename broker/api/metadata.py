@@ -19,14 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
-from broker.api.fetch import read_committed
-from broker.api.params import int_param, negotiate, partition_param
+from broker.api.params import int_param, isolation_param, negotiate, partition_param
+from broker.fetch.offsets import ListOffsetsRequest
 from broker.metadata.cache import MetadataCache, PartitionInfo
-from broker.produce import forwarding as forward
 from broker.security.visibility import describe_filter
 from odradek.protocol import media
 from odradek.protocol.errors import (
-    NotLeaderOrFollowerError,
     TopicAuthorizationFailedError,
     UnknownPartitionError,
     UnknownTopicError,
@@ -145,24 +143,16 @@ async def partition(request: web.Request) -> web.Response:
 
 
 async def partition_offsets(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
-    name, p = request.match_info["topic"], partition_param(request)
+    """The leader's offsets (broker/fetch/offsets.py, Kafka's ListOffsets), from any broker: exactly Confluent's
+    TopicPartitionOffsetResponse (``end_offset`` is the high watermark, what consumers see; with
+    ``?isolation=read_committed`` the LSO, where read_committed reads end), plus, with ``?timestamp=``, the first
+    offset at or after that time (null when there is none)."""
     ctype = v2_type(request)
-    _require_partition(broker.cache, name, p)
-    try:
-        part = broker.replicas.leader_partition(name, p)
-    except NotLeaderOrFollowerError as e:
-        if not e.details.get("leader_url"):
-            raise
-        body = await forward.get_json(broker.http_session, f"{e.details['leader_url']}{request.rel_url}")
-        return json_response(body, content_type=ctype)
-    # Exactly Confluent's TopicPartitionOffsetResponse; end_offset is the high watermark (what consumers see).
-    body: dict[str, Any] = {"beginning_offset": part.log_start_offset, "end_offset": part.high_watermark}
-    if read_committed(request):  # ?isolation=read_committed: end where read_committed reads end, the LSO
-        body["end_offset"] = part.last_stable_offset
-    if request.query.get("timestamp"):
-        # Kafka's ListOffsets by time (ReplicaManager.offset_for_timestamp); null when there is none.
-        timestamp = int_param(request, "timestamp", minimum=-2)
-        body["timestamp"] = timestamp
-        body["offset"] = await broker.replicas.offset_for_timestamp(name, p, timestamp)
+    timestamp = int_param(request, "timestamp", minimum=-2) if request.query.get("timestamp") else None
+    offsets = await request.app[BROKER].offsets.list_offsets(ListOffsetsRequest(
+        request.match_info["topic"], partition_param(request), isolation_param(request), timestamp))
+    body: dict[str, Any] = {"beginning_offset": offsets.log_start_offset, "end_offset": offsets.end_offset}
+    if offsets.timestamp is not None:
+        body["timestamp"] = offsets.timestamp
+        body["offset"] = offsets.offset
     return json_response(body, content_type=ctype)

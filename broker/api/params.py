@@ -27,6 +27,7 @@ from aiohttp import web
 from broker.admin.topics import validate_topic_name
 from broker.config import BrokerConfig
 from odradek.protocol.errors import InvalidRequestError, MalformedJsonError, NotAcceptableError, RouteNotFoundError
+from transaction_coordinator.markers import READ_UNCOMMITTED, isolation_level
 
 # The broker's request limits (its BrokerConfig), given to create_app explicitly.
 LIMITS = web.AppKey("limits", BrokerConfig)
@@ -61,6 +62,18 @@ def int_param(request: web.Request, name: str, default: int | None = None, *, mi
     if value > maximum:
         raise InvalidRequestError(f"query parameter {name} must be at most {maximum}")
     return value
+
+
+def optional_int_param(request: web.Request, name: str, *, minimum: int = 0, maximum: int = INT64_MAX) -> int | None:
+    """:func:`int_param` for a parameter whose absence (or empty value) means "the service's default": None."""
+    if not request.query.get(name):
+        return None
+    return int_param(request, name, minimum=minimum, maximum=maximum)
+
+
+def isolation_param(request: web.Request) -> str:
+    """The ``isolation`` parameter: read_uncommitted (the default) or read_committed (docs/transactions.md)."""
+    return isolation_level(request.query.get("isolation", READ_UNCOMMITTED))
 
 
 def limits(request: web.Request) -> BrokerConfig:

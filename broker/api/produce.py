@@ -7,34 +7,23 @@ forwards to another broker's leadership; the binary path is leader-only and name
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import time
-
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import (
     BINARY,
-    Row,
     parse_produce_body,
     plain_records,
     produce_format,
     record_error,
     require_supported,
 )
-from broker.api.params import INT32_MAX, INT64_MAX, int_param, limits, parse_ascii_int, partition_param
-from broker.produce.routing import deadline_after, remaining_ms
+from broker.api.params import INT32_MAX, int_param, limits, partition_param
+from broker.produce.routing import deadline_after
 from broker.produce.service import PartitionResult, parse_acks
 from odradek.protocol import media, speedups
-from odradek.protocol.errors import (
-    InvalidRequestError,
-    InvalidTimestampError,
-    UnsupportedMediaTypeError,
-)
-from odradek.protocol.records import COMPRESSION_MASK, iter_batch_headers
-from odradek.protocol.speedups import validate_client_batches
+from odradek.protocol.errors import InvalidRequestError, UnsupportedMediaTypeError
 
 
 async def produce_json(request: web.Request) -> web.Response:
@@ -53,10 +42,10 @@ async def produce_json(request: web.Request) -> web.Response:
     encoded = None if plain is None else broker.produce.encode_plain(topic, *plain, fmt == BINARY, fixed)
     rows, named = ([], None) if encoded is not None else parse_produce_body(body, fmt, max_records)
     deadline = deadline_after(timeout_ms)
-    await broker.produce.router.await_topic(topic, deadline)
+    await broker.produce.await_topic(topic, deadline)
     require_supported(fmt, topic, topic_exists=True)  # schema formats: 422, but only once the topic is known
     if encoded is None:
-        _check_timestamps(rows, _timestamp_diff_ms(broker.cache.configs.get(topic, {})))
+        broker.produce.check_timestamps(topic, rows)
         partitions = broker.produce.choose_partitions(topic, rows, named, fixed, seed=key)
         results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline,
                                                idempotency_key=key)
@@ -104,41 +93,16 @@ async def produce_batches(request: web.Request) -> web.Response:
     acks = parse_acks(request.query.get("acks"))
     timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
     data = bytearray(await request.read())
-    deadline = deadline_after(timeout_ms)
-    part = await broker.produce.router.await_leader(topic, partition, deadline)
-    config = limits(request)
-    # Kafka's LogValidator: a refused batch leaves no trace. Off the event loop unless small, uncompressed and
-    # checked in C (microseconds: cheaper than the thread hop, which is latency on every acks=all produce).
-    check = functools.partial(
-        validate_client_batches, data, max_batch_bytes=part.log.config.max_message_bytes,
-        max_records=config.max_records_per_batch, max_decompressed_bytes=config.max_decompressed_batch_bytes,
-        max_timestamp_diff_ms=_timestamp_diff_ms(broker.cache.configs.get(topic, {})), now_ms=int(time.time() * 1000),
-        allow_transactional=True)
-    if _cheap_to_validate(data):
-        check()
-    else:
-        await asyncio.to_thread(check)
-    result = await part.append(data, acks, remaining_ms(deadline), idempotency_key(request))
+    # Leader-only; checked as Kafka's LogValidator before the append (a refused batch leaves no trace).
+    result = await broker.produce.append_batches(topic, partition, data, acks, timeout_ms, idempotency_key(request))
     answer = {
-        "topic": topic, "partition": partition, "base_offset": result.first_offset,
+        "topic": topic, "partition": partition, "base_offset": result.base_offset,
         "last_offset": result.last_offset, "record_count": result.record_count,
-        "log_append_time": result.log_append_time, "leader": broker.broker_id, "leader_epoch": part.leader_epoch,
+        "log_append_time": result.log_append_time, "leader": result.leader, "leader_epoch": result.leader_epoch,
     }
-    batch_offsets = getattr(result, "batch_offsets", None)  # an idempotent retry answered partly from state
-    if batch_offsets is not None:
-        answer["batch_base_offsets"] = list(batch_offsets)
+    if result.batch_offsets is not None:  # an idempotent retry answered partly from state
+        answer["batch_base_offsets"] = list(result.batch_offsets)
     return json_response(answer)
-
-
-INLINE_VALIDATE_BYTES = 256 * 1024  # about 0.2 ms of the compiled check: less than a thread hop costs
-
-
-def _cheap_to_validate(data: bytearray) -> bool:
-    """Whether checking these batches on the event loop costs less than a thread hop: the compiled check, at
-    most 256 KiB, no codec (a small compressed batch may inflate up to the cap)."""
-    if not speedups.COMPILED or len(data) > INLINE_VALIDATE_BYTES:
-        return False
-    return all(not h.attributes & COMPRESSION_MASK for _, h in iter_batch_headers(data))
 
 
 def idempotency_key(request: web.Request) -> str | None:
@@ -150,23 +114,3 @@ def idempotency_key(request: web.Request) -> str | None:
         raise InvalidRequestError(f"the {media.IDEMPOTENCY_KEY} header is longer than 200 characters")
     return key
 
-
-def _timestamp_diff_ms(config: dict[str, str]) -> int:
-    """The topic's message.timestamp.difference.max.ms (Kafka's default: Long.MAX_VALUE, i.e. no check)."""
-    raw = config.get("message.timestamp.difference.max.ms")
-    value = parse_ascii_int(raw, 0) if raw is not None else None
-    return INT64_MAX if value is None else value
-
-
-def _check_timestamps(rows: list[Row], max_diff_ms: int) -> None:
-    """The JSON path's explicit record timestamps against message.timestamp.difference.max.ms, before anything
-    is written (records without one get the broker's time, always within it)."""
-    if max_diff_ms >= INT64_MAX:
-        return
-    now_ms = int(time.time() * 1000)
-    for i, row in enumerate(rows):
-        ts = row[2]
-        if ts is not None and abs(ts - now_ms) > max_diff_ms:
-            raise InvalidTimestampError(
-                f"records[{i}].timestamp {ts} is more than {max_diff_ms} ms from the broker's time {now_ms} "
-                "(message.timestamp.difference.max.ms)")

@@ -7,17 +7,14 @@ sequence 0 (docs/transactions.md).
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 
 
 async def init_producer_id(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
-    producer_id = await asyncio.to_thread(broker.replicas.producer_ids.next_id)
-    return json_response({"producer_id": producer_id, "producer_epoch": 0})
+    producer_id, epoch = await request.app[BROKER].txn.init_producer_id()
+    return json_response({"producer_id": producer_id, "producer_epoch": epoch})
 
 
 def routes() -> list[web.RouteDef]:

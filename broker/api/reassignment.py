@@ -105,13 +105,13 @@ async def cancel(request: web.Request) -> web.Response:
 
 
 async def log_dirs(request: web.Request) -> web.Response:
-    """This broker's replicas and their sizes (Kafka's DescribeLogDirs, one log dir)."""
+    """This broker's replicas and their sizes (Kafka's DescribeLogDirs, from the replica manager)."""
     broker = request.app[BROKER]
-    replicas = [{"topic": topic, "partition": partition, "size": lg.size_in_bytes,
-                 "log_end_offset": lg.log_end_offset, "offset_lag": 0, "is_future": False}
-                for (topic, partition), lg in sorted(broker.replicas.logs.all_logs().items())]
     return json_response({"broker_id": broker.broker_id, "log_dirs": [
-        {"log_dir": str(broker.config.data_dir), "error": None, "replicas": replicas}]})
+        {"log_dir": d.path, "error": d.error, "replicas": [
+            {"topic": r.topic, "partition": r.partition, "size": r.size, "log_end_offset": r.log_end_offset,
+             "offset_lag": r.offset_lag, "is_future": r.is_future} for r in d.replicas]}
+        for d in broker.replicas.describe_log_dirs()]})
 
 
 def routes() -> list[web.RouteDef]:

@@ -2,27 +2,22 @@
 coordinator-to-leader marker write.
 
 Handlers only validate and translate: the rules live in transaction_coordinator. Any broker accepts a transactional id's
-request and forwards it to the id's coordinator (as group requests are, broker/api/groups.py); a forwarded
-request carries ``Odradek-Forwarded`` so that a coordinator change in between is NOT_COORDINATOR (retriable).
+request: the transaction router (broker/transaction_router.py) runs it here when this broker coordinates the id,
+else forwards it once to the coordinator (a coordinator change in between is NOT_COORDINATOR, retriable); the
+answer names the coordinator in ``Odradek-Coordinator``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from broker.api.context import BROKER, json_response
-from broker.api.groups import COORDINATOR_HEADER, FORWARDED_HEADER
-from broker.produce import forwarding as forward
-from odradek.protocol.errors import (
-    CoordinatorNotAvailableError,
-    InvalidRequestError,
-    NotCoordinatorError,
-)
+from broker.produce.forwarding import COORDINATOR, FORWARDED
+from odradek.protocol.errors import InvalidRequestError
 from transaction_coordinator.state import TxnOffsets
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -69,26 +64,14 @@ def _partitions(raw: object) -> list[tuple[str, int]]:
     return out
 
 
-async def _coordinated(request: web.Request, tid: str, local: Callable[[], Awaitable[Any]]) -> web.Response:
-    """Run ``local`` if this broker coordinates ``tid``; otherwise forward to the broker that does."""
-    broker = request.app[BROKER]
-    coordinator = broker.txn
-    owner = await coordinator.locate(tid)
-    if owner == coordinator.broker_id:
-        body = await local()
-        response = json_response(body if body is not None else {})
-    else:
-        if FORWARDED_HEADER in request.headers:
-            raise NotCoordinatorError(f"broker {coordinator.broker_id} does not coordinate {tid!r}")
-        url = broker.cache.leader_url(owner)
-        if url is None or broker.http_session is None:
-            raise CoordinatorNotAvailableError(f"the coordinator of {tid!r} (broker {owner}) is not live")
-        body = await forward.request_json(
-            broker.http_session, request.method, f"{url}{request.rel_url}", await request.read(),
-            headers={FORWARDED_HEADER: str(coordinator.broker_id), "Content-Type": "application/json"},
-            timeout_s=60)
-        response = json_response(body)
-    response.headers[COORDINATOR_HEADER] = str(owner)
+def _forwarded(request: web.Request) -> bool:
+    """Whether another broker forwarded this request (then it is answered here, or refused, never passed on)."""
+    return FORWARDED in request.headers
+
+
+def _answer(body: dict[str, Any], coordinator: int) -> web.Response:
+    response = json_response(body)
+    response.headers[COORDINATOR] = str(coordinator)
     return response
 
 
@@ -96,13 +79,9 @@ async def init(request: web.Request) -> web.Response:
     tid = _tid(request)
     body = await _body(request)
     timeout_ms = _int(body, "transaction_timeout_ms", 1, 2**31 - 1, 60_000)
-    coordinator = request.app[BROKER].txn
-
-    async def run() -> dict[str, Any]:
-        pid, epoch = await coordinator.init(tid, timeout_ms)
-        return {"producer_id": pid, "producer_epoch": epoch}
-
-    return await _coordinated(request, tid, run)
+    routed = await request.app[BROKER].txn_router.init(tid, timeout_ms, forwarded=_forwarded(request))
+    return _answer({"producer_id": routed.value.producer_id, "producer_epoch": routed.value.producer_epoch},
+                   routed.coordinator)
 
 
 async def add_partitions(request: web.Request) -> web.Response:
@@ -110,8 +89,8 @@ async def add_partitions(request: web.Request) -> web.Response:
     body = await _body(request)
     pid, epoch = _producer(body)
     parts = _partitions(body.get("partitions"))
-    return await _coordinated(request, tid,
-                              lambda: request.app[BROKER].txn.add_partitions(tid, pid, epoch, parts))
+    routed = await request.app[BROKER].txn_router.add_partitions(tid, pid, epoch, parts, forwarded=_forwarded(request))
+    return _answer({}, routed.coordinator)
 
 
 async def add_offsets(request: web.Request) -> web.Response:
@@ -132,8 +111,9 @@ async def add_offsets(request: web.Request) -> web.Response:
         meta = item[3] if len(item) == 4 and isinstance(item[3], str) else ""
         offsets.append((item[0], item[1], item[2], meta[:4096]))
     txn_offsets = TxnOffsets(group, _int(body, "generation", -1, 2**31 - 1), tuple(offsets))
-    return await _coordinated(request, tid,
-                              lambda: request.app[BROKER].txn.add_offsets(tid, pid, epoch, txn_offsets))
+    routed = await request.app[BROKER].txn_router.add_offsets(tid, pid, epoch, txn_offsets,
+                                                              forwarded=_forwarded(request))
+    return _answer({}, routed.coordinator)
 
 
 async def end(request: web.Request) -> web.Response:
@@ -143,12 +123,8 @@ async def end(request: web.Request) -> web.Response:
     commit = body.get("commit")
     if not isinstance(commit, bool):
         raise InvalidRequestError("commit must be true or false")
-    coordinator = request.app[BROKER].txn
-
-    async def run() -> dict[str, Any]:
-        return {"state": await coordinator.end(tid, pid, epoch, commit)}
-
-    return await _coordinated(request, tid, run)
+    routed = await request.app[BROKER].txn_router.end(tid, pid, epoch, commit, forwarded=_forwarded(request))
+    return _answer({"state": routed.value}, routed.coordinator)
 
 
 async def describe(request: web.Request) -> web.Response:

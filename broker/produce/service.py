@@ -10,6 +10,9 @@ active yet, or the leader answers that leadership moved, it waits for the metada
 all within the request's ``timeout_ms`` (as the embedded producer of Confluent's REST Proxy retries), so a
 produce right after a topic creation succeeds instead of failing per record.
 
+A client's own encoded batches (the binary path, ``append_batches``) are leader-only: they are checked as Kafka's
+LogValidator checks them (a refused batch leaves no trace) and appended here, or refused naming the leader.
+
 It resends only when the first attempt certainly wrote nothing (``retry_is_safe``): a REST produce carries no
 producer id or sequence, so a resend after an append that did happen is a second copy the client never asked
 for (a fault run duplicated values of REST producers that never retried, when an acks=all wait lost its
@@ -20,8 +23,10 @@ decides, and an ``Idempotency-Key`` makes its retry (and ours) safe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,18 +48,24 @@ from odradek.protocol import speedups
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
     InvalidRequestError,
+    InvalidTimestampError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OdradekError,
     UnknownPartitionError,
 )
 from odradek.protocol.partitioner import to_positive
-from odradek.protocol.speedups import RawTexts, encode_batch
+from odradek.protocol.records import COMPRESSION_MASK, iter_batch_headers
+from odradek.protocol.speedups import RawTexts, encode_batch, validate_client_batches
 
 Row = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]  # key, value, timestamp, headers
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 ACKS_PARAM = {0: "0", 1: "1", -1: "all"}  # the binary path's query value for each acks level
+
+INT64_MAX = 2**63 - 1
+INLINE_VALIDATE_BYTES = 256 * 1024  # about 0.2 ms of the compiled check: less than a thread hop costs
+_ASCII_INT = re.compile(r"-?[0-9]{1,19}")
 
 
 def parse_acks(raw: str | None) -> int:
@@ -92,14 +103,41 @@ class PartitionResult:
     error: OdradekError | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """What one client batch may hold besides the topic's max.message.bytes (BrokerConfig's
+    max_records_per_batch and max_decompressed_batch_bytes; the defaults are BrokerConfig's)."""
+
+    max_records_per_batch: int = 100_000
+    max_decompressed_batch_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatches:
+    """A client's batches, appended by this broker's leader replica (Kafka's PartitionResponse). ``batch_offsets``:
+    each batch's base offset, when an idempotent retry was answered partly from the producer's state."""
+
+    base_offset: int
+    last_offset: int
+    record_count: int
+    log_append_time: int | None  # the broker's time stamped on the batches, when LogAppendTime is in force
+    leader: int
+    leader_epoch: int
+    batch_offsets: tuple[int, ...] | None = None
+
+
 class ProduceService:
     def __init__(self, replicas: ReplicaManager, session: InterBrokerClient, *,
-                 metadata_changed: MetadataChanged | None = None, lookup_topic: TopicLookup | None = None) -> None:
+                 metadata_changed: MetadataChanged | None = None, lookup_topic: TopicLookup | None = None,
+                 router: LeaderRouter | None = None, batch_limits: BatchLimits | None = None) -> None:
         """``metadata_changed`` is the metadata watcher's change signal (without it waits poll); ``lookup_topic``
-        asks ZooKeeper about a topic this broker has not heard of yet (without it, unknown topics fail at once)."""
+        asks ZooKeeper about a topic this broker has not heard of yet (without it, unknown topics fail at once);
+        ``router``: the broker's leader router, shared with its other services (built from the two above when
+        not given); ``batch_limits``: the broker's limits on a client's batches."""
         self._replicas = replicas
         self._session = session
-        self.router = LeaderRouter(replicas, metadata_changed or asyncio.sleep, lookup_topic)
+        self.router = router or LeaderRouter(replicas, metadata_changed or asyncio.sleep, lookup_topic)
+        self._limits = batch_limits or BatchLimits()
         self._round_robin: dict[str, itertools.count[int]] = {}
 
     def choose_partitions(self, topic: str, rows: Sequence[Row], named: Sequence[int | None] | None,
@@ -127,6 +165,56 @@ class ProduceService:
                     self._check_partition(topic, partition, count)
                     chosen[i] = partition
         return chosen
+
+    async def await_topic(self, topic: str, deadline: float) -> None:
+        """Return once this broker knows ``topic``, waiting (until ``deadline``, loop time) only when ZooKeeper
+        knows it; UNKNOWN_TOPIC otherwise (a produce to a missing topic fails at once)."""
+        await self.router.await_topic(topic, deadline)
+
+    def timestamp_diff_ms(self, topic: str) -> int:
+        """The topic's message.timestamp.difference.max.ms (Kafka's default: Long.MAX_VALUE, i.e. no check)."""
+        raw = self._replicas.cache.configs.get(topic, {}).get("message.timestamp.difference.max.ms")
+        value = _non_negative(raw) if raw is not None else None
+        return INT64_MAX if value is None else value
+
+    def check_timestamps(self, topic: str, rows: Sequence[Row]) -> None:
+        """Explicit record timestamps against the topic's message.timestamp.difference.max.ms, before anything
+        is written (records without one get the broker's time, always within it)."""
+        max_diff_ms = self.timestamp_diff_ms(topic)
+        if max_diff_ms >= INT64_MAX:
+            return
+        now_ms = int(time.time() * 1000)
+        for i, row in enumerate(rows):
+            ts = row[2]
+            if ts is not None and abs(ts - now_ms) > max_diff_ms:
+                raise InvalidTimestampError(
+                    f"records[{i}].timestamp {ts} is more than {max_diff_ms} ms from the broker's time {now_ms} "
+                    "(message.timestamp.difference.max.ms)")
+
+    async def append_batches(self, topic: str, partition: int, data: bytearray, acks: int, timeout_ms: int,
+                             idempotency_key: str | None = None) -> AppendedBatches:
+        """A client's encoded batches, appended by this broker's leader replica (leader-only: waits, until
+        ``timeout_ms``, while this broker is becoming leader; NOT_LEADER_OR_FOLLOWER naming the leader when
+        another broker leads). Checked first as Kafka's LogValidator (sizes, record counts, decompressed size,
+        timestamps, CRCs): a refused batch leaves no trace. The check runs on the event loop when it is cheaper
+        than a thread hop (small, uncompressed, compiled), else in a thread."""
+        deadline = deadline_after(timeout_ms)
+        part = await self.router.await_leader(topic, partition, deadline)
+        check = functools.partial(
+            validate_client_batches, data, max_batch_bytes=part.log.config.max_message_bytes,
+            max_records=self._limits.max_records_per_batch,
+            max_decompressed_bytes=self._limits.max_decompressed_batch_bytes,
+            max_timestamp_diff_ms=self.timestamp_diff_ms(topic), now_ms=int(time.time() * 1000),
+            allow_transactional=True)
+        if _cheap_to_validate(data):
+            check()
+        else:
+            await asyncio.to_thread(check)
+        result = await part.append(data, acks, remaining_ms(deadline), idempotency_key)
+        batch_offsets = getattr(result, "batch_offsets", None)  # an idempotent retry answered partly from state
+        return AppendedBatches(result.first_offset, result.last_offset, result.record_count, result.log_append_time,
+                               self.router.broker_id, part.leader_epoch,
+                               None if batch_offsets is None else tuple(batch_offsets))
 
     @staticmethod
     def _check_partition(topic: str, partition: int, count: int) -> None:
@@ -198,3 +286,19 @@ class ProduceService:
                         raise
         except OdradekError as e:
             return PartitionResult(partition, None, None, e)
+
+
+def _cheap_to_validate(data: bytearray) -> bool:
+    """Whether checking these batches on the event loop costs less than a thread hop: the compiled check, at
+    most 256 KiB, no codec (a small compressed batch may inflate up to the cap)."""
+    if not speedups.COMPILED or len(data) > INLINE_VALIDATE_BYTES:
+        return False
+    return all(not h.attributes & COMPRESSION_MASK for _, h in iter_batch_headers(data))
+
+
+def _non_negative(raw: str) -> int | None:
+    """A config value as an integer in ``[0, INT64_MAX]`` in ASCII digits, else None (as the API's params)."""
+    if not _ASCII_INT.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if 0 <= value <= INT64_MAX else None

@@ -2,7 +2,8 @@
 
 A follower's fetch is an acknowledgement (its offset says it holds everything before), so it may move the ISR and
 the high watermark; before it does, the fetch is checked as Kafka's ReplicaManager checks it (see ``validate``).
-The HTTP handler (broker/api/fetch.py) only decodes the request and renders the answer; every rule is here.
+Front doors reach it through the fetch service (broker/fetch/service.py); every rule of a follower's fetch
+is here.
 
 Invariants: a request never demotes a leader (a newer leader epoch only asks for the partition's state to be
 re-read from ZooKeeper, and applying that state is what may demote us); a fetch that fails validation reads

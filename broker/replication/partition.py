@@ -390,6 +390,12 @@ class Partition:
             result = await self.read(offset, max_bytes, 0, stable=True)
         return result
 
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The aborted transactions with batches in ``[start, end)``, as ``(producer id, first offset, marker
+        offset)``: what a read_committed read of that range dropped. Stable once read: the range of such a read
+        ends at or below the LSO, and a transaction still open has its first offset at or above it."""
+        return [] if self.producer_state is None else self.producer_state.aborted_between(start, end)
+
     async def append_marker(self, batch: bytes, producer_id: int, producer_epoch: int, kind: int,
                             timeout_ms: int) -> AppendResult:
         """The coordinator's COMMIT/ABORT marker, acknowledged once committed (acks=all)."""

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from broker.interbroker import InterBrokerClient
@@ -41,13 +42,37 @@ log = logging.getLogger(__name__)
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One replica's log in a log dir (Kafka's DescribeLogDirs ReplicaInfo). ``offset_lag`` and ``is_future`` are
+    Kafka's fields for a replica being moved between log dirs: always 0 and False here (one log dir)."""
+
+    topic: str
+    partition: int
+    size: int
+    log_end_offset: int
+    offset_lag: int = 0
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One log dir and its replicas (Kafka's DescribeLogDirs result); ``error`` names a failed dir (never here)."""
+
+    path: str
+    replicas: tuple[ReplicaLogInfo, ...]
+    error: str | None = None
+
+
 class ReplicaManager(MetadataListener):
     def __init__(self, broker_id: int, data_dir: Path, zk: ZkClient, cache: MetadataCache, *,
                  replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000,
                  retention_check_interval_ms: int = 300_000, producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
-                 unsafe_ack_before_isr: bool = False, interbroker: InterBrokerClient | None = None) -> None:
+                 unsafe_ack_before_isr: bool = False, interbroker: InterBrokerClient | None = None,
+                 broker_epoch: Callable[[], int | None] | None = None) -> None:
         """``interbroker``: the broker's one inter-broker client, which follower fetches go through (only a
-        replica manager that never follows, as in unit tests, may go without one)."""
+        replica manager that never follows, as in unit tests, may go without one). ``broker_epoch``: this
+        broker's epoch now (its registration's czxid; None while unregistered), which follower fetches carry."""
         self.broker_id = broker_id
         self._interbroker = interbroker
         self.data_dir = data_dir
@@ -69,8 +94,7 @@ class ReplicaManager(MetadataListener):
         self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
-        # This broker's epoch (its registration's czxid), which follower fetches carry; set by the broker.
-        self.broker_epoch: Callable[[], int | None] = lambda: None
+        self.broker_epoch: Callable[[], int | None] = broker_epoch or (lambda: None)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.logs.startup)
@@ -129,6 +153,13 @@ class ReplicaManager(MetadataListener):
         part = self.leader_partition(topic, partition)
         found = await asyncio.to_thread(part.log.offset_for_timestamp, timestamp)
         return found if found is not None and found < part.high_watermark else None
+
+    def describe_log_dirs(self) -> list[LogDirInfo]:
+        """Kafka's DescribeLogDirs: this broker's one log dir and every replica log in it, with its size and log
+        end offset (what a reassignment's progress is measured by), sorted by partition. Reads in-memory state."""
+        replicas = tuple(ReplicaLogInfo(topic, partition, lg.size_in_bytes, lg.log_end_offset)
+                         for (topic, partition), lg in sorted(self.logs.all_logs().items()))
+        return [LogDirInfo(str(self.data_dir), replicas)]
 
     # --------------------------------------------------------------------------------- metadata listener
 

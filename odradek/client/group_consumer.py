@@ -7,11 +7,12 @@ with ``on_assign``/``on_revoke``/``on_lost`` callbacks, ``poll``, iteration, ``c
 that make seeks win over fetches in flight, leader failover) is the same; a group only decides *which* partitions
 are read and where each starts (the committed offset, else ``auto_offset_reset``).
 
-Rebalances (docs/consumer-groups.md): the membership thread (``group_membership``) joins and heartbeats; join
-answers are applied here, in the application's thread, inside ``poll``: revoked partitions get ``on_revoke``,
-are committed when auto-commit is on, and are dropped before the member joins again; the others keep being read
-(cooperative). Partitions *lost* (a missed session, a fenced heartbeat) are dropped by the membership thread at
-once and reported through ``on_lost`` (default: ``on_revoke``), never committed.
+Rebalances (docs/consumer-groups.md): the membership thread (``group_membership``, driving the member state
+machine of ``odradek.protocol.group_member``) joins and heartbeats; join answers are applied here, in the
+application's thread, inside ``poll``: revoked partitions get ``on_revoke``, are committed when auto-commit is
+on, and are dropped before the member joins again; the others keep being read (cooperative). Partitions *lost*
+(a missed session, a fenced heartbeat or commit) are dropped at once and reported through ``on_lost`` (default:
+``on_revoke``), never committed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from odradek.client.consumer import Consumer, _PartitionState
-from odradek.client.group_membership import GroupApi, JoinResult, Membership, error_name, plan_rebalance
+from odradek.client.group_membership import GroupApi, JoinResult, Membership, plan_rebalance
 from odradek.client.types import ConsumerRecord, TopicPartition
 from odradek.protocol.errors import InvalidConfigError, OdradekError
 
@@ -300,7 +301,7 @@ class GroupConsumer(Consumer):
             self._api.call("POST", "offsets", payload=payload)
         except OdradekError as exc:
             self._stats["commit_failures"] += 1
-            if error_name(exc) in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"):
+            if self._membership.commit_failed(exc, member, generation):  # fenced: told apart by the error's type
                 raise CommitFailedError(f"the group refused the commit: {exc.message}") from exc
             raise
         self._stats["commits"] += 1

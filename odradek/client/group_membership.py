@@ -1,16 +1,20 @@
-"""The group protocol of the Python group consumer: joins, heartbeats and leaves over the brokers' group API.
+"""The group protocol of the Python group consumer: the thread driver of the member state machine.
+
+The rules (when to join, heartbeat, give partitions up, leave) are ``odradek.protocol.group_member``'s, shared
+with the broker's REST v2 consumer instances; this module only performs them: HTTP over the client's
+``Transport`` (``GroupApi``, any broker, failing over), and threads.
 
 Why a background thread: a member must keep heartbeating while the application processes records, and a join
 long-polls until the rebalance completes; doing either in ``poll`` would stall consumption of the partitions the
-member keeps through a cooperative rebalance. The thread never touches records or positions: it reports join
-answers and lost partitions to the consumer (:class:`MembershipListener`), and the application thread applies
-them in ``poll`` (callbacks run there, as in Kafka's clients). The one exception is losing the session: then the
-thread drops the partitions itself, at once, so not a single record of them is handed out afterwards.
+member keeps through a cooperative rebalance. The thread never touches records or positions: it hands join
+answers and losses to the consumer (:class:`MembershipListener`), and the application thread applies them in
+``poll`` (callbacks run there, as in Kafka's clients), planning with the same ``plan_rebalance`` as the state
+machine; the ``Revoke``/``Assign`` actions are therefore not performed here. The one exception is a loss: the
+listener drops the partitions at once, so not a single record of them is handed out afterwards.
 
-Liveness, seen from here: the coordinator expires a member ``session_timeout_ms`` after the last heartbeat it
-received, so the member counts its own deadline from when it *sent* the last heartbeat that succeeded, and stops
-at 0.8 of the session, ahead of the coordinator. A join in flight counts as alive (the coordinator holds it).
-The contract is docs/consumer-groups.md.
+Concurrency: the state machine is not thread-safe; every call to it holds ``_lock``, and actions are performed
+outside it (a listener may call back in). Heartbeats run on the membership thread, each join on a short-lived
+thread of its own, so heartbeats go on while a join long-polls. The contract is docs/consumer-groups.md.
 """
 
 from __future__ import annotations
@@ -18,78 +22,49 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from odradek.client.transport import Transport, quote_path
 from odradek.client.types import TopicPartition
-from odradek.protocol.errors import OdradekError
+from odradek.protocol.errors import (
+    IllegalGenerationError,
+    OdradekError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from odradek.protocol.group_member import (
+    SESSION_MARGIN,
+    Action,
+    Fencing,
+    GroupMember,
+    JoinResult,
+    Lost,
+    RebalancePlan,
+    SendHeartbeat,
+    SendJoin,
+    SendLeave,
+    is_commit_fenced,
+    plan_rebalance,
+)
 
-__all__ = ["JoinResult", "Membership", "MembershipListener", "error_name", "plan_rebalance"]
+__all__ = ["SESSION_MARGIN", "GroupApi", "JoinResult", "Membership", "MembershipListener", "RebalancePlan",
+           "error_name", "plan_rebalance"]
 
 log = logging.getLogger(__name__)
 
-# Error names of the group API (docs/consumer-groups.md).
-UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
-ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
-REBALANCE_IN_PROGRESS = "REBALANCE_IN_PROGRESS"
-FENCED_ERRORS = frozenset({UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION})
-# A member stops consuming after this share of its session without a good heartbeat (counted from the send):
-# before the coordinator can have expired it, whatever the coordinator's expiry-check granularity.
-SESSION_MARGIN = 0.8
 FAILED_BROKER_BACKOFF_S = 10.0
+LEAVE_TIMEOUT_MS = 5000
+_IDLE_WAIT_S = 0.25  # the longest the thread sleeps between checks, whatever the state machine's next deadline
 
 
 def error_name(exc: BaseException) -> str:
-    """The stable error name of a rebuilt HTTP error (the class's, or the body's when the class is unknown)."""
+    """The stable error name of a rebuilt HTTP error (the class's, or the body's when the class is unknown), for
+    messages; decisions go by the error's type."""
     if isinstance(exc, OdradekError):
         detail = exc.details.get("error")
         return str(detail) if isinstance(detail, str) else type(exc).name
     return type(exc).__name__
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    member_id: str
-    generation: int
-    assignment: frozenset[TopicPartition]
-    revoke: frozenset[TopicPartition] = frozenset()
-    assignor: str = ""
-    coordinator: int | None = None
-
-    @staticmethod
-    def parse(body: dict[str, Any]) -> JoinResult:
-        def tps(key: str) -> frozenset[TopicPartition]:
-            return frozenset(TopicPartition(str(t), int(p)) for t, p in body.get(key) or ())
-
-        coord = body.get("coordinator")
-        return JoinResult(str(body["member_id"]), int(body["generation"]), tps("assignment"), tps("revoke"),
-                          str(body.get("assignor") or ""), int(coord) if coord is not None else None)
-
-
-@dataclass(frozen=True)
-class RebalancePlan:
-    """What the consumer does with a join answer, given what it owns now."""
-
-    keep: frozenset[TopicPartition]
-    added: frozenset[TopicPartition]
-    revoked: frozenset[TopicPartition] = field(default=frozenset())
-    # The answer named partitions to revoke: give them up, then join again so they can move on (cooperative).
-    must_rejoin: bool = False
-
-
-def plan_rebalance(owned: set[TopicPartition] | frozenset[TopicPartition], result: JoinResult) -> RebalancePlan:
-    """Split a join answer into kept, added and revoked partitions.
-
-    Anything owned that the answer does not assign is revoked too (an eager assignor answers with the new
-    assignment only); a partition named in ``revoke`` is never consumed, even if also listed as assigned.
-    """
-    target = result.assignment - result.revoke
-    revoked = frozenset(tp for tp in owned if tp in result.revoke or tp not in target)
-    keep = frozenset(tp for tp in owned if tp not in revoked)
-    added = frozenset(tp for tp in target if tp not in owned)
-    return RebalancePlan(keep, added, revoked, bool(result.revoke))
 
 
 class MembershipListener(Protocol):
@@ -115,7 +90,8 @@ class GroupApi:
     def call(self, method: str, *segments: str, payload: Any = None, query: dict[str, Any] | None = None,
              timeout_ms: float | None = None) -> Any:
         """One group request: the broker that answered last first, brokers that failed lately last (a frozen
-        broker would otherwise hold every join for its whole long-poll timeout)."""
+        broker would otherwise hold every join for its whole long-poll timeout). A group's own answer (not
+        retriable, or REBALANCE_IN_PROGRESS) is the same from every broker: raised at once."""
         now = time.monotonic()
         urls = list(self._urls())
         if self._preferred in urls:
@@ -134,7 +110,7 @@ class GroupApi:
                 self._preferred = url
                 return body
             except OdradekError as exc:
-                if not exc.retriable or error_name(exc) == REBALANCE_IN_PROGRESS:
+                if not exc.retriable or isinstance(exc, RebalanceInProgressError):
                     raise
                 last = exc
                 self._failed[url] = time.monotonic() + FAILED_BROKER_BACKOFF_S
@@ -155,10 +131,10 @@ class GroupApi:
 
 
 class Membership:
-    """One member's join/heartbeat/leave loop on a daemon thread.
+    """One member's join/heartbeat/leave loop on a daemon thread, driving a :class:`GroupMember`.
 
-    ``rejoin()`` asks for a join (subscription change, after revoking); ``revoke_done()`` lets a cooperative
-    member join again once the application thread has given up what it was told to.
+    ``rejoin()`` asks for a join (subscription change, an assignment that could not start); ``applied()`` tells
+    the state machine the application thread applied a join answer, so the next join may carry what it owns.
     """
 
     def __init__(self, api: GroupApi, listener: MembershipListener, *, client_id: str, assignor: str,
@@ -166,34 +142,103 @@ class Membership:
                  heartbeat_interval_ms: int, retry_backoff_ms: int) -> None:
         self.api = api
         self.listener = listener
-        self.client_id = client_id
-        self.assignor = assignor
-        self.session_timeout_s = session_timeout_ms / 1000.0
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.max_poll_interval_s = max_poll_interval_ms / 1000.0
-        self.heartbeat_interval_s = min(heartbeat_interval_ms, session_timeout_ms // 3) / 1000.0
-        self.backoff_s = retry_backoff_ms / 1000.0
-        self.member_id: str | None = None
-        self.generation = -1
-        self.topics: list[str] | None = None
-        self.pattern: str | None = None
-        self.last_poll = time.monotonic()
-        self.joins = 0
+        self.core = GroupMember(client_id=client_id, assignor=assignor, session_timeout_ms=session_timeout_ms,
+                                rebalance_timeout_ms=rebalance_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
+                                heartbeat_interval_ms=heartbeat_interval_ms, retry_backoff_ms=retry_backoff_ms,
+                                now=time.monotonic())
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._need_join = False
-        self._awaiting_apply = False
-        self._joining = False
-        self._alive_since: float | None = None  # send time of the last heartbeat or join that succeeded
         self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------- the state machine's settings and state
+
+    @property
+    def client_id(self) -> str:
+        return self.core.client_id
+
+    @property
+    def assignor(self) -> str:
+        return self.core.assignor
+
+    @property
+    def session_timeout_s(self) -> float:
+        return self.core.session_timeout_ms / 1000.0
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return self.core.rebalance_timeout_ms
+
+    @property
+    def max_poll_interval_s(self) -> float:
+        return self.core.max_poll_interval_ms / 1000.0
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return self.core.heartbeat_interval_s
+
+    @property
+    def topics(self) -> list[str] | None:
+        return self.core.topics
+
+    @property
+    def pattern(self) -> str | None:
+        return self.core.pattern
+
+    @property
+    def joins(self) -> int:
+        return self.core.joins
+
+    @property
+    def generation(self) -> int:
+        return self.core.generation
+
+    @property
+    def member_id(self) -> str | None:
+        return self.core.member_id
+
+    @member_id.setter
+    def member_id(self, value: str | None) -> None:  # tests set up a member without a coordinator
+        with self._lock:
+            self.core.member_id = value
+
+    @property
+    def _alive_since(self) -> float | None:
+        return self.core.alive_since
+
+    @_alive_since.setter
+    def _alive_since(self, value: float | None) -> None:  # tests: a session's age without waiting for it
+        with self._lock:
+            self.core.alive_since = value
+
+    @property
+    def _joining(self) -> bool:
+        return self.core.join_in_flight
+
+    @_joining.setter
+    def _joining(self, value: bool) -> None:  # tests: a join in flight without a coordinator
+        with self._lock:
+            self.core.join_in_flight = value
+
+    @property
+    def last_poll(self) -> float:
+        return self.core.last_poll
+
+    @last_poll.setter
+    def last_poll(self, now: float) -> None:
+        """The application polled (it sets this on every poll): a member that left on the poll interval joins
+        again."""
+        with self._lock:
+            resumed = self.core.waiting_for_poll
+            self.core.polled(now)
+        if resumed:
+            self._wake.set()
 
     # ----------------------------------------------------------------------------------- application side
 
     def subscribe(self, topics: list[str] | None, pattern: str | None) -> None:
         with self._lock:
-            self.topics, self.pattern = topics, pattern
-            self._need_join = True
+            self.core.subscribe(topics, pattern)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=f"odradek-group-{self.api.group_id}", daemon=True)
             self._thread.start()
@@ -201,183 +246,127 @@ class Membership:
 
     def rejoin(self) -> None:
         with self._lock:
-            self._need_join = True
+            self.core.rejoin()
         self._wake.set()
 
     def applied(self, rejoin: bool) -> None:
-        """The application thread applied a join answer (and gave up what it was told to revoke)."""
+        """The application thread applied a join answer (and gave up what it was told to revoke); ``rejoin``:
+        it wants another join (the state machine asks for one itself after a revocation)."""
+        owned = self.listener.owned_partitions()
         with self._lock:
-            self._awaiting_apply = False
+            self.core.applied(owned)
             if rejoin:
-                self._need_join = True
+                self.core.rejoin()
         self._wake.set()
 
     def session_expired(self, now: float | None = None) -> bool:
         """True when the coordinator may already have expired us: stop consuming at once."""
         with self._lock:
-            if self.member_id is None or self._alive_since is None:
-                return False
-            elapsed = (now if now is not None else time.monotonic()) - self._alive_since
-            return elapsed > self.session_timeout_s * SESSION_MARGIN
+            return self.core.session_expired(now if now is not None else time.monotonic())
 
     def lose_if_expired(self) -> bool:
         """From the application thread: if the session may have expired, give everything up now (on_lost) and
-        join again as a new member, without waiting for this thread (which may be stuck in a request)."""
+        join again as a new member, without waiting for the membership thread (which may be stuck in a request)."""
         with self._lock:
-            member = self.member_id
-        if member is None or not self.session_expired():
+            actions = self.core.expire(time.monotonic())
+        if not actions:
             return False
-        with self._lock:
-            if self.member_id != member:
-                return False  # this thread got there first
-        self._lose("session timed out", forget=True)
+        self._perform(actions)
         self._wake.set()
         return True
 
     def fencing(self) -> tuple[str | None, int]:
         with self._lock:
-            return self.member_id, self.generation
+            return self.core.member_id, self.core.generation
+
+    def commit_failed(self, exc: BaseException, member_id: str | None, generation: int) -> bool:
+        """A commit sent with (``member_id``, ``generation``) failed: let the state machine react (a fenced
+        commit of the current generation is a loss), and say whether the group refused it (fenced)."""
+        fencing = Fencing(member_id, generation) if member_id is not None else None
+        with self._lock:
+            actions = self.core.commit_failed(exc, fencing, time.monotonic())
+        self._perform(actions)
+        if actions:
+            self._wake.set()
+        return is_commit_fenced(exc)
 
     def close(self, leave: bool = True) -> None:
         self._stop.set()
         self._wake.set()
-        member = self.member_id
-        if leave and member is not None:
-            try:
-                self.api.call("DELETE", "members", member, timeout_ms=min(self.api.request_timeout_ms, 5000))
-            except OdradekError as exc:
-                log.info("leaving group %s failed (the session will expire): %s", self.api.group_id, exc)
         with self._lock:
-            self.member_id = None
+            actions = self.core.close()
+        if leave:
+            self._perform(actions)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
 
     # ---------------------------------------------------------------------------------------- the thread
 
     def _run(self) -> None:
-        """Heartbeats on this thread; each join on a short-lived thread of its own, so heartbeats go on while a
-        join long-polls (answers REBALANCE_IN_PROGRESS keep the session, and a frozen coordinator is noticed
-        within the session even in the middle of a join)."""
-        next_heartbeat = 0.0
         while not self._stop.is_set():
-            now = time.monotonic()
             with self._lock:
-                join = self._need_join and not self._awaiting_apply and not self._joining
-                member = self.member_id
-            if member is not None and now - self.last_poll > self.max_poll_interval_s:
-                log.warning("group %s: poll() not called for %.1f s (max_poll_interval_ms); leaving the group",
-                            self.api.group_id, now - self.last_poll)
-                self._leave_and_lose("max_poll_interval_ms exceeded")
-                self._wait_for_poll()
-                continue
-            if self.session_expired(now):
-                self._lose("session timed out", forget=True)
-                join = not self._joining
-            if join:
-                with self._lock:
-                    self._need_join = False
-                    self._joining = True
-                threading.Thread(target=self._join, name=f"odradek-join-{self.api.group_id}", daemon=True).start()
-            if member is not None and now >= next_heartbeat:
-                self._heartbeat(member)
-                next_heartbeat = time.monotonic() + self.heartbeat_interval_s
-            self._wake.wait(max(0.0, min(next_heartbeat - time.monotonic(), 0.25)) if member else 0.25)
+                actions = self.core.tick(time.monotonic())
+            self._perform(actions)
+            with self._lock:
+                deadline = self.core.next_deadline()
+            wait = _IDLE_WAIT_S if deadline is None else min(max(0.0, deadline - time.monotonic()), _IDLE_WAIT_S)
+            self._wake.wait(wait)
             self._wake.clear()
 
-    def _wait_for_poll(self) -> None:
-        started = self.last_poll
-        while not self._stop.is_set() and self.last_poll == started:
-            self._wake.wait(0.1)
-            self._wake.clear()
-        self.rejoin()
+    def _perform(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            if isinstance(action, SendJoin):
+                threading.Thread(target=self._join, args=(action,), name=f"odradek-join-{self.api.group_id}",
+                                 daemon=True).start()
+            elif isinstance(action, SendHeartbeat):
+                self._heartbeat(action)
+            elif isinstance(action, SendLeave):
+                self._leave(action)
+            elif isinstance(action, Lost):
+                self.listener.on_lost(action.reason)
+            # Revoke/Assign: the application thread applies the join answer itself (on_join), see the module doc.
 
-    def _join(self) -> None:
-        with self._lock:
-            body: dict[str, Any] = {
-                "client_id": self.client_id, "assignor": self.assignor,
-                "session_timeout_ms": int(self.session_timeout_s * 1000),
-                "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "max_poll_interval_ms": int(self.max_poll_interval_s * 1000),
-                "owned": [[tp.topic, tp.partition] for tp in sorted(self.listener.owned_partitions())],
-            }
-            if self.member_id is not None:
-                body["member_id"] = self.member_id
-            if self.pattern is not None:
-                body["pattern"] = self.pattern
-            else:
-                body["topics"] = list(self.topics or [])
+    def _join(self, send: SendJoin) -> None:
         try:
-            answer = self.api.call("POST", "members", payload=body,
-                                   timeout_ms=self.rebalance_timeout_ms + self.api.request_timeout_ms)
+            answer = self.api.call("POST", "members", payload=send.spec.to_json(),
+                                   timeout_ms=send.spec.rebalance_timeout_ms + self.api.request_timeout_ms)
             result = JoinResult.parse(answer)
-        except (OdradekError, KeyError, TypeError, ValueError) as exc:
-            if error_name(exc) == UNKNOWN_MEMBER_ID:
-                self._lose("the coordinator does not know this member", forget=True)
-            else:
+        except Exception as exc:  # whatever it was, the state machine must hear the join is over
+            if not isinstance(exc, UnknownMemberIdError):
                 log.info("group %s: join failed (%r); retrying", self.api.group_id, exc)
-                self._stop.wait(self.backoff_s)  # before another join may start
             with self._lock:
-                self._joining = False
-                self._need_join = True
+                actions = self.core.join_failed(exc, time.monotonic())
+            self._perform(actions)
             self._wake.set()
             return
         with self._lock:
-            self.member_id, self.generation = result.member_id, result.generation
-            # The coordinator has just answered (a join long-polls, possibly longer than the session): its
-            # session clock for us restarts about now, not when we sent the join.
-            self._alive_since = time.monotonic()
-            self._joining = False
-            # No other join until the application thread has applied this answer: a join sends what the member
-            # owns, and until then that is stale.
-            self._awaiting_apply = True
-            self.joins += 1
+            actions = self.core.join_succeeded(result, time.monotonic())
         self.listener.on_join(result)
+        self._perform(actions)
+        self._wake.set()
 
-    def _heartbeat(self, member: str) -> None:
-        sent = time.monotonic()
-        with self._lock:
-            joining, generation = self._joining, self.generation
+    def _heartbeat(self, send: SendHeartbeat) -> None:
         try:
-            answer = self.api.call("POST", "members", member, "heartbeat", payload={"generation": generation},
-                                   timeout_ms=max(100, int(self.session_timeout_s * 500)))
-        except OdradekError as exc:
-            name = error_name(exc)
-            if joining:  # the join in flight decides; a rebalance answer still proves the session alive
-                if name == REBALANCE_IN_PROGRESS:
-                    with self._lock:
-                        self._alive_since = max(sent, self._alive_since or 0.0)
-                return
-            if name in FENCED_ERRORS:
-                self._lose(f"heartbeat answered {name}", forget=name == UNKNOWN_MEMBER_ID)
-                self.rejoin()
-            elif name == REBALANCE_IN_PROGRESS:
-                with self._lock:
-                    self._alive_since = sent
-                self.rejoin()
-            else:
+            answer = self.api.call("POST", "members", send.member_id, "heartbeat",
+                                   payload={"generation": send.generation},
+                                   timeout_ms=max(100, self.core.session_timeout_ms // 2))
+        except Exception as exc:  # whatever it was, the state machine must hear the beat is over
+            if not isinstance(exc, UnknownMemberIdError | IllegalGenerationError | RebalanceInProgressError):
                 log.info("group %s: heartbeat failed: %s", self.api.group_id, exc)
-            return
-        with self._lock:
-            self._alive_since = max(sent, self._alive_since or 0.0)
-        if isinstance(answer, dict) and answer.get("rebalance") and not joining:
-            self.rejoin()
+            with self._lock:
+                actions = self.core.heartbeat_failed(exc, time.monotonic())
+        else:
+            rebalance = isinstance(answer, dict) and bool(answer.get("rebalance"))
+            with self._lock:
+                actions = self.core.heartbeat_succeeded(time.monotonic(), rebalance=rebalance)
+        self._perform(actions)
 
-    def _lose(self, reason: str, *, forget: bool) -> None:
-        """Our partitions may belong to someone else now: drop them without committing."""
-        with self._lock:
-            if forget:
-                self.member_id = None
-            self.generation = -1
-            self._alive_since = None
-            self._awaiting_apply = False
-            self._need_join = True
-        self.listener.on_lost(reason)
-
-    def _leave_and_lose(self, reason: str) -> None:
-        member = self.member_id
-        if member is not None:
-            try:
-                self.api.call("DELETE", "members", member, timeout_ms=5000)
-            except OdradekError as exc:
-                log.info("group %s: leave failed: %s", self.api.group_id, exc)
-        self._lose(reason, forget=True)
+    def _leave(self, send: SendLeave) -> None:
+        if send.reason != "closed":
+            log.warning("group %s: leaving the group: %s", self.api.group_id, send.reason)
+        try:
+            self.api.call("DELETE", "members", send.member_id,
+                          timeout_ms=min(self.api.request_timeout_ms, LEAVE_TIMEOUT_MS))
+        except OdradekError as exc:
+            log.info("group %s: leaving (%s) failed (the session will expire): %s", self.api.group_id, send.reason,
+                     exc)

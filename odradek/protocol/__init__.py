@@ -1,2 +1,3 @@
 """The wire contract shared by brokers, the client and the Spark connector: record batches, errors, media types,
-the partitioner and the domain model. It imports nothing of the client, the broker or ZooKeeper."""
+the partitioner, the domain model and the member side of the group protocol (``group_member``, sans-I/O). It
+imports nothing of the client, the broker or ZooKeeper."""

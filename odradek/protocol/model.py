@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["NO_LEADER", "BrokerInfo", "LeaderAndIsr", "TopicAssignment", "TopicPartition"]
+__all__ = ["NO_LEADER", "BrokerInfo", "KafkaEndpoint", "LeaderAndIsr", "TopicAssignment", "TopicPartition"]
 
 NO_LEADER = -1
 
@@ -26,9 +26,19 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+class KafkaEndpoint(NamedTuple):
+    """One advertised Kafka-protocol listener of a broker: what Metadata answers name for that listener."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A broker's registration. ``url`` is its HTTP endpoint, the one clients and followers use."""
+    """A broker's registration. ``url`` is its HTTP endpoint, the one clients and followers use;
+    ``kafka_endpoints`` its Kafka-protocol listeners (none on a broker without one, or registered before them)."""
 
     broker_id: int
     host: str
@@ -39,6 +49,7 @@ class BrokerInfo:
     # "https" when host:port is a TLS listener (SSL or SASL_SSL); every listener, as (NAME://HOST:PORT, protocol).
     scheme: str = "http"
     endpoints: tuple[tuple[str, str], ...] = ()
+    kafka_endpoints: tuple[KafkaEndpoint, ...] = ()
 
     @property
     def url(self) -> str:

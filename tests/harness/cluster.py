@@ -54,6 +54,19 @@ class LocalProcessBackend:
     def broker_url(self, broker_id: int) -> str:
         return self.cluster.broker_url(broker_id)
 
+    def kafka_address(self, broker_id: int) -> str:
+        """The broker's Kafka listener, ``127.0.0.1:PORT`` (every local test cluster has one)."""
+        address = self.cluster.kafka_address(broker_id)
+        assert address is not None, f"broker {broker_id} has no Kafka listener"
+        return address
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``bootstrap.servers`` for Kafka clients (confluent-kafka, kcat)."""
+        bootstrap = self.cluster.kafka_bootstrap
+        assert bootstrap is not None, "this cluster has no Kafka listener"
+        return bootstrap
+
     def broker_pid(self, broker_id: int) -> int | None:
         return self.cluster.broker_pid(broker_id)
 

@@ -1,38 +1,12 @@
-"""Port blocks for tests: every server binds 127.0.0.1 on ports nobody else uses in this run."""
+"""Port blocks for tests: every server binds 127.0.0.1 on ports nobody else uses in this run.
+
+The allocator is the local launcher's (``odradek_local.cluster.free_port_block``): one table of ports handed out
+per process, shared with clusters that pick their own Kafka ports, so a test's REST, Kafka and ZooKeeper ports
+never collide with another cluster's. Ports come from below the kernel's ephemeral range.
+"""
 
 from __future__ import annotations
 
-import itertools
-import os
-import random
-import socket
+from odradek_local.cluster import free_port_block
 
-from odradek_local.cluster import listen_port_range
-
-_taken: set[int] = set()
-_LOW, _HIGH = listen_port_range()
-_rng = random.Random(os.getpid())
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_block(count: int, *, span: int | None = None) -> int:
-    """A base port such that base .. base+span-1 are all free (span defaults to count)."""
-    span = span or count
-    for _ in itertools.count():
-        base = _rng.randrange(_LOW, _HIGH - span)
-        ports = range(base, base + span)
-        if any(p in _taken for p in ports):
-            continue
-        if all(_bindable(p) for p in ports):
-            _taken.update(ports)
-            return base
-    raise AssertionError("unreachable")
+__all__ = ["free_port_block"]

@@ -119,3 +119,19 @@ def test_the_high_watermark_survives_a_restart(tmp_path: Path) -> None:
 
     with_manager(tmp_path, cache, write)
     with_manager(tmp_path, cache, check)
+
+
+def test_log_dirs_describe_every_replica_log_with_its_size_and_end(tmp_path: Path) -> None:
+    cache = cache_with({0: (1, 0, (1, 2, 3)), 1: (2, 0, (2, 3))})
+
+    async def body(rm: ReplicaManager, _: FakeFacade) -> None:
+        for p in (1, 0):
+            await rm.on_partition(cache.partitions[(TOPIC, p)], {})
+        await rm.leader_partition(TOPIC, 0).append(batch(3), acks=1, timeout_ms=1000)
+        [log_dir] = rm.describe_log_dirs()
+        assert log_dir.path == str(tmp_path) and log_dir.error is None
+        assert [(r.topic, r.partition, r.log_end_offset, r.offset_lag, r.is_future) for r in log_dir.replicas] == [
+            (TOPIC, 0, 3, 0, False), (TOPIC, 1, 0, 0, False)]  # sorted by partition, the follower's too
+        assert log_dir.replicas[0].size > 0 and log_dir.replicas[1].size == 0
+
+    with_manager(tmp_path, cache, body)

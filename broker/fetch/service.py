@@ -1,0 +1,216 @@
+"""Fetch as a service (Kafka's ``ReplicaManager.fetchMessages``): which replica serves a read, how long it waits,
+and what the answer carries. A front door decodes a :class:`FetchRequest` and renders a :class:`PartitionData`;
+nothing here knows HTTP, so the binary wire protocol's front door can call the same methods.
+
+Two entry points, because the two front-door contracts differ:
+
+* :meth:`FetchService.fetch` is leader-only, as Kafka's Fetch is: it waits (within ``max_wait_ms``) while this
+  broker is becoming the leader or no leader is known, and answers NOT_LEADER_OR_FOLLOWER naming the leader
+  when another broker leads, so the client goes there itself. A follower's fetch (``replica`` set) goes through
+  :class:`~broker.replication.follower_fetch.FollowerFetchService`, which validates it and spends the
+  replication quota; a consumer reads below the high watermark (below the last stable offset when
+  read_committed).
+* :meth:`FetchService.fetch_anywhere` is the REST read: served here when this broker leads, else forwarded once
+  to the leader over the inter-broker client, waiting out leader changes until the request's deadline (as the
+  embedded consumer of Confluent's REST Proxy retries).
+
+Invariants: a :class:`PartitionData` whose ``records`` are :data:`FileRecords` owns duplicated descriptors, and
+the front door closes it (``close``) once sent or dropped; every other answer holds bytes. The offsets of an
+answer are read after the read, so they are never older than its batches. read_committed batches come filtered
+(aborted transactions' batches dropped, transaction_coordinator/markers.py), so they are bytes, never file
+ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.log.log import ReadResult
+from broker.log.reads import SliceResult
+from broker.produce import forwarding as forward
+from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
+from broker.replication.follower_fetch import FollowerFetch
+from odradek.protocol.errors import InvalidRequestError
+from transaction_coordinator.markers import READ_COMMITTED, READ_UNCOMMITTED, isolation_level
+
+if TYPE_CHECKING:
+    from broker.interbroker import InterBrokerClient
+    from broker.produce.routing import LeaderRouter
+    from broker.replication.follower_fetch import FetchResult, FollowerFetchService
+    from broker.replication.partition import Partition
+
+__all__ = [
+    "DEFAULT_MAX_BYTES", "READ_COMMITTED", "READ_UNCOMMITTED", "AbortedTransaction", "EpochEndOffset", "FetchRequest",
+    "FetchService", "FileRecords", "PartitionData", "ReplicaFetch", "isolation_level",
+]
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+FileRecords = SliceResult  # batches as file ranges, for a front door that sends them with sendfile
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetch:
+    """Who fetches, when a follower does: its broker id, the broker epoch it claims (-1: none), and the leader
+    epoch it believes current (None: the leader's own, i.e. no claim)."""
+
+    replica_id: int
+    replica_epoch: int = -1
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """One partition's fetch. ``offset`` None reads from the log start offset. ``max_wait_ms`` bounds the whole
+    request: the wait for a leader and the long-poll at the end of the log. ``min_bytes`` 0 answers at once, as
+    ``max_wait_ms`` 0 does; any other value waits for the first readable batch (an answer may be smaller than
+    ``min_bytes``: Fetch's minimum is a batching hint, never a correctness condition). ``isolation_level`` is
+    ignored for a follower's fetch (``replica``), which reads up to the log end."""
+
+    topic: str
+    partition: int
+    offset: int | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_wait_ms: int = 0
+    isolation_level: str = READ_UNCOMMITTED
+    min_bytes: int = 1
+    replica: ReplicaFetch | None = None
+
+    def __post_init__(self) -> None:
+        isolation_level(self.isolation_level)
+
+    @property
+    def poll_ms(self) -> int:
+        """How long a read may long-poll at the end of the log."""
+        return self.max_wait_ms if self.min_bytes > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An aborted transaction with batches in the range read (Kafka's FetchResponse.AbortedTransaction)."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionData:
+    """A fetch's answer (Kafka's FetchResponse.PartitionData). ``fetch_offset`` is where the read started (the
+    request's offset, or the log start offset). ``records`` are whole batches, the first possibly starting before
+    ``fetch_offset``. ``aborted_transactions`` are those whose batches a read_committed read dropped from
+    ``records`` (so a client that filters by them again drops nothing more); empty for other reads and for a
+    forwarded read."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    records: bytes | FileRecords
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    leader_epoch: int
+    leader: int
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return self.records.size if isinstance(self.records, SliceResult) else len(self.records)
+
+    def close(self) -> None:
+        """Release what the read opened (file ranges hold duplicated descriptors); idempotent."""
+        if isinstance(self.records, SliceResult):
+            self.records.close()
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """Kafka's OffsetsForLeaderEpoch answer: the largest leader epoch at most the one asked about, and the end
+    offset of that epoch on the leader (where a follower's history may have diverged)."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+class FetchService:
+    def __init__(self, broker_id: int, router: LeaderRouter, follower_fetches: FollowerFetchService,
+                 interbroker: InterBrokerClient) -> None:
+        self._broker_id = broker_id
+        self._router = router
+        self._followers = follower_fetches
+        self._interbroker = interbroker
+
+    async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData:
+        """Read from this broker's leader replica (leader-only; see the module docstring). ``zero_copy``: the
+        front door can send file ranges, so a read that may be served from the segment files is.
+
+        Raises:
+            NotLeaderOrFollowerError: another broker leads (naming it), or leadership moved during the read.
+            LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError: still so at ``max_wait_ms``.
+            OffsetOutOfRangeError: the offset is outside the log.
+            and, for a follower, FollowerFetchService's refusals.
+        """
+        part = await self._router.await_leader(request.topic, request.partition, deadline_after(request.max_wait_ms))
+        return await self._read_local(part, request, request.poll_ms, zero_copy=zero_copy)
+
+    async def fetch_anywhere(self, request: FetchRequest) -> PartitionData:
+        """A consumer's read from the leader wherever it is: here, or forwarded once to it; leader changes are
+        waited out until ``max_wait_ms`` (``max_wait_ms`` 0: one look, no wait). Always bytes."""
+        if request.replica is not None:
+            raise InvalidRequestError("a follower fetches from the leader itself")
+        deadline = deadline_after(request.max_wait_ms)
+        while True:
+            route = await self._router.await_route(request.topic, request.partition, deadline)
+            poll_ms = remaining_ms(deadline) if request.poll_ms else 0
+            try:
+                if isinstance(route, Remote):
+                    return await self._forwarded(route, request, poll_ms)
+                return await self._read_local(route, request, poll_ms, zero_copy=False)
+            except ROUTING_ERRORS:
+                if not await self._router.wait_for_change(deadline):
+                    raise
+
+    def epoch_end_offset(self, topic: str, partition: int, leader_epoch: int) -> EpochEndOffset:
+        """OffsetsForLeaderEpoch on a partition this broker leads (followers' divergence check); leader-only,
+        without waiting: NOT_LEADER_OR_FOLLOWER naming the leader otherwise."""
+        epoch, end = self._router.leader(topic, partition).epoch_end_offset(leader_epoch)
+        return EpochEndOffset(epoch, end)
+
+    async def _read_local(self, part: Partition, request: FetchRequest, poll_ms: int, *,
+                          zero_copy: bool) -> PartitionData:
+        offset = part.log_start_offset if request.offset is None else request.offset
+        aborted: tuple[AbortedTransaction, ...] = ()
+        result: FetchResult
+        if request.replica is not None:
+            replica = request.replica
+            fetch = FollowerFetch(
+                replica_id=replica.replica_id, replica_epoch=replica.replica_epoch,
+                leader_epoch=part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch,
+                offset=offset, max_bytes=request.max_bytes, timeout_ms=poll_ms)
+            result = await self._followers.fetch(part, fetch, zero_copy=zero_copy)
+        elif request.isolation_level == READ_COMMITTED:  # filtered per batch: bytes, never file ranges
+            result = await part.read_committed(offset, request.max_bytes, poll_ms)
+            aborted = tuple(AbortedTransaction(pid, first)
+                            for pid, first, _marker in part.aborted_between(offset, result.next_offset))
+        else:
+            result = await part.read(offset, request.max_bytes, poll_ms, zero_copy=zero_copy)
+        # File ranges only when there is something to send (an empty zero-copy read holds no descriptor).
+        records: bytes | FileRecords = (result.data if isinstance(result, ReadResult)
+                                        else result if result.slices else b"")
+        return PartitionData(
+            request.topic, request.partition, offset, records,
+            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+            log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
+            leader_epoch=part.leader_epoch, leader=self._broker_id, aborted_transactions=aborted)
+
+    async def _forwarded(self, route: Remote, request: FetchRequest, poll_ms: int) -> PartitionData:
+        remote = await forward.fetch_remote(
+            self._interbroker, route.url, request.topic, request.partition, request.offset, request.max_bytes,
+            poll_ms, committed=request.isolation_level == READ_COMMITTED)
+        return PartitionData(
+            request.topic, request.partition,
+            remote.log_start_offset if request.offset is None else request.offset, remote.data,
+            high_watermark=remote.high_watermark, last_stable_offset=remote.last_stable_offset,
+            log_start_offset=remote.log_start_offset, log_end_offset=remote.log_end_offset,
+            leader_epoch=remote.leader_epoch, leader=remote.leader)

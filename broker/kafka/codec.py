@@ -1,0 +1,199 @@
+"""Kafka request and response framing above the size prefix: headers, bodies, and the versions served.
+
+Every message schema is kio's (generated from Kafka's published JSON message definitions); nothing here is a
+hand-written schema. What this module adds is Kafka's header rules:
+
+* a request header is v1 (api key, api version, correlation id, nullable client id) for a non-flexible
+  request version and v2 (the same plus tagged fields) for a flexible one; the first four fields have the same
+  layout in both, so the correlation id can always be read, even of a request we cannot parse;
+* a response header is v0 (correlation id) or v1 (plus tagged fields), as the response schema says; ApiVersions
+  always answers with v0, so a client that does not know the broker's versions yet can read the answer;
+* ``SUPPORTED`` is what ``KafkaApis`` implements intersected with the versions kio has schemas for, request and
+  response alike; it is what ApiVersions advertises, and nothing outside it is decoded.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+import sys
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_unsigned_varint
+from kio.static.constants import EntityType
+
+from broker.kafka.errors import UnsupportedVersionError
+from odradek.protocol.errors import InvalidRequestError
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+
+# What KafkaApis implements, by API key: (lowest, highest) version. Bounds chosen on purpose:
+# Produce from v3 (the v2 record batch format), up to v11 (v12 asks the broker to add partitions to
+# transactions implicitly, KIP-890); Fetch from v4 (aborted transactions and the last stable offset) up to v12
+# (v13 names topics by id only); ListOffsets up to v6 (v7 adds the max-timestamp query, not served yet);
+# Metadata up to v12; ApiVersions v0-v4.
+IMPLEMENTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 11),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 6),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 4),
+}
+
+_SIZE = struct.Struct(">i")
+
+
+def _kio_versions(api_key: int) -> set[int]:
+    """Versions kio has both a request and a response schema for."""
+    entry = schema_name_map.get(api_key_map.get(api_key, ""), {})
+    return {v for v, kinds in entry.items() if EntityType.request in kinds and EntityType.response in kinds}
+
+
+def _supported() -> dict[int, tuple[int, int]]:
+    table: dict[int, tuple[int, int]] = {}
+    for key, (low, high) in IMPLEMENTED.items():
+        both = sorted(v for v in _kio_versions(key) if low <= v <= high)
+        if both:
+            # Kafka advertises a range: keep the contiguous run from the lowest version both sides have.
+            end = both[0]
+            while end + 1 in both:
+                end += 1
+            table[key] = (both[0], end)
+    return table
+
+
+SUPPORTED: dict[int, tuple[int, int]] = _supported()
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    bounds = SUPPORTED.get(api_key)
+    return bounds is not None and bounds[0] <= version <= bounds[1]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    body: Any  # the kio request entity of (api_key, api_version)
+
+
+@functools.cache
+def request_class(api_key: int, version: int) -> type[Any]:
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def response_class(api_key: int, version: int) -> type[Any]:
+    return load_response_schema(api_key, version)
+
+
+@functools.cache
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+_read_header_v1 = entity_reader(RequestHeaderV1)  # kio readers answer (value, bytes consumed)
+
+
+def read_header(frame: bytes | memoryview) -> RequestHeader:
+    """The header's fixed part (v1 layout), whatever the API and version: enough to answer or to refuse.
+
+    Raises InvalidRequestError when even that cannot be read."""
+    try:
+        h, _ = _read_header_v1(frame, 0)
+    except Exception as e:
+        raise InvalidRequestError(f"unreadable request header: {e}") from None
+    return RequestHeader(int(h.request_api_key), int(h.request_api_version), int(h.correlation_id), h.client_id)
+
+
+def decode_request(frame: bytes | memoryview) -> Request:
+    """Header and body of a request at a supported version.
+
+    Raises:
+        UnsupportedVersionError: the API key or version is not served (the caller decides how to answer).
+        InvalidRequestError: the bytes do not parse as that request.
+    """
+    header = read_header(frame)
+    if not is_supported(header.api_key, header.api_version):
+        raise UnsupportedVersionError(f"API {header.api_key} version {header.api_version} is not supported",
+                                      api_key=header.api_key, api_version=header.api_version)
+    cls = request_class(header.api_key, header.api_version)
+    try:
+        pos = _header_end(frame, cls.__flexible__)
+        body, _ = _reader(cls)(frame, pos)
+    except Exception as e:
+        raise InvalidRequestError(f"malformed {api_key_map.get(header.api_key, header.api_key)} "
+                                  f"v{header.api_version} request: {e}") from None
+    return Request(header, body)
+
+
+def _header_end(frame: bytes | memoryview, flexible: bool) -> int:
+    """Where the body starts: after the v1 fields and, in a v2 header, its tagged fields, skipped whatever their
+    tags (Kafka's rule for tags a reader does not know; the header defines none)."""
+    _, pos = _read_header_v1(frame, 0)
+    if flexible:
+        count, n = read_unsigned_varint(frame, pos)
+        pos += n
+        for _ in range(count):
+            _tag, n = read_unsigned_varint(frame, pos)
+            pos += n
+            size, n = read_unsigned_varint(frame, pos)
+            pos += n + size
+        if pos > len(frame):
+            raise ValueError("the header's tagged fields run past the request")
+    return pos
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """The whole frame: size, the response header the schema names (v0 or v1), the body."""
+    cls = type(body)
+    header_cls = cls.__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+    entity_writer(cls)(out, body)
+    view = out.getbuffer()
+    _SIZE.pack_into(view, 0, len(view) - 4)
+    del view
+    return out.getvalue()
+
+
+def make(cls: type[Any], **values: Any) -> Any:
+    """An instance of a kio entity from the values its version has fields for; others are dropped.
+
+    Why: the handlers build one answer for every version of an API, and each version's schema is its own class
+    with its own fields (``log_start_offset`` from Produce v5, ``leader_epoch`` from Metadata v7, ...)."""
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@functools.cache
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+def nested(cls: type[Any], name: str) -> type[Any]:
+    """A nested entity class of a kio message (``PartitionData`` of ``FetchResponse`` v12): they live in the
+    same generated module."""
+    return getattr(sys.modules[cls.__module__], name)
+
+
+def has_field(cls: type[Any], name: str) -> bool:
+    return name in _field_names(cls)

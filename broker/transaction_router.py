@@ -1,0 +1,103 @@
+"""A transactional id's requests on its coordinator, wherever it is (the routing step of every transaction call).
+
+Who coordinates transactional id T is whoever holds T's coordinator znode (``TxnCoordinator.locate``, which
+claims it when nobody does). Front doors call the typed methods here with decoded arguments: the call runs on the
+coordinator service in-process when this broker coordinates T, else it is sent once over the inter-broker client
+to the coordinator's transactions API (the rules of broker/coordinator_routing.py: marked as forwarded, never
+forwarded again, NOT_COORDINATOR when the coordinator moved in between). The value is the same either way, and
+so are errors (the inter-broker client raises a remote's typed error as that type). ``describe`` reads ZooKeeper
+and needs no coordinator; marker writes go to partition leaders (transaction_coordinator/marker_writer.py).
+
+Concurrency: one instance per broker, used from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+import orjson
+
+from broker.coordinator_routing import CoordinatorRouter, Forward, Routed
+
+if TYPE_CHECKING:
+    from broker.interbroker import InterBrokerClient, Reply
+    from transaction_coordinator.coordinator import TxnCoordinator
+    from transaction_coordinator.state import TxnOffsets
+
+__all__ = ["ProducerIdAndEpoch", "TransactionRouter"]
+
+T = TypeVar("T")
+
+# An end waits for its markers at every partition leader (LeaderMarkerWriter's attempts), so a forward may take
+# longer than a plain request's bound.
+FORWARD_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdAndEpoch:
+    """InitProducerId's answer for a transactional id: the producer id and its bumped epoch."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+def _nothing(_reply: Reply) -> None:
+    return None
+
+
+def _pid_epoch(reply: Reply) -> ProducerIdAndEpoch:
+    body = reply.json()
+    return ProducerIdAndEpoch(int(body["producer_id"]), int(body["producer_epoch"]))
+
+
+def _state(reply: Reply) -> str:
+    return str(reply.json()["state"])
+
+
+class TransactionRouter:
+    def __init__(self, coordinator: TxnCoordinator, interbroker: InterBrokerClient) -> None:
+        self.coordinator = coordinator
+        self._router = CoordinatorRouter(coordinator.broker_id, coordinator.locate, interbroker)
+
+    async def init(self, tid: str, timeout_ms: int, *, forwarded: bool = False) -> Routed[ProducerIdAndEpoch]:
+        """InitProducerId with a transactional id (fences the previous instance: its epoch is bumped)."""
+
+        async def local() -> ProducerIdAndEpoch:
+            return ProducerIdAndEpoch(*await self.coordinator.init(tid, timeout_ms))
+
+        return await self._router.run(tid, local, _forward(tid, "init", {"transaction_timeout_ms": timeout_ms},
+                                                           _pid_epoch), forwarded=forwarded)
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], *, forwarded: bool = False) -> Routed[None]:
+        """AddPartitionsToTxn."""
+        body = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                "partitions": [[t, p] for t, p in partitions]}
+        return await self._router.run(
+            tid, lambda: self.coordinator.add_partitions(tid, producer_id, producer_epoch, partitions),
+            _forward(tid, "partitions", body, _nothing), forwarded=forwarded)
+
+    async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int, offsets: TxnOffsets, *,
+                          forwarded: bool = False) -> Routed[None]:
+        """AddOffsetsToTxn with the offsets themselves (TxnOffsetCommit), checked against the group's generation."""
+        body = {"producer_id": producer_id, "producer_epoch": producer_epoch, "group": offsets.group,
+                "generation": offsets.generation, "offsets": [list(o) for o in offsets.offsets]}
+        return await self._router.run(
+            tid, lambda: self.coordinator.add_offsets(tid, producer_id, producer_epoch, offsets),
+            _forward(tid, "offsets", body, _nothing), forwarded=forwarded)
+
+    async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                  forwarded: bool = False) -> Routed[str]:
+        """EndTxn: commit or abort; the transaction's final state's name."""
+        body = {"producer_id": producer_id, "producer_epoch": producer_epoch, "commit": commit}
+        return await self._router.run(
+            tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit),
+            _forward(tid, "end", body, _state), forwarded=forwarded)
+
+
+def _forward(tid: str, action: str, body: dict[str, Any], decode: Callable[[Reply], T]) -> Forward[T]:
+    return Forward("POST", f"/transactions/{quote(tid, safe='')}/{action}", orjson.dumps(body), decode,
+                   timeout_s=FORWARD_TIMEOUT_S)

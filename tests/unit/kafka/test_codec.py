@@ -1,0 +1,93 @@
+"""The Kafka codec: header versions, flexible versions, the version table, and refusals."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+
+import pytest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
+from kio.schema.metadata.v1.request import MetadataRequestTopic as MetadataRequestTopicV1
+from kio.schema.metadata.v9.request import MetadataRequest as MetadataRequestV9
+from kio.schema.metadata.v9.response import MetadataResponse as MetadataResponseV9
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+
+from broker.kafka import codec
+from broker.kafka.errors import UnsupportedVersionError
+from odradek.protocol.errors import InvalidRequestError
+
+
+def write(entity: object) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+def test_the_table_is_what_is_implemented_and_kio_has() -> None:
+    assert codec.SUPPORTED == {0: (3, 11), 1: (4, 12), 2: (1, 6), 3: (0, 12), 18: (0, 4)}
+    for key, (low, high) in codec.SUPPORTED.items():
+        for v in range(low, high + 1):
+            assert codec.request_class(key, v).__api_key__ == key
+            assert codec.response_class(key, v).__version__ == v
+    assert codec.is_supported(18, 4) and not codec.is_supported(18, 5) and not codec.is_supported(10, 0)
+
+
+def test_a_non_flexible_request_has_a_v1_header() -> None:
+    frame = write(RequestHeaderV1(request_api_key=3, request_api_version=1, correlation_id=77, client_id="c")) + \
+        write(MetadataRequestV1(topics=(MetadataRequestTopicV1(name="t"),)))
+    request = codec.decode_request(frame)
+    assert request.header == codec.RequestHeader(3, 1, 77, "c")
+    assert [t.name for t in request.body.topics] == ["t"]
+
+
+def test_a_flexible_request_header_skips_its_tagged_fields() -> None:
+    # v2 header by hand: the fixed part, then one tagged field (tag 5, 2 bytes) a newer client might send
+    header = struct.pack(">hhih", 3, 9, 5, 3) + b"cli" + bytes([1, 5, 2]) + b"xy"
+    body = write(MetadataRequestV9(topics=None, allow_auto_topic_creation=False,
+                                   include_cluster_authorized_operations=False,
+                                   include_topic_authorized_operations=False))
+    request = codec.decode_request(header + body)
+    assert request.header == codec.RequestHeader(3, 9, 5, "cli")
+    assert request.body.topics is None and request.body.allow_auto_topic_creation is False
+
+
+def test_a_null_client_id_is_read() -> None:
+    frame = struct.pack(">hhih", 18, 0, 1, -1)
+    assert codec.decode_request(frame).header.client_id is None
+
+
+def test_unsupported_versions_and_malformed_bytes_are_typed_errors() -> None:
+    with pytest.raises(UnsupportedVersionError) as e:
+        codec.decode_request(struct.pack(">hhih", 18, 99, 1, -1) + b"whatever")
+    assert e.value.kafka_code == 35 and e.value.details["api_version"] == 99
+    with pytest.raises(UnsupportedVersionError):
+        codec.decode_request(struct.pack(">hhih", 42, 0, 1, -1))  # an API not served at all
+    with pytest.raises(InvalidRequestError):
+        codec.decode_request(struct.pack(">hhih", 3, 1, 1, -1) + b"\x00\x00\x00\x05")  # 5 topics promised, none
+    with pytest.raises(InvalidRequestError):
+        codec.read_header(b"\x00\x03")  # not even a header
+    assert codec.read_header(struct.pack(">hhih", 18, 99, 12345, -1)).correlation_id == 12345
+
+
+def test_flexible_responses_carry_header_v1_and_api_versions_always_v0() -> None:
+    body = codec.make(MetadataResponseV9, throttle_time=datetime.timedelta(0), brokers=(), cluster_id="c",
+                      controller_id=1, topics=(), cluster_authorized_operations=-2147483648, not_a_field=1)
+    frame = codec.encode_response(3, 9, 42, body)
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    header, size = entity_reader(ResponseHeaderV1)(frame, 4)  # kio readers answer (value, bytes consumed)
+    back, rest = entity_reader(MetadataResponseV9)(frame, 4 + size)
+    assert header.correlation_id == 42 and size == 5 and back == body and 4 + size + rest == len(frame)
+
+    versions = codec.make(ApiVersionsResponseV3, error_code=ErrorCode(0), api_keys=(),
+                          throttle_time=datetime.timedelta(0))
+    frame = codec.encode_response(18, 3, 43, versions)
+    header0, size = entity_reader(ResponseHeaderV0)(frame, 4)
+    assert header0.correlation_id == 43 and size == 4  # no tagged-field byte after the correlation id
+    assert entity_reader(ApiVersionsResponseV3)(frame, 8)[0] == versions
