@@ -42,11 +42,16 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"odradek broker: {e}") from None
     if args.producer_id_expiration_ms < 1:
         raise SystemExit("odradek broker: --producer-id-expiration-ms must be at least 1")
-    from broker.kafka.listeners import advertised, parse_kafka_listeners
+    from broker.kafka.listeners import advertised, check_tls, parse_kafka_listeners, parse_protocol_map
+    from broker.security.sasl import parse_mechanisms
 
     try:  # Kafka's wire protocol: a one-line reason (e.g. a protocol not served) refuses to start
-        kafka_listeners = parse_kafka_listeners(args.kafka_listeners) if args.kafka_listeners else ()
+        protocols = parse_protocol_map(args.kafka_listener_security_protocol_map)
+        kafka_listeners = parse_kafka_listeners(args.kafka_listeners, protocol_map=protocols) \
+            if args.kafka_listeners else ()
+        check_tls(kafka_listeners, security)
         kafka_advertised = advertised(kafka_listeners, args.kafka_advertised_listeners)
+        kafka_sasl_mechanisms = parse_mechanisms(args.kafka_sasl_enabled_mechanisms)
     except ValueError as e:
         raise SystemExit(f"odradek broker: {e}") from None
     if args.socket_request_max_bytes < 1 or args.connections_max_idle_ms < 1:
@@ -84,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
         kafka_advertised_listeners=kafka_advertised,
         socket_request_max_bytes=args.socket_request_max_bytes,
         connections_max_idle_ms=args.connections_max_idle_ms,
+        max_incremental_fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
+        min_incremental_fetch_session_eviction_ms=args.min_incremental_fetch_session_eviction_ms,
+        kafka_sasl_mechanisms=kafka_sasl_mechanisms,
     )
     if config.unsafe_ack_before_isr:
         print("odradek broker: WARNING: --unsafe-ack-before-isr is on: acks=all is acknowledged before the ISR "
@@ -125,7 +133,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an idle idempotent producer's state is forgotten after this (Kafka's name)")
     g = p.add_argument_group("Kafka protocol (Kafka clients: librdkafka, the Java client, kcat)")
     g.add_argument("--kafka-listeners", default=None,
-                   help="Kafka's listeners, e.g. PLAINTEXT://127.0.0.1:9092 (only PLAINTEXT so far; default: none)")
+                   help="Kafka's listeners, e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093 (PLAINTEXT, "
+                        "SSL, SASL_PLAINTEXT, SASL_SSL; TLS from --ssl-certfile/--ssl-keyfile; default: none)")
+    g.add_argument("--kafka-listener-security-protocol-map", default=None,
+                   help="NAME:PROTOCOL,... for listener names that are not protocol names, e.g. INTERNAL:SASL_SSL")
+    g.add_argument("--kafka-sasl-enabled-mechanisms", default=",".join(defaults.kafka_sasl_mechanisms),
+                   help="SASL mechanisms of the SASL_* Kafka listeners (Kafka's sasl.enabled.mechanisms), against "
+                        "the SCRAM credentials in /config/users")
     g.add_argument("--kafka-advertised-listeners", default=None,
                    help="what clients are told to connect to, e.g. PLAINTEXT://host.example:9092 "
                         "(default: --kafka-listeners)")
@@ -133,6 +147,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a larger Kafka request closes its connection (Kafka's name)")
     g.add_argument("--connections-max-idle-ms", type=int, default=defaults.connections_max_idle_ms,
                    help="idle Kafka connections are closed after this (Kafka's name)")
+    g.add_argument("--max-incremental-fetch-session-cache-slots", type=int,
+                   default=defaults.max_incremental_fetch_session_cache_slots,
+                   help="incremental fetch sessions (KIP-227) this broker keeps; 0: none (Kafka's name)")
+    g.add_argument("--min-incremental-fetch-session-eviction-ms", type=int,
+                   default=defaults.min_incremental_fetch_session_eviction_ms,
+                   help="a fetch session unused this long may be evicted for a new one (Kafka's name)")
     p.add_argument("--unsafe-ack-before-isr", action="store_true",
                    help="testing odradek verify only: acknowledges writes the ISR may not have (never in production)")
 

@@ -85,6 +85,13 @@ class BrokerConfig:
     kafka_advertised_listeners: tuple[KafkaListener, ...] = ()
     socket_request_max_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
+    # Kafka's incremental fetch sessions (KIP-227, broker/fetch/sessions.py): how many this broker keeps, and how
+    # long one must be unused (or have existed) before a new one may take its slot.
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120_000
+    # Kafka's sasl.enabled.mechanisms on the SASL_PLAINTEXT and SASL_SSL Kafka listeners (broker/kafka/sasl.py),
+    # checked against the SCRAM credentials in /config/users.
+    kafka_sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:

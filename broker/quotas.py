@@ -36,6 +36,9 @@ waits here until the throttle time has passed, so a client that ignores the hint
 The throttle time is the budget's deficit over the rate (a token bucket that may go into debt), which is
 Kafka's ``(O - T) / T * window`` over a sliding window.
 
+The Kafka door (broker/kafka/quotas.py) spends the same budgets through ``match`` and ``record_match``, with the
+connection's principal and the request header's client id, and mutes the connection itself (KIP-219).
+
 Cost: with no quota configured, a request costs one identity check of the cache's config map (the watcher
 replaces the map on every change; the quota index is rebuilt only then).
 

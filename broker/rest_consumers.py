@@ -2,8 +2,9 @@
 
 An instance is what ``POST /consumers/{group}`` creates: a consumer with a format (binary or json), positions,
 and either a subscription (then it is a member of the group, like any Python ``GroupConsumer``) or a manual
-assignment. Records are read through the broker's fetch path (the local leader replica, or the leader's binary
-fetch when another broker leads) and rendered by the same function as the JSON read.
+assignment. Records and offsets are read through the broker's fetch and offsets services, as the REST reads are
+(``FetchService.fetch_anywhere``, ``OffsetsService.list_offsets``: the local leader replica, or one hop to the
+leader when another broker leads, leader changes waited out), and rendered by the same function as the JSON read.
 
 Membership: a subscribed instance is the asyncio driver of the member state machine
 (``odradek.protocol.group_member``), the same rules as the Python group consumer. One task per subscribed
@@ -31,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.embedded import BINARY, JSON, record_json
 from broker.consumer_locator import ConsumerLocator
+from broker.fetch.offsets import ListOffsetsRequest
+from broker.fetch.service import FetchRequest
 from broker.group_router import GroupRouter
-from broker.produce import forwarding as forward
 from consumer_coordinator.coordinator import JoinRequest
 from odradek.protocol.errors import (
     GroupIdNotFoundError,
     IllegalGenerationError,
     InvalidRequestError,
-    NotLeaderOrFollowerError,
     OdradekError,
     OffsetOutOfRangeError,
     RebalanceInProgressError,
@@ -557,16 +558,12 @@ class RestInstanceManager:
 
     async def _read_partition(self, inst: ConsumerInstance, tp: TopicPartition, offset: int, max_bytes: int,
                               timeout_ms: int) -> tuple[TopicPartition, list[Any], int]:
-        broker = self.broker
-        try:
-            part = broker.replicas.leader_partition(tp.topic, tp.partition)
-            data = (await part.read(offset, max_bytes, timeout_ms)).data
-        except NotLeaderOrFollowerError as e:
-            leader_url = e.details.get("leader_url")
-            if not leader_url or broker.http_session is None:
-                raise
-            data, _ = await forward.fetch_batches(broker.http_session, leader_url, tp.topic, tp.partition, offset,
-                                                  max_bytes, timeout_ms)
+        """Records at ``offset`` of the leader wherever it is (the fetch service's REST read: here, or forwarded
+        once), long-polling up to ``timeout_ms``; decoded here, where they are rendered one by one anyway."""
+        read = await self.broker.fetches.fetch_anywhere(FetchRequest(tp.topic, tp.partition, offset, max_bytes,
+                                                                     max_wait_ms=timeout_ms))
+        data = read.records
+        assert isinstance(data, bytes | bytearray)  # fetch_anywhere answers bytes, never file ranges
         records: list[Any] = []
         next_offset = offset
         for pos, header in iter_batch_headers(data):
@@ -603,15 +600,6 @@ class RestInstanceManager:
         inst.positions[tp] = begin if strategy == "earliest" else end
 
     async def bounds(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, high watermark) from the leader, wherever it is."""
-        broker = self.broker
-        try:
-            part = broker.replicas.leader_partition(tp.topic, tp.partition)
-            return part.log_start_offset, part.high_watermark
-        except NotLeaderOrFollowerError as e:
-            leader_url = e.details.get("leader_url")
-            if not leader_url or broker.http_session is None:
-                raise
-            body = await forward.get_json(broker.http_session,
-                                          f"{leader_url}/topics/{tp.topic}/partitions/{tp.partition}/offsets")
-            return int(body["beginning_offset"]), int(body["end_offset"])
+        """(log start offset, high watermark) from the leader, wherever it is (the offsets service's REST read)."""
+        offsets = await self.broker.offsets.list_offsets(ListOffsetsRequest(tp.topic, tp.partition))
+        return offsets.log_start_offset, offsets.end_offset

@@ -21,11 +21,22 @@ from urllib.parse import quote
 import orjson
 
 from broker.coordinator_routing import CoordinatorRouter, Forward, Routed
+from odradek.protocol.errors import (
+    ConcurrentTransactionsError,
+    CoordinationUnavailableError,
+    CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    NotCoordinatorError,
+    NotEnoughReplicasError,
+    ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
+)
 
 if TYPE_CHECKING:
     from broker.interbroker import InterBrokerClient, Reply
     from transaction_coordinator.coordinator import TxnCoordinator
-    from transaction_coordinator.state import TxnOffsets
+    from transaction_coordinator.state import TxnOffsets, TxnState
 
 __all__ = ["ProducerIdAndEpoch", "TransactionRouter"]
 
@@ -62,14 +73,26 @@ class TransactionRouter:
         self.coordinator = coordinator
         self._router = CoordinatorRouter(coordinator.broker_id, coordinator.locate, interbroker)
 
-    async def init(self, tid: str, timeout_ms: int, *, forwarded: bool = False) -> Routed[ProducerIdAndEpoch]:
-        """InitProducerId with a transactional id (fences the previous instance: its epoch is bumped)."""
+    async def init(self, tid: str, timeout_ms: int, *, expected: ProducerIdAndEpoch | None = None,
+                   forwarded: bool = False) -> Routed[ProducerIdAndEpoch]:
+        """InitProducerId with a transactional id (fences the previous instance: its epoch is bumped).
+        ``expected``: the producer id and epoch a recovering producer holds (KIP-360), checked by the coordinator."""
 
         async def local() -> ProducerIdAndEpoch:
-            return ProducerIdAndEpoch(*await self.coordinator.init(tid, timeout_ms))
+            if expected is None:
+                return ProducerIdAndEpoch(*await self.coordinator.init(tid, timeout_ms))
+            return ProducerIdAndEpoch(*await self.coordinator.init(
+                tid, timeout_ms, (expected.producer_id, expected.producer_epoch)))
 
-        return await self._router.run(tid, local, _forward(tid, "init", {"transaction_timeout_ms": timeout_ms},
-                                                           _pid_epoch), forwarded=forwarded)
+        body: dict[str, Any] = {"transaction_timeout_ms": timeout_ms}
+        if expected is not None:
+            body |= {"producer_id": expected.producer_id, "producer_epoch": expected.producer_epoch}
+        return await self._router.run(tid, local, _forward(tid, "init", body, _pid_epoch), forwarded=forwarded)
+
+    async def init_idempotent(self) -> ProducerIdAndEpoch:
+        """InitProducerId without a transactional id: a fresh producer id at epoch 0, from any broker (no
+        coordinator owns it). A KIP-360 bump of an idempotent producer gets a fresh id too, as on Kafka."""
+        return ProducerIdAndEpoch(*await self.coordinator.init_producer_id())
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], *, forwarded: bool = False) -> Routed[None]:
@@ -96,6 +119,45 @@ class TransactionRouter:
         return await self._router.run(
             tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit),
             _forward(tid, "end", body, _state), forwarded=forwarded)
+
+
+    async def verify(self, tid: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """KIP-890's verification before a transaction's first batch on a partition: which of ``partitions`` are
+        not in the producer's ongoing transaction. Read from ZooKeeper where the coordinator wrote it, on any
+        broker (no hop); raises as Kafka's coordinator answers a verification."""
+        return await self.coordinator.verify(tid, producer_id, producer_epoch, partitions)
+
+    async def verify_produce(self, tid: str | None, topic: str, partition: int, producer_id: int,
+                             producer_epoch: int) -> None:
+        """The produce path's verification (ProduceService's ``verify_txn``), with the errors Kafka gives a
+        producer: INVALID_TXN_STATE for a partition not in the transaction; INVALID_PRODUCER_EPOCH for another
+        epoch (a produce answer never says PRODUCER_FENCED, KAFKA-10687); NOT_ENOUGH_REPLICAS (retriable, and
+        retried by every client version) when the coordinator cannot answer now (a transaction being completed,
+        ZooKeeper away); TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional batches sent without a
+        transactional id, as Kafka refuses them."""
+        if tid is None:
+            raise TransactionalIdAuthorizationFailedError(
+                "transactional batches need the produce request's transactional id")
+        try:
+            missing = await self.verify(tid, producer_id, producer_epoch, [(topic, partition)])
+        except (ConcurrentTransactionsError, CoordinatorNotAvailableError, NotCoordinatorError,
+                CoordinationUnavailableError) as e:
+            raise NotEnoughReplicasError(
+                f"cannot verify that {topic}-{partition} is in the transaction of {tid!r} now: {e.message}") from None
+        except ProducerFencedError as e:  # a produce answer says INVALID_PRODUCER_EPOCH, never PRODUCER_FENCED
+            raise InvalidProducerEpochError(e.message) from None
+        if missing:
+            raise InvalidTxnStateError(f"{topic}-{partition} was not added to the transaction of {tid!r} "
+                                       f"(producer {producer_id} epoch {producer_epoch})")
+
+    async def state_of(self, tid: str) -> TxnState | None:
+        """DescribeTransactions: the id's state from ZooKeeper (any broker; None when no producer initialized it)."""
+        return await self.coordinator.state_of(tid)
+
+    async def list_states(self, include_unclaimed: bool) -> list[tuple[str, TxnState]]:
+        """ListTransactions: the ids this broker coordinates (and, with ``include_unclaimed``, those nobody does)."""
+        return await self.coordinator.list_states(include_unclaimed)
 
 
 def _forward(tid: str, action: str, body: dict[str, Any], decode: Callable[[Reply], T]) -> Forward[T]:

@@ -35,6 +35,7 @@ from odradek.protocol.errors import (
     UnknownMemberIdError,
 )
 
+KIND = "server"  # the kind the views name these groups (the state znode of Kafka-protocol groups says "classic")
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"

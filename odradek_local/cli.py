@@ -48,7 +48,8 @@ def _print_status(status: dict) -> None:
     if status.get("tls"):
         print(f"tls: CA {status['tls']['ssl_cafile']}, admin certificate {status['tls']['ssl_certfile']}")
     if status.get("kafka_bootstrap"):
-        print(f"kafka bootstrap.servers: {status['kafka_bootstrap']}")
+        print(f"kafka bootstrap.servers: {status['kafka_bootstrap']} "
+              f"(security.protocol {status.get('kafka_security_protocol') or 'PLAINTEXT'})")
     for b in status["brokers"]:
         state = "registered" if b["registered"] else ("running" if b["alive"] else "down")
         kafka = f" kafka {b['kafka']}" if b.get("kafka") else ""
@@ -119,7 +120,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--base-port", type=int, default=8082,
                     help="broker N serves its REST API on base-port + N - 1 (Confluent REST Proxy's port)")
     up.add_argument("--kafka-base-port", type=int, default=9092,
-                    help="broker N serves Kafka's protocol on kafka-base-port + N - 1 (not with --tls)")
+                    help="broker N serves Kafka's protocol on kafka-base-port + N - 1 (SASL_SSL with --tls)")
     up.add_argument("--zk-base-port", type=int, default=2181, help="ZooKeeper node N on zk-base-port + N - 1")
     up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
     up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")

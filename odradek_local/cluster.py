@@ -89,7 +89,9 @@ class BrokerSlot:
     port: int  # the REST (HTTP) listener's
     dir: Path
     scheme: str = "http"  # https on a --tls cluster
-    kafka_port: int | None = None  # the Kafka listener's (PLAINTEXT); None: the broker has none
+    kafka_port: int | None = None  # the first Kafka listener's; None: the broker has no Kafka listener
+    kafka_protocol: str = "PLAINTEXT"  # its security protocol (SASL_SSL on a --tls cluster)
+    kafka_extra: tuple[tuple[str, int], ...] = ()  # further Kafka listeners: (security protocol, port)
 
     @property
     def url(self) -> str:
@@ -97,8 +99,19 @@ class BrokerSlot:
 
     @property
     def kafka_address(self) -> str | None:
-        """``host:port`` of the Kafka listener, as ``bootstrap.servers`` takes it."""
+        """``host:port`` of the first Kafka listener, as ``bootstrap.servers`` takes it."""
         return None if self.kafka_port is None else f"{HOST}:{self.kafka_port}"
+
+    @property
+    def kafka_listeners(self) -> dict[str, int]:
+        """Security protocol -> port of every Kafka listener (each listener is named after its protocol)."""
+        if self.kafka_port is None:
+            return {}
+        return {self.kafka_protocol: self.kafka_port, **dict(self.kafka_extra)}
+
+    def kafka_listener_spec(self) -> str:
+        """``--kafka-listeners``: ``SASL_SSL://127.0.0.1:9092,...``."""
+        return ",".join(f"{protocol}://{HOST}:{port}" for protocol, port in self.kafka_listeners.items())
 
     @property
     def log_path(self) -> Path:
@@ -114,9 +127,12 @@ class LocalCluster:
     kafka_base_port .. kafka_base_port+N-1, over an ensemble we start or one given to us.
 
     ``kafka_base_port`` None picks free ports (``free_port_block``), so that callers that only choose REST ports
-    never collide on Kafka's; a TLS cluster has no Kafka listener (only PLAINTEXT is served on it so far, and a
-    secured cluster must not grow a plaintext door). With ``ensemble`` given (tests share one ensemble and give
-    each test its own chroot), ``up`` and ``down`` leave the ensemble alone.
+    never collide on Kafka's. The Kafka listener is PLAINTEXT on a plaintext cluster and SASL_SSL on a TLS one
+    (the HTTPS listeners' certificates; SCRAM users from ``odradek configs``), so a secured cluster never grows a
+    plaintext door. ``kafka_protocols`` asks for more Kafka listeners per broker (the first on kafka_base_port,
+    the others on free ports; SSL and SASL_SSL only on a TLS cluster), as the security tests do. With
+    ``ensemble`` given (tests share one ensemble and give each test its own chroot), ``up`` and ``down`` leave
+    the ensemble alone.
     """
 
     def __init__(
@@ -136,6 +152,7 @@ class LocalCluster:
         python: str = sys.executable,
         tls: bool = False,
         zk_digest: str | None = None,
+        kafka_protocols: tuple[str, ...] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.owns_ensemble = ensemble is None
@@ -150,11 +167,18 @@ class LocalCluster:
         # ZooKeeper digest credentials with ZooKeeper ACLs on every znode.
         self.tls = tls
         self.zk_digest = zk_digest
-        if kafka_base_port is None and not tls and brokers:
+        self.kafka_protocols = kafka_protocols or (("SASL_SSL",) if tls else ("PLAINTEXT",))
+        insecure = [p for p in self.kafka_protocols if p in ("SSL", "SASL_SSL")] if not tls else []
+        if insecure or not set(self.kafka_protocols) <= {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"} or \
+                len(set(self.kafka_protocols)) != len(self.kafka_protocols):
+            raise ClusterError(f"Kafka listeners {', '.join(self.kafka_protocols)}: each protocol once, one of "
+                               "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (SSL and SASL_SSL need --tls)")
+        if kafka_base_port is None and brokers:
             kafka_base_port = free_port_block(brokers)
+        extra = {p: free_port_block(brokers) for p in self.kafka_protocols[1:]} if brokers else {}
         self.slots: dict[int, BrokerSlot] = {
-            i: BrokerSlot(i, base_port + i - 1, self.data_dir / f"broker-{i}", "https" if tls else "http",
-                          None if tls or kafka_base_port is None else kafka_base_port + i - 1)
+            i: self._new_slot(i, base_port + i - 1, None if kafka_base_port is None else kafka_base_port + i - 1,
+                              tuple((p, base + i - 1) for p, base in extra.items()))
             for i in range(1, brokers + 1)
         }
         self._procs: dict[int, ManagedProcess] = {}
@@ -162,6 +186,11 @@ class LocalCluster:
     @property
     def zk_connect(self) -> str:
         return self.ensemble.connect_string(self.chroot)
+
+    def _new_slot(self, broker_id: int, port: int, kafka_port: int | None,
+                  kafka_extra: tuple[tuple[str, int], ...] = ()) -> BrokerSlot:
+        return BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}", "https" if self.tls else "http",
+                          kafka_port, self.kafka_protocols[0], kafka_extra)
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -204,20 +233,20 @@ class LocalCluster:
             "--listen", f"{HOST}:{slot.port}",
             "--data-dir", str(slot.data_dir),
             "--zk-session-timeout-ms", str(self.session_timeout_ms),
-            *(["--kafka-listeners", f"PLAINTEXT://{HOST}:{slot.kafka_port}"] if slot.kafka_port else []),
+            *(["--kafka-listeners", slot.kafka_listener_spec()] if slot.kafka_port else []),
             *local_security_args(self, broker_id),
             *self.broker_args,
         ]  # fmt: skip
 
     def add_broker(self, broker_id: int, port: int, kafka_port: int | None = None) -> None:
-        """Grow the cluster by one broker slot (start it with ``start_broker``); ``kafka_port`` None picks one
-        (none on a TLS cluster)."""
+        """Grow the cluster by one broker slot (start it with ``start_broker``); ``kafka_port`` None picks one (and
+        the ports of its further Kafka listeners are picked)."""
         if broker_id in self.slots:
             raise ClusterError(f"broker {broker_id} already exists")
-        if kafka_port is None and not self.tls:
+        if kafka_port is None:
             kafka_port = free_port_block(1)
-        self.slots[broker_id] = BrokerSlot(broker_id, port, self.data_dir / f"broker-{broker_id}",
-                                           "https" if self.tls else "http", None if self.tls else kafka_port)
+        self.slots[broker_id] = self._new_slot(broker_id, port, kafka_port,
+                                               tuple((p, free_port_block(1)) for p in self.kafka_protocols[1:]))
         self.save()
 
     def start_broker(self, broker_id: int, *, wait: bool = True, timeout: float = 30.0,
@@ -292,8 +321,14 @@ class LocalCluster:
 
     @property
     def kafka_bootstrap(self) -> str | None:
-        """``bootstrap.servers`` for Kafka clients: every broker's Kafka listener."""
+        """``bootstrap.servers`` for Kafka clients: every broker's first Kafka listener."""
         addresses = [slot.kafka_address for _, slot in sorted(self.slots.items()) if slot.kafka_address]
+        return ",".join(addresses) or None
+
+    def kafka_bootstrap_for(self, protocol: str) -> str | None:
+        """``bootstrap.servers`` on the Kafka listeners of one security protocol (None: there are none)."""
+        addresses = [f"{HOST}:{slot.kafka_listeners[protocol]}" for _, slot in sorted(self.slots.items())
+                     if protocol in slot.kafka_listeners]
         return ",".join(addresses) or None
 
     def _slot(self, broker_id: int) -> BrokerSlot:
@@ -374,11 +409,17 @@ class LocalCluster:
                 for s in zookeepers
             ],
             "kafka_bootstrap": self.kafka_bootstrap,
+            # Kafka clients' security.protocol (and, on SASL listeners, sasl.mechanism: PLAIN or SCRAM-SHA-256/512
+            # with a user from `odradek configs`; on TLS ones ssl.ca.location: tls.ssl_cafile)
+            "kafka_security_protocol": self.kafka_protocols[0] if self.kafka_bootstrap else None,
+            "kafka_listeners": {p: self.kafka_bootstrap_for(p) for p in self.kafka_protocols
+                                if self.kafka_bootstrap_for(p)},
             "brokers": [
                 {
                     "id": b,
                     "url": slot.url,
                     "kafka": slot.kafka_address,
+                    "kafka_listeners": {p: f"{HOST}:{port}" for p, port in slot.kafka_listeners.items()},
                     "pid": self.broker_pid(b),
                     "alive": self.broker_pid(b) is not None,
                     "registered": b in registered,
@@ -393,6 +434,8 @@ class LocalCluster:
         state = {
             "brokers": {str(b): slot.port for b, slot in sorted(self.slots.items())},
             "kafka_ports": {str(b): slot.kafka_port for b, slot in sorted(self.slots.items())},
+            "kafka_protocols": list(self.kafka_protocols),
+            "kafka_extra_ports": {str(b): dict(slot.kafka_extra) for b, slot in sorted(self.slots.items())},
             "session_timeout_ms": self.session_timeout_ms,
             "chroot": self.chroot,
             "owns_ensemble": self.owns_ensemble,
@@ -428,12 +471,14 @@ class LocalCluster:
             python=state.get("python", sys.executable),
             tls=bool(state.get("tls", False)),
             zk_digest=state.get("zk_digest"),
+            kafka_protocols=tuple(state["kafka_protocols"]) if state.get("kafka_protocols") else None,
         )
         cluster.owns_ensemble = bool(state.get("owns_ensemble", True))
         kafka_ports = state.get("kafka_ports") or {}  # absent from clusters started before the Kafka listener
+        extra_ports = state.get("kafka_extra_ports") or {}
         cluster.slots = {
-            int(b): BrokerSlot(int(b), int(port), data_dir / f"broker-{b}", "https" if cluster.tls else "http",
-                               None if kafka_ports.get(b) is None else int(kafka_ports[b]))
+            int(b): cluster._new_slot(int(b), int(port), None if kafka_ports.get(b) is None else int(kafka_ports[b]),
+                                      tuple((p, int(q)) for p, q in (extra_ports.get(b) or {}).items()))
             for b, port in state["brokers"].items()
         }
         cluster._procs = {int(b): ManagedProcess.from_json(p) for b, p in state.get("processes", {}).items()}

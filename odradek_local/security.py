@@ -3,7 +3,10 @@
 A local TLS cluster listens on SASL_SSL with client certificates requested: brokers present their own
 certificate (``User:CN=broker-<id>``, a super user, so inter-broker calls carry ClusterAction), users present a
 password, a token or a certificate. ``User:CN=admin`` (``<data-dir>/tls/admin.pem``) is a super user too, for
-the operator's tools. Keys live in ``<data-dir>/tls`` (``.odradek/`` is git-ignored) and never anywhere else.
+the operator's tools. Its Kafka listeners are SASL_SSL too, with the same certificates (the broker's
+``--ssl-*`` flags serve both doors): Kafka clients trust ``<data-dir>/tls/ca.pem`` and log in with PLAIN or
+SCRAM-SHA-256/512 as a user made with ``odradek configs``. Keys live in ``<data-dir>/tls`` (``.odradek/`` is
+git-ignored) and never anywhere else.
 """
 
 from __future__ import annotations

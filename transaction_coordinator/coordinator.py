@@ -30,9 +30,10 @@ from odradek.protocol.errors import (
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
+    InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
     NotCoordinatorError,
+    ProducerFencedError,
 )
 from transaction_coordinator import state as s
 from transaction_coordinator.state import TxnOffsets, TxnState
@@ -113,17 +114,22 @@ class TxnCoordinator:
         producers ever share one."""
         return await asyncio.to_thread(self._next_pid), 0
 
-    async def init(self, tid: str, timeout_ms: int) -> tuple[int, int]:
-        """InitProducerId with a transactional id: end what the previous epoch left, then bump the epoch."""
+    async def init(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None = None) -> tuple[int, int]:
+        """InitProducerId with a transactional id: end what the previous epoch left, then bump the epoch.
+
+        ``expected`` (KIP-360): the producer id and epoch the caller holds, when it re-initializes to recover;
+        PRODUCER_FENCED unless they are the current ones (or the retry of an init that already bumped them)."""
         if not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
             raise InvalidTransactionTimeoutError(f"transaction.timeout.ms must be 1 to {MAX_TIMEOUT_MS}")
         async with self._lock(tid):
             await self._owned(tid)
             st, version = await self._read(tid)
-            if st is None:
+            if st is None:  # a new id: whatever the caller held, it starts afresh (Kafka: no epoch to check)
                 pid = await asyncio.to_thread(self._next_pid)
                 st = TxnState(pid, 0, s.EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms())
                 await self._write(tid, st, version)
+                return st.producer_id, st.producer_epoch
+            if expected is not None and s.check_init(st, *expected):
                 return st.producer_id, st.producer_epoch
             if st.state == s.ONGOING:  # a previous instance's open transaction: abort it, fencing that instance
                 st = s.fence_abort(st, now_ms())
@@ -131,7 +137,7 @@ class TxnCoordinator:
             if st.state in s.PREPARED:
                 st, version = await self._complete(tid, st, version)
             new_pid = await asyncio.to_thread(self._next_pid) if st.producer_epoch >= s.MAX_EPOCH else None
-            st = s.bump(st, timeout_ms, now_ms(), new_pid)
+            st = s.bump(st, timeout_ms, now_ms(), new_pid, -1 if expected is None else expected[1])
             await self._write(tid, st, version)
             return st.producer_id, st.producer_epoch
 
@@ -144,8 +150,11 @@ class TxnCoordinator:
                 await self._write(tid, new, version)
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets) -> None:
-        """send_offsets_to_transaction: checked against the group's generation now and again at commit."""
-        generation = await asyncio.to_thread(self.store.group_generation, offsets.group)
+        """send_offsets_to_transaction: checked against the group's generation now and again at commit (when the
+        offsets name one: generation -1 is not checked, as Kafka's group coordinator does not)."""
+        generation = None
+        if offsets.generation >= 0:
+            generation = await asyncio.to_thread(self.store.group_generation, offsets.group)
         if generation is not None and generation != offsets.generation:
             raise IllegalGenerationError(
                 f"group {offsets.group!r} is at generation {generation}, not {offsets.generation}")
@@ -178,14 +187,51 @@ class TxnCoordinator:
         holder = await asyncio.to_thread(self.store.get_coordinator, tid)
         return {"transactional_id": tid, "coordinator": holder, **(st.to_json() if st else {"state": None})}
 
+    async def state_of(self, tid: str) -> TxnState | None:
+        """The id's state as ZooKeeper holds it (any broker may read it; None: no producer ever initialized)."""
+        st, _ = await self._read(tid)
+        return st
+
+    async def verify(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """KIP-890's verification, for a partition leader about to append a transaction's first batch: which of
+        ``partitions`` are not in the producer's ongoing transaction (raises as ``state.verify_partitions``).
+
+        Any broker answers from ZooKeeper, no coordinator needed: AddPartitionsToTxn is answered only after its
+        write, so a producer that was told a partition is in its transaction finds it there. A ZooKeeper server
+        may lag behind the one the coordinator wrote through, so a negative answer is read again after a sync."""
+        st, _ = await self._read(tid)
+        try:
+            if not s.verify_partitions(st, pid, epoch, partitions):
+                return []
+        except (InvalidProducerIdMappingError, ProducerFencedError):
+            pass  # perhaps a lagging read of an init: decided on the fresh read below
+        raw, _ = await asyncio.to_thread(self.store.get_state, tid, True)
+        return s.verify_partitions(None if raw is None else TxnState.from_json(raw), pid, epoch, partitions)
+
+    async def list_states(self, include_unclaimed: bool) -> list[tuple[str, TxnState]]:
+        """The ids this broker coordinates, with their states (ListTransactions asks every broker and merges, as
+        Kafka's admin client does); ``include_unclaimed`` adds the ids nobody coordinates right now (one broker
+        lists them, so that each id is listed once)."""
+        out = []
+        for tid in await asyncio.to_thread(self.store.list_ids):
+            holder = await asyncio.to_thread(self.store.get_coordinator, tid)
+            if holder != self.broker_id and not (include_unclaimed and holder is None):
+                continue
+            st, _ = await self._read(tid)
+            if st is not None:
+                out.append((tid, st))
+        return out
+
     async def _need(self, tid: str) -> tuple[TxnState, int]:
         st, version = await self._read(tid)
-        if st is None:
-            raise InvalidTxnStateError(f"transactional id {tid!r} has no producer: call init_transactions")
+        if st is None:  # Kafka's answer for an id it has no metadata for
+            raise InvalidProducerIdMappingError(f"transactional id {tid!r} has no producer: call init_transactions")
         return st, version
 
     async def _generations_hold(self, st: TxnState) -> bool:
         for o in st.offsets:
+            if o.generation < 0:
+                continue
             generation = await asyncio.to_thread(self.store.group_generation, o.group)
             if generation is not None and generation != o.generation:
                 return False

@@ -11,7 +11,14 @@ coordinates next (a new coordinator finishes a Prepare* it finds). Before it, th
 aborted. So a coordinator crash at any point ends in commit or abort of every partition, never half.
 
 Fencing: every request names the producer id and epoch; an older epoch is PRODUCER_FENCED. init_transactions
-bumps the epoch (after ending whatever the old epoch left open), which is what fences a zombie.
+bumps the epoch (after ending whatever the old epoch left open), which is what fences a zombie. An init that names
+the producer id and epoch it had (KIP-360: a producer recovering from an error, or retrying an init whose answer was
+lost) must name the current epoch, or the one before the last bump (``last_epoch``, then the bump already happened
+and its result is answered again); any other is PRODUCER_FENCED.
+
+Group offsets: a group joins a transaction (AddOffsetsToTxn) with generation -1; its offsets (TxnOffsetCommit)
+carry the group generation they were read under, or -1 when there is none to check (an assign-mode consumer, a
+client older than KIP-447), as Kafka's group coordinator checks a generation only when one is given.
 """
 
 from __future__ import annotations
@@ -55,12 +62,13 @@ class TxnState:
     offsets: tuple[TxnOffsets, ...] = ()
     updated_ms: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    last_epoch: int = -1  # the epoch before the last KIP-360 bump (-1: none): a retried init names it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": 1, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
             "state": self.state, "partitions": [list(tp) for tp in self.partitions], "timeout_ms": self.timeout_ms,
-            "start_ms": self.start_ms, "updated_ms": self.updated_ms,
+            "start_ms": self.start_ms, "updated_ms": self.updated_ms, "last_producer_epoch": self.last_epoch,
             "offsets": [{"group": o.group, "generation": o.generation, "offsets": [list(x) for x in o.offsets]}
                         for o in self.offsets],
         }
@@ -74,7 +82,7 @@ class TxnState:
             tuple(TxnOffsets(str(o["group"]), int(o["generation"]),
                              tuple((str(t), int(p), int(off), str(m)) for t, p, off, m in o["offsets"]))
                   for o in obj.get("offsets", ())),
-            int(obj.get("updated_ms", 0)))
+            int(obj.get("updated_ms", 0)), last_epoch=int(obj.get("last_producer_epoch", -1)))
 
 
 def check_producer(st: TxnState, producer_id: int, epoch: int) -> None:
@@ -113,8 +121,41 @@ def add_offsets(st: TxnState, producer_id: int, epoch: int, offsets: TxnOffsets,
     merged: dict[tuple[str, int], tuple[str, int, int, str]] = {}
     for entry in (previous.offsets if previous else ()) + offsets.offsets:
         merged[(entry[0], entry[1])] = entry
-    combined = TxnOffsets(offsets.group, offsets.generation, tuple(merged[k] for k in sorted(merged)))
+    # A generation once given stays checked: a later call without one (AddOffsetsToTxn) does not drop it.
+    generation = offsets.generation if offsets.generation >= 0 or previous is None else previous.generation
+    combined = TxnOffsets(offsets.group, generation, tuple(merged[k] for k in sorted(merged)))
     return replace(st, offsets=(*others, combined), updated_ms=now_ms)
+
+
+def verify_partitions(st: TxnState | None, producer_id: int, epoch: int, partitions: list[TP]) -> list[TP]:
+    """Which of ``partitions`` are *not* in ``producer_id``'s ongoing transaction at ``epoch`` (KIP-890's
+    verification, asked by a partition leader before a transaction's first batch there). Raises as Kafka's
+    coordinator answers a verification: INVALID_PRODUCER_ID_MAPPING for another producer id (or no state),
+    PRODUCER_FENCED for another epoch, CONCURRENT_TRANSACTIONS while a transaction is being completed."""
+    if st is None or producer_id != st.producer_id:
+        raise InvalidProducerIdMappingError(f"producer id {producer_id} is not this transactional id's")
+    if epoch != st.producer_epoch:
+        raise ProducerFencedError(f"producer epoch {epoch} is not the transactional id's epoch {st.producer_epoch}")
+    if st.state in PREPARED:
+        raise ConcurrentTransactionsError("the transaction is being completed")
+    if st.state != ONGOING:
+        return list(partitions)
+    added = set(st.partitions)
+    return [tp for tp in partitions if tp not in added]
+
+
+def check_init(st: TxnState, producer_id: int, epoch: int) -> bool:
+    """KIP-360: an init naming ``producer_id`` and ``epoch``. True when it retries an init that already bumped
+    the epoch (answer the current one again, bump nothing); False when it may bump; PRODUCER_FENCED when another
+    instance has initialized since."""
+    if producer_id == st.producer_id:
+        if epoch == st.producer_epoch:
+            return False
+        if epoch == st.last_epoch and st.state in IDLE:
+            return True
+    raise ProducerFencedError(
+        f"producer {producer_id} epoch {epoch} is not the current producer of this transactional id "
+        f"({st.producer_id} epoch {st.producer_epoch}): another instance has initialized since")
 
 
 def end(st: TxnState, producer_id: int, epoch: int, commit: bool, now_ms: int) -> tuple[TxnState, bool]:
@@ -145,14 +186,16 @@ def expired(st: TxnState, now_ms: int) -> bool:
 def fence_abort(st: TxnState, now_ms: int) -> TxnState:
     """Abort an Ongoing transaction with a bumped epoch (timeout, or a new instance's init): the markers carry
     the new epoch, so the old producer's next batch and its commit are both refused."""
-    return replace(st, state=PREPARE_ABORT, producer_epoch=st.producer_epoch + 1, updated_ms=now_ms)
+    return replace(st, state=PREPARE_ABORT, producer_epoch=st.producer_epoch + 1, updated_ms=now_ms, last_epoch=-1)
 
 
-def bump(st: TxnState, timeout_ms: int, now_ms: int, new_producer_id: int | None = None) -> TxnState:
-    """init_transactions on an idle state: the next epoch (a fresh producer id when the epoch runs out)."""
+def bump(st: TxnState, timeout_ms: int, now_ms: int, new_producer_id: int | None = None,
+         last_epoch: int = -1) -> TxnState:
+    """init_transactions on an idle state: the next epoch (a fresh producer id when the epoch runs out).
+    ``last_epoch``: the epoch a KIP-360 init named, kept so that its retry is recognised (-1: a new instance)."""
     if st.state not in IDLE:
         raise ConcurrentTransactionsError(f"the transaction is {st.state}: finish it first")
     if st.producer_epoch >= MAX_EPOCH and new_producer_id is not None:
         return TxnState(new_producer_id, 0, EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms)
     return replace(st, producer_epoch=st.producer_epoch + 1, state=EMPTY, partitions=(), offsets=(),
-                   timeout_ms=timeout_ms, start_ms=-1, updated_ms=now_ms)
+                   timeout_ms=timeout_ms, start_ms=-1, updated_ms=now_ms, last_epoch=last_epoch)

@@ -230,6 +230,17 @@ class GroupStore:
                                          lambda topic, p: ConsumerGroupOffsetZNode.path(group, topic, p),
                                          ConsumerGroupOffsetZNode.decode)
 
+    def has_offsets(self, group: str) -> bool:
+        """Whether the group ever committed an offset that is still stored (a topic under its offsets node)."""
+
+        def any_topic() -> bool:
+            try:
+                return bool(self._k.get_children(ConsumerGroupOffsetsZNode.path(group)))
+            except NoNodeError:
+                return False
+
+        return bool(self._run(any_topic))
+
     def delete_offsets(self, group: str, topic: str | None = None) -> None:
         """Offsets of one topic (a deleted topic), or all of a group's offsets (retention of an empty group)."""
         path = (ConsumerGroupOffsetsZNode.path(group) if topic is None

@@ -1,4 +1,5 @@
-"""Where a client-named REST consumer instance lives: ``/rest_consumers/<group>/<name>`` holds its broker's id.
+"""Where a client-named REST consumer instance lives: its znode (znodes.RestConsumerInstanceZNode) names its
+broker.
 
 Why: an instance lives in the broker that created it, and a request for it may reach any broker (a load
 balancer). A generated instance id names its broker itself; a name the client chose does not, so its holder is
@@ -17,42 +18,49 @@ import contextlib
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zk.client import ZkClient
-
-ROOT = "/rest_consumers"
-
-
-def _path(group: str, name: str) -> str:
-    return f"{ROOT}/{group}/{name}"
+from zk.znodes import RestConsumerInstanceZNode
 
 
 def register_instance(zk: ZkClient, group: str, name: str, broker_id: int) -> None:
-    data = str(broker_id).encode()
+    path, data = RestConsumerInstanceZNode.path(group, name), RestConsumerInstanceZNode.encode(broker_id)
 
     def attempt() -> None:
         try:
-            zk.kazoo.create(_path(group, name), data, ephemeral=True, makepath=True)
+            zk.kazoo.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
-            zk.kazoo.set(_path(group, name), data)
+            zk.kazoo.set(path, data)
 
     zk.retrying(attempt)
 
 
 def instance_holder(zk: ZkClient, group: str, name: str) -> int | None:
-    try:
-        data, _ = zk.retrying(zk.kazoo.get, _path(group, name))
-    except NoNodeError:
-        return None
-    try:
-        return int(data.decode())
-    except ValueError:
-        return None
+    """The holder's broker id, or None when no broker holds the name. A miss is confirmed after a ``sync``: this
+    broker's ZooKeeper server may not have applied the holder's create yet (ZooKeeper reads are sequentially
+    consistent per session, not linearizable across sessions), and a stale miss would answer 404 for an
+    instance that exists."""
+    path = RestConsumerInstanceZNode.path(group, name)
+
+    def read() -> int | None:
+        try:
+            data, _ = zk.kazoo.get(path)
+        except NoNodeError:
+            return None
+        return RestConsumerInstanceZNode.decode(data)
+
+    found = zk.retrying(read)
+    if found is None:
+        zk.retrying(zk.kazoo.sync, path)
+        found = zk.retrying(read)
+    return found
 
 
 def unregister_instance(zk: ZkClient, group: str, name: str, broker_id: int) -> None:
+    path = RestConsumerInstanceZNode.path(group, name)
+
     def attempt() -> None:
         with contextlib.suppress(NoNodeError, BadVersionError):
-            data, stat = zk.kazoo.get(_path(group, name))
-            if data == str(broker_id).encode():
-                zk.kazoo.delete(_path(group, name), version=stat.version)
+            data, stat = zk.kazoo.get(path)
+            if RestConsumerInstanceZNode.decode(data) == broker_id:
+                zk.kazoo.delete(path, version=stat.version)
 
     zk.retrying(attempt)

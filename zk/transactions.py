@@ -55,9 +55,12 @@ class TxnStore:
 
         return list(self._run(ls))
 
-    def get_state(self, tid: str) -> tuple[dict[str, Any] | None, int]:
-        """(state, zkVersion); (None, version) when the id has no state yet (-1: no node at all)."""
+    def get_state(self, tid: str, fresh: bool = False) -> tuple[dict[str, Any] | None, int]:
+        """(state, zkVersion); (None, version) when the id has no state yet (-1: no node at all). ``fresh``: sync
+        first, so the read sees every write the quorum committed before it (ZooKeeper's reads may lag otherwise)."""
         def get() -> tuple[dict[str, Any] | None, int]:
+            if fresh:
+                self._k.sync(TransactionZNode.path(tid))
             try:
                 data, stat = self._k.get(TransactionZNode.path(tid))
             except NoNodeError:

@@ -551,6 +551,29 @@ class ConsumerGroupOffsetZNode:
 
 
 # ============================================================================================ producer ids
+class RestConsumerInstanceZNode:
+    """Ephemeral: the broker holding a client-named REST Proxy consumer instance, as a decimal broker id, so a
+    request for the instance that reaches another broker is forwarded in one hop (zk/rest_consumers.py). The
+    last broker to create the name owns it; a broker deletes only a znode that names itself."""
+
+    root = "/rest_consumers"
+
+    @staticmethod
+    def path(group: str, name: str) -> str:
+        return f"{RestConsumerInstanceZNode.root}/{group}/{name}"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return str(broker_id).encode()
+
+    @staticmethod
+    def decode(data: bytes | None) -> int | None:
+        try:
+            return int((data or b"").decode())
+        except ValueError:
+            return None
+
+
 class LatestProducerIdBlockZNode:
     """Persistent: the last block of producer ids any broker claimed (KIP-98). Kafka's shape, with the longs
     as strings; block ends are inclusive and the next block starts at the previous end + 1. Written only

@@ -10,15 +10,19 @@ from __future__ import annotations
 import re
 import uuid
 from base64 import urlsafe_b64encode
+from collections.abc import Mapping
 
 from broker.admin.assignment import assign_replicas
 from broker.log.config import LogConfig
 from odradek.protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    PolicyViolationError,
+    ReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
@@ -60,6 +64,32 @@ def validate_configs(configs: dict[str, str]) -> dict[str, str]:
     return clean
 
 
+def effective_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Every topic config with its value: the overrides over the log's defaults and Odradek's replication ones."""
+    effective = LogConfig.from_topic_config(overrides).to_topic_config()
+    effective.setdefault("min.insync.replicas", "1")
+    effective.setdefault("unclean.leader.election.enable", "false")
+    effective.update(overrides)
+    return effective
+
+
+def check_partition_limits(topics: Mapping[str, TopicAssignment], name: str, total: int, *, per_topic: int,
+                           cluster: int) -> None:
+    """``max.partitions.per.topic`` and ``max.partitions`` (KIP-578) for ``name`` at ``total`` partitions, against
+    the topics known now (``topics``: the metadata cache's); checked before anything is written.
+
+    Raises:
+        PolicyViolationError: naming the limit and its broker config.
+    """
+    if total > per_topic:
+        raise PolicyViolationError(f"{total} partitions for topic '{name}'; the limit is {per_topic} "
+                                   "(max.partitions.per.topic)")
+    others = sum(len(a.partitions) for t, a in topics.items() if t != name)
+    if others + total > cluster:
+        raise PolicyViolationError(f"the cluster would have {others + total} partitions; the limit is {cluster} "
+                                   "(max.partitions)")
+
+
 def new_topic_id() -> str:
     return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -75,7 +105,11 @@ class TopicAdmin:
         replication_factor: int | None = None,
         configs: dict[str, str] | None = None,
         replica_assignment: dict[int, list[int]] | None = None,
+        *,
+        validate_only: bool = False,
     ) -> TopicAssignment:
+        """Validate, then (unless ``validate_only``) write the config and the assignment; the assignment (with
+        the new topic id) either way, so a dry run answers what it would have created."""
         validate_topic_name(name)
         clean = validate_configs(configs or {})
         existing = self._zk.get_topics()
@@ -102,30 +136,45 @@ class TopicAdmin:
         if min_isr > rf:
             raise InvalidConfigError(f"min.insync.replicas ({min_isr}) is larger than the replication factor ({rf})")
         topic = TopicAssignment(assignment, topic_id=new_topic_id())
-        self._zk.create_topic(name, topic, clean)
+        if not validate_only:
+            self._zk.create_topic(name, topic, clean)
         return topic
 
     @staticmethod
     def _check_assignment(assignment: dict[int, list[int]], live: set[int]) -> dict[int, list[int]]:
+        """Kafka's rules for a topic's replica assignment (INVALID_REPLICA_ASSIGNMENT otherwise)."""
         if not assignment:
-            raise InvalidPartitionsError("the replica assignment is empty")
+            raise InvalidReplicaAssignmentError("the replica assignment is empty")
         if sorted(assignment) != list(range(len(assignment))):
-            raise InvalidPartitionsError("partitions in a replica assignment must be 0..N-1")
+            raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
         sizes = {len(r) for r in assignment.values()}
         if len(sizes) != 1 or 0 in sizes:
-            raise InvalidReplicationFactorError("every partition must have the same, non-zero number of replicas")
+            raise InvalidReplicaAssignmentError("All partitions should have the same, non-zero number of replicas")
         for p, replicas in assignment.items():
-            if len(set(replicas)) != len(replicas):
-                raise InvalidRequestError(f"partition {p} lists a broker twice: {replicas}")
-            unknown = [b for b in replicas if b not in live]
-            if unknown:
-                raise InvalidRequestError(f"partition {p} is assigned to unknown brokers {unknown}")
+            TopicAdmin._check_replicas(p, replicas, live)
         return {p: list(r) for p, r in assignment.items()}
 
-    def add_partitions(self, name: str, total: int) -> TopicAssignment:
+    @staticmethod
+    def _check_replicas(partition: int, replicas: list[int], live: set[int]) -> None:
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: partition "
+                                                f"{partition} has {replicas}")
+        unknown = [b for b in replicas if b not in live]
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment of partition {partition}: "
+                                                f"{unknown}")
+
+    def add_partitions(self, name: str, total: int, assignment: list[list[int]] | None = None, *,
+                       validate_only: bool = False) -> TopicAssignment:
+        """Grow ``name`` to ``total`` partitions; ``assignment``: the new partitions' replicas, in order (Kafka's
+        CreatePartitions), else placed as at creation. Refused while the topic is being reassigned."""
         current = self._zk.get_topic_assignment(name)
         if current is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        if name in self._zk.get_topics_to_delete():
+            raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
+        if any(current.adding_replicas.values()) or any(current.removing_replicas.values()):
+            raise ReassignmentInProgressError(f"A partition reassignment is in progress for the topic '{name}'.")
         have = len(current.partitions)
         if total < have:
             raise InvalidPartitionsError(f"Topic currently has {have} partitions, which is higher than the requested "
@@ -134,11 +183,25 @@ class TopicAdmin:
             raise InvalidPartitionsError(f"Topic already has {have} partitions.")
         rf = len(current.partitions[0])
         brokers = self._zk.get_brokers()
-        extra = assign_replicas(sorted(brokers), total - have, rf, start_partition=have,
-                                racks={b: info.rack for b, info in brokers.items()})
+        if assignment is not None:
+            if len(assignment) != total - have:
+                raise InvalidReplicaAssignmentError(f"Increasing the number of partitions by {total - have} but "
+                                                    f"{len(assignment)} assignments provided.")
+            extra: dict[int, list[int]] = {}
+            for i, replicas in enumerate(assignment):
+                self._check_replicas(have + i, replicas, set(brokers))
+                if len(replicas) != rf:
+                    raise InvalidReplicaAssignmentError(f"Inconsistent replication factor between partitions, "
+                                                        f"partition 0 has {rf} while partition {have + i} has "
+                                                        f"replication factor {len(replicas)}")
+                extra[have + i] = list(replicas)
+        else:
+            extra = assign_replicas(sorted(brokers), total - have, rf, start_partition=have,
+                                    racks={b: info.rack for b, info in brokers.items()})
         grown = TopicAssignment({**current.partitions, **extra}, current.topic_id,
                                 current.adding_replicas, current.removing_replicas)
-        self._zk.set_topic_assignment(name, grown)
+        if not validate_only:
+            self._zk.set_topic_assignment(name, grown)
         return grown
 
     def delete_topic(self, name: str) -> None:
@@ -150,13 +213,12 @@ class TopicAdmin:
         if self._zk.get_topic_assignment(name) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         overrides = self._zk.get_topic_config(name)
-        effective = LogConfig.from_topic_config(overrides).to_topic_config()
-        effective.setdefault("min.insync.replicas", "1")
-        effective.setdefault("unclean.leader.election.enable", "false")
-        effective.update(overrides)
-        return overrides, effective
+        return overrides, effective_topic_config(overrides)
 
-    def alter_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> dict[str, str]:
+    def alter_configs(self, name: str, set_: dict[str, str], delete: list[str], *,
+                      validate_only: bool = False) -> dict[str, str]:
+        """Merge ``set_`` into the topic's overrides and drop ``delete``; the validated result, written unless
+        ``validate_only``."""
         if self._zk.get_topic_assignment(name) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         config = self._zk.get_topic_config(name)
@@ -164,5 +226,15 @@ class TopicAdmin:
         for key in delete:
             config.pop(key, None)
         clean = validate_configs(config)
-        self._zk.set_entity_config("topics", name, clean)
+        if not validate_only:
+            self._zk.set_entity_config("topics", name, clean)
+        return clean
+
+    def replace_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> dict[str, str]:
+        """Kafka's (non-incremental) AlterConfigs: ``configs`` becomes the topic's whole set of overrides."""
+        if self._zk.get_topic_assignment(name) is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        clean = validate_configs(configs)
+        if not validate_only:
+            self._zk.set_entity_config("topics", name, clean)
         return clean

@@ -22,6 +22,7 @@ from broker.produce import forwarding as forward
 from broker.security.visibility import describe_filter
 from consumer_coordinator.assignors import ASSIGNORS, TP
 from consumer_coordinator.coordinator import JoinRequest
+from consumer_coordinator.group import KIND as SERVER_SIDE
 from odradek.protocol.errors import (
     InvalidGroupIdError,
     InvalidRequestError,
@@ -222,8 +223,10 @@ async def delete(request: web.Request) -> web.Response:
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    """From ZooKeeper, on any broker: the coordinators' last written states. With ACLs, Kafka's ListGroups rule:
-    a caller allowed Cluster Describe sees every group, any other only the groups it may Describe."""
+    """From ZooKeeper, on any broker: the coordinators' last written states (a Kafka-protocol group's is its last
+    Stable or Empty one, ``kind`` "classic"; a server-side group's ``kind`` is "server"). With ACLs, Kafka's
+    ListGroups rule: a caller allowed Cluster Describe sees every group, any other only the groups it may
+    Describe."""
     store = request.app[BROKER].groups.store
     visible = describe_filter(request, "Group", cluster_describe_sees_all=True)
 
@@ -234,7 +237,8 @@ async def list_groups(request: web.Request) -> web.Response:
                 continue
             state = store.get_state(group) or {}
             out.append({"group": group, "state": state.get("state", "Empty"),
-                        "members": len(state.get("assignment") or {}), "coordinator": store.get_coordinator(group)})
+                        "members": len(state.get("assignment") or {}), "coordinator": store.get_coordinator(group),
+                        "kind": state.get("kind") or SERVER_SIDE})
         return out
 
     return json_response({"groups": await asyncio.to_thread(read)})

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from broker.api.context import BROKER, json_response
 from broker.produce.forwarding import COORDINATOR, FORWARDED
+from broker.transaction_router import ProducerIdAndEpoch
 from odradek.protocol.errors import InvalidRequestError
 from transaction_coordinator.state import TxnOffsets
 
@@ -79,7 +80,10 @@ async def init(request: web.Request) -> web.Response:
     tid = _tid(request)
     body = await _body(request)
     timeout_ms = _int(body, "transaction_timeout_ms", 1, 2**31 - 1, 60_000)
-    routed = await request.app[BROKER].txn_router.init(tid, timeout_ms, forwarded=_forwarded(request))
+    # KIP-360: a recovering producer names the producer id and epoch it holds (optional; Kafka's door forwards it)
+    expected = ProducerIdAndEpoch(*_producer(body)) if "producer_id" in body else None
+    routed = await request.app[BROKER].txn_router.init(tid, timeout_ms, expected=expected,
+                                                       forwarded=_forwarded(request))
     return _answer({"producer_id": routed.value.producer_id, "producer_epoch": routed.value.producer_epoch},
                    routed.coordinator)
 

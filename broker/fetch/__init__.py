@@ -1,1 +1,2 @@
-"""Reads as services: consumer and follower fetches (service.py) and partition offsets (offsets.py)."""
+"""Reads as services: consumer and follower fetches (service.py), partition offsets (offsets.py), and incremental
+fetch sessions (sessions.py)."""

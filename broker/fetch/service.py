@@ -31,7 +31,7 @@ from broker.log.reads import SliceResult
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
 from broker.replication.follower_fetch import FollowerFetch
-from odradek.protocol.errors import InvalidRequestError
+from odradek.protocol.errors import FencedLeaderEpochError, InvalidRequestError, UnknownLeaderEpochError
 from transaction_coordinator.markers import READ_COMMITTED, READ_UNCOMMITTED, isolation_level
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "READ_COMMITTED", "READ_UNCOMMITTED", "AbortedTransaction", "EpochEndOffset", "FetchRequest",
-    "FetchService", "FileRecords", "PartitionData", "ReplicaFetch", "isolation_level",
+    "FetchService", "FileRecords", "PartitionData", "ReplicaFetch", "check_leader_epoch", "isolation_level",
 ]
 
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -66,7 +66,8 @@ class FetchRequest:
     request: the wait for a leader and the long-poll at the end of the log. ``min_bytes`` 0 answers at once, as
     ``max_wait_ms`` 0 does; any other value waits for the first readable batch (an answer may be smaller than
     ``min_bytes``: Fetch's minimum is a batching hint, never a correctness condition). ``isolation_level`` is
-    ignored for a follower's fetch (``replica``), which reads up to the log end."""
+    ignored for a follower's fetch (``replica``), which reads up to the log end. ``current_leader_epoch``: the
+    leader epoch a consumer was told (KIP-320; -1: none), checked against the leader's before reading."""
 
     topic: str
     partition: int
@@ -76,6 +77,7 @@ class FetchRequest:
     isolation_level: str = READ_UNCOMMITTED
     min_bytes: int = 1
     replica: ReplicaFetch | None = None
+    current_leader_epoch: int = -1
 
     def __post_init__(self) -> None:
         isolation_level(self.isolation_level)
@@ -133,6 +135,18 @@ class EpochEndOffset:
     end_offset: int
 
 
+def check_leader_epoch(current: int, requested: int) -> None:
+    """KIP-320's fencing of a client's view: a leader epoch older than the leader's is FENCED_LEADER_EPOCH (the
+    client's metadata is stale), a newer one UNKNOWN_LEADER_EPOCH (this broker's is); -1 asks for no check."""
+    if requested < 0 or requested == current:
+        return
+    if requested < current:
+        raise FencedLeaderEpochError(f"leader epoch {requested} is older than the leader's {current}",
+                                     leader_epoch=current)
+    raise UnknownLeaderEpochError(f"leader epoch {requested} is newer than the leader's {current}",
+                                  leader_epoch=current)
+
+
 class FetchService:
     def __init__(self, broker_id: int, router: LeaderRouter, follower_fetches: FollowerFetchService,
                  interbroker: InterBrokerClient) -> None:
@@ -171,14 +185,21 @@ class FetchService:
                 if not await self._router.wait_for_change(deadline):
                     raise
 
-    def epoch_end_offset(self, topic: str, partition: int, leader_epoch: int) -> EpochEndOffset:
-        """OffsetsForLeaderEpoch on a partition this broker leads (followers' divergence check); leader-only,
-        without waiting: NOT_LEADER_OR_FOLLOWER naming the leader otherwise."""
-        epoch, end = self._router.leader(topic, partition).epoch_end_offset(leader_epoch)
+    def epoch_end_offset(self, topic: str, partition: int, leader_epoch: int, *,
+                         current_leader_epoch: int = -1) -> EpochEndOffset:
+        """OffsetsForLeaderEpoch on a partition this broker leads (followers' divergence check, consumers'
+        position validation after a leader change); leader-only, without waiting: NOT_LEADER_OR_FOLLOWER naming
+        the leader otherwise. ``current_leader_epoch`` is checked as a fetch's is; an epoch above every one the
+        log knows answers ``(-1, -1)`` (Kafka's "undefined")."""
+        part = self._router.leader(topic, partition)
+        check_leader_epoch(part.leader_epoch, current_leader_epoch)
+        epoch, end = part.epoch_end_offset(leader_epoch)
         return EpochEndOffset(epoch, end)
 
     async def _read_local(self, part: Partition, request: FetchRequest, poll_ms: int, *,
                           zero_copy: bool) -> PartitionData:
+        if request.replica is None:
+            check_leader_epoch(part.leader_epoch, request.current_leader_epoch)
         offset = part.log_start_offset if request.offset is None else request.offset
         aborted: tuple[AbortedTransaction, ...] = ()
         result: FetchResult

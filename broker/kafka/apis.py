@@ -1,12 +1,12 @@
 """``KafkaApis``: one handler per Kafka API, as Kafka's class of the same name.
 
 Each handler decodes (kio, through :mod:`~broker.kafka.codec`), authorizes (the broker's authorizer, Kafka's
-operations), calls a service (the metadata cache, the leader-only partition calls of
-:mod:`~broker.kafka.partitions`, Kafka's fetch rules in :mod:`~broker.kafka.fetch`) and builds the response of
-the request's version. No storage or ZooKeeper logic lives here.
+operations), calls a service (the metadata cache, the data path's services of
+:mod:`~broker.kafka.partitions`, through Kafka's fetch rules in :mod:`~broker.kafka.fetch` for Fetch) and builds
+the response of the request's version. No storage or ZooKeeper logic lives here.
 
-Errors: every error code an answer carries is a typed error's ``kafka_code`` (odradek.protocol.errors and
-broker.kafka.errors), per partition or per topic where Kafka puts them; an exception that is not a typed error
+Errors: every error code an answer carries is a typed error's ``kafka_code`` (odradek.protocol.errors), per
+partition or per topic where Kafka puts them; an exception that is not a typed error
 becomes UNKNOWN_SERVER_ERROR for that partition (and is logged), never a dropped connection.
 
 Requests this broker cannot serve: an ApiVersions request at a version it does not know is answered as Kafka
@@ -21,6 +21,7 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import functools
 import logging
 import re
 import uuid
@@ -30,16 +31,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.admin.topics import validate_topic_name
+from broker.fetch.offsets import ListOffsetsRequest
+from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
+from broker.fetch.service import READ_UNCOMMITTED as FETCH_READ_UNCOMMITTED
+from broker.fetch.sessions import FINAL_EPOCH, PartitionFetch, PartitionOutcome
 from broker.kafka import codec
 from broker.kafka.authorization import TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
-from broker.kafka.errors import InvalidRequiredAcksError, UnsupportedVersionError
+from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.fetch import FetchWant, fetch
+from broker.kafka.group_offsets import KafkaGroupOffsets
+from broker.kafka.groups import KafkaGroups
+from broker.kafka.leader_epochs import LeaderEpochApis
 from broker.kafka.network import CloseConnection, Connection
-from broker.kafka.partitions import LeaderPartitions
+from broker.kafka.partitions import PartitionServices
+from broker.kafka.sasl import SaslApis
+from broker.kafka.transactions import KafkaTransactions
 from odradek.protocol.errors import (
     CorruptRecordError,
     InvalidRequestError,
+    InvalidRequiredAcksError,
     InvalidTopicError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
@@ -48,6 +59,7 @@ from odradek.protocol.errors import (
     TransactionalIdAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicError,
+    UnsupportedVersionError,
 )
 
 if TYPE_CHECKING:
@@ -107,11 +119,11 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID | None:
 
 
 class KafkaApis:
-    def __init__(self, cluster: ClusterView, cache: MetadataCache, leaders: LeaderPartitions,
+    def __init__(self, cluster: ClusterView, cache: MetadataCache, partitions: PartitionServices,
                  authorizer: KafkaAuthorizer, config: BrokerConfig) -> None:
         self._cluster = cluster
         self._cache = cache
-        self._leaders = leaders
+        self._partitions = partitions
         self._auth = authorizer
         self._config = config
         self._handlers: dict[int, Handler] = {
@@ -121,6 +133,15 @@ class KafkaApis:
             LIST_OFFSETS: self.handle_list_offsets,
             FETCH: self.handle_fetch,
         }
+        self._handlers.update(SaslApis().handlers())  # out-of-turn SASL requests (broker/kafka/sasl.py)
+        self._handlers.update(LeaderEpochApis(partitions, authorizer).handlers())  # broker/kafka/leader_epochs.py
+        self._handlers.update(KafkaTransactions(cluster, cache, authorizer).handlers())  # broker/kafka/transactions.py
+        self._handlers.update(KafkaCoordinators(cluster, cache, authorizer).handlers())  # broker/kafka/coordinators.py
+        self._handlers.update(KafkaGroups(cluster, authorizer).handlers())  # broker/kafka/groups.py
+        self._handlers.update(KafkaGroupOffsets(cluster, cache, authorizer).handlers())  # broker/kafka/group_offsets.py
+        from broker.kafka.admin import AdminApis  # here: its handlers import this module's helpers
+
+        self._handlers.update(AdminApis(cluster, authorizer).handlers())  # topics, configs, ACLs, quotas (issue 23)
         assert set(codec.SUPPORTED) <= set(self._handlers), "an API is advertised without a handler"
 
     async def handle(self, conn: Connection, frame: bytes) -> bytes | None:
@@ -271,7 +292,7 @@ class KafkaApis:
                 denied = TopicAuthorizationFailedError(f"{self._auth.principal(conn)} may not Write topic {name}")
             for p in topic.partition_data:
                 jobs.append((name, int(p.index), self._append(name, int(p.index), p.records, acks, timeout_ms,
-                                                              denied)))
+                                                              denied, txn)))
         results = await asyncio.gather(*(job for _, _, job in jobs))
         if acks == 0:
             failed = [f"{t}-{p}: {r.message}" for (t, p, _), r in zip(jobs, results, strict=True)
@@ -304,13 +325,17 @@ class KafkaApis:
                     node_endpoints=self._node_endpoints(cls, conn, leaders) if version >= 10 else ())
 
     async def _append(self, topic: str, partition: int, records: bytes | None, acks: int, timeout_ms: int,
-                      denied: OdradekError | None) -> Any:
+                      denied: OdradekError | None, transactional_id: str | None = None) -> Any:
         if denied is not None:
             return denied
         try:
             if not records:
                 raise CorruptRecordError("a produce request's partition carries no record batch")
-            return await self._leaders.append(topic, partition, bytes(records), acks, timeout_ms)
+            txns = self._partitions.transactions  # KIP-890: transactional batches verified with the coordinator
+            verify = None if txns is None else functools.partial(txns.verify_produce, transactional_id, topic,
+                                                                  partition)
+            return await self._partitions.produce.append_batches(topic, partition, bytearray(records), acks,
+                                                                 timeout_ms, verify_txn=verify)
         except Exception as e:
             return _typed(e, f"produce to {topic}-{partition}")
 
@@ -363,76 +388,98 @@ class KafkaApis:
         if not allowed:
             return TopicAuthorizationFailedError(f"{self._auth.principal(conn)} may not Describe topic {topic}")
         try:
-            return await self._leaders.list_offset(topic, int(p.partition_index), int(p.timestamp),
-                                                   committed=committed,
-                                                   current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)))
+            return await self._partitions.offsets.leader_offset(ListOffsetsRequest(
+                topic, int(p.partition_index), FETCH_READ_COMMITTED if committed else FETCH_READ_UNCOMMITTED,
+                timestamp=int(p.timestamp), current_leader_epoch=int(getattr(p, "current_leader_epoch", -1))))
         except Exception as e:
             return _typed(e, f"list offsets of {topic}-{p.partition_index}")
 
     # ------------------------------------------------------------------------------------------------ Fetch
 
     async def handle_fetch(self, conn: Connection, request: Request) -> Any:
+        """Fetch with incremental fetch sessions (KIP-227, broker/fetch/sessions.py): the session context says
+        which partitions are read (an incremental request's are the session's) and which the answer carries."""
         version = request.header.api_version
         body = request.body
         cls = codec.response_class(FETCH, version)
         committed = int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
-        session_id = int(getattr(body, "session_id", 0))
-        if session_id != 0:  # we never hand out a fetch session (KIP-227 allows it), so none can be continued
-            error = InvalidRequestError(f"fetch session {session_id} does not exist: this broker keeps none")
-            return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), session_id=0, responses=())
         max_bytes = int(getattr(body, "max_bytes", 2**31 - 1))
-        refused: dict[tuple[int, int], OdradekError] = {}
+        wanted = [PartitionFetch(str(t.topic), int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
+                                 int(getattr(p, "current_leader_epoch", -1)), int(getattr(p, "last_fetched_epoch", -1)),
+                                 int(getattr(p, "log_start_offset", -1)))
+                  for t in body.topics for p in t.partitions]
+        sessions = self._partitions.sessions
+        if version >= 7:
+            forgotten = [(str(t.topic), int(p)) for t in body.forgotten_topics_data for p in t.partitions]
+            context = sessions.new_context(int(body.session_id), int(body.session_epoch), wanted, forgotten)
+        else:  # before KIP-227: every fetch is a full, sessionless one
+            context = sessions.new_context(0, FINAL_EPOCH, wanted)
+        if context.error is not None:
+            return make(cls, throttle_time=NO_THROTTLE, error_code=code(context.error), session_id=0, responses=())
+        partitions = context.partitions
+        follower = (InvalidRequestError("replicas fetch over the inter-broker HTTP API, not the Kafka listener")
+                    if int(body.replica_id) >= 0 else None)
+        denied: dict[str, OdradekError | None] = {}
         wants: list[FetchWant] = []
-        if int(body.replica_id) >= 0:
-            follower = InvalidRequestError("replicas fetch over the inter-broker HTTP API, not the Kafka listener")
-        else:
-            follower = None
-        for ti, topic in enumerate(body.topics):
-            name = str(topic.topic)
-            denied = follower
-            if denied is None and not self._auth.allowed(conn, "Read", TOPIC, name):
-                denied = TopicAuthorizationFailedError(f"{self._auth.principal(conn)} may not Read topic {name}")
-            for pi, p in enumerate(topic.partitions):
-                if denied is not None:
-                    refused[(ti, pi)] = denied
-                    continue
-                wants.append(FetchWant(name, int(p.partition), int(p.fetch_offset),
-                                       max(1, min(int(p.partition_max_bytes), max_bytes)),
-                                       int(getattr(p, "current_leader_epoch", -1))))
-        answers = iter(await fetch(self._leaders, wants,
+        for p in partitions:
+            if p.topic not in denied:
+                denied[p.topic] = follower or (None if self._auth.allowed(conn, "Read", TOPIC, p.topic) else
+                                               TopicAuthorizationFailedError(
+                                                   f"{self._auth.principal(conn)} may not Read topic {p.topic}"))
+            if denied[p.topic] is None:
+                wants.append(FetchWant(p.topic, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
+                                       p.current_leader_epoch))
+        answers = iter(await fetch(self._partitions.fetches, wants,
                                    max_wait_ms=min(max(0, _ms(body.max_wait)), self._config.fetch_max_wait_ms),
                                    min_bytes=int(body.min_bytes), max_bytes=max_bytes, committed=committed))
+        results: list[tuple[OdradekError | None, Any]] = []
+        for p in partitions:
+            refusal = denied[p.topic]
+            if refusal is not None:
+                results.append((refusal, None))
+            else:
+                answer = next(answers)
+                results.append((answer.error, answer.read))
+        reply = context.respond([
+            PartitionOutcome(0, -1, -1, error=True) if error is not None or read is None else
+            PartitionOutcome(len(read.records), read.high_watermark, read.log_start_offset)
+            for error, read in results])
+        if reply.error is not None:
+            return make(cls, throttle_time=NO_THROTTLE, error_code=code(reply.error), session_id=reply.session_id,
+                        responses=())
         part_cls = nested(cls, "PartitionData")
         leader_cls = nested(cls, "LeaderIdAndEpoch") if version >= 12 else None
         aborted_cls = nested(cls, "AbortedTransaction")
-        responses = []
-        for ti, topic in enumerate(body.topics):
-            entries = []
-            for pi, p in enumerate(topic.partitions):
-                error = refused.get((ti, pi))
-                read = None
-                if error is None:
-                    answer = next(answers)
-                    error, read = answer.error, answer.read
-                if error is not None or read is None:
-                    current = self._current_leader(leader_cls, error) if error is not None else None
-                    entries.append(make(
-                        part_cls, partition_index=int(p.partition), error_code=code(error), high_watermark=-1,
-                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=() if committed else None,
-                        preferred_read_replica=-1, records=b"",
-                        **({"current_leader": current} if current is not None else {})))
-                else:
-                    entries.append(make(
-                        part_cls, partition_index=int(p.partition), error_code=NONE,
-                        high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
-                        log_start_offset=read.log_start_offset,
-                        aborted_transactions=tuple(make(aborted_cls, producer_id=pid, first_offset=first)
-                                                   for pid, first in read.aborted) if committed else None,
-                        preferred_read_replica=-1, records=read.data))
-            responses.append(make(nested(cls, "FetchableTopicResponse"), topic=str(topic.topic),
-                                  partitions=tuple(entries)))
-        return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, session_id=0, responses=tuple(responses))
+        topic_cls = nested(cls, "FetchableTopicResponse")
+        responses: list[Any] = []
+        topic: str | None = None
+        entries: list[Any] = []
+        for i in reply.carried:  # consecutive partitions of a topic under one topic entry, as Kafka's builder
+            p = partitions[i]
+            if p.topic != topic:
+                if topic is not None:
+                    responses.append(make(topic_cls, topic=topic, partitions=tuple(entries)))
+                topic, entries = p.topic, []
+            error, read = results[i]
+            if error is not None or read is None:
+                current = self._current_leader(leader_cls, error) if error is not None else None
+                entries.append(make(
+                    part_cls, partition_index=p.partition, error_code=code(error), high_watermark=-1,
+                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=() if committed else None,
+                    preferred_read_replica=-1, records=b"",
+                    **({"current_leader": current} if current is not None else {})))
+            else:
+                entries.append(make(
+                    part_cls, partition_index=p.partition, error_code=NONE, high_watermark=read.high_watermark,
+                    last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
+                    aborted_transactions=tuple(make(aborted_cls, producer_id=a.producer_id, first_offset=a.first_offset)
+                                               for a in read.aborted_transactions) if committed else None,
+                    preferred_read_replica=-1, records=read.records))
+        if topic is not None:
+            responses.append(make(topic_cls, topic=topic, partitions=tuple(entries)))
+        return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, session_id=reply.session_id,
+                    responses=tuple(responses))
 
 
-def _timestamp(ms: int) -> datetime.datetime | None:
-    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+def _timestamp(ms: int | None) -> datetime.datetime | None:
+    return None if ms is None or ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

@@ -28,26 +28,81 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 from kio.static.constants import EntityType
 
-from broker.kafka.errors import UnsupportedVersionError
-from odradek.protocol.errors import InvalidRequestError
+from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_FOR_LEADER_EPOCH = 23
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+# Idempotence and transactions (broker/kafka/transactions.py)
+INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 # What KafkaApis implements, by API key: (lowest, highest) version. Bounds chosen on purpose:
 # Produce from v3 (the v2 record batch format), up to v11 (v12 asks the broker to add partitions to
 # transactions implicitly, KIP-890); Fetch from v4 (aborted transactions and the last stable offset) up to v12
-# (v13 names topics by id only); ListOffsets up to v6 (v7 adds the max-timestamp query, not served yet);
-# Metadata up to v12; ApiVersions v0-v4.
+# (v13 names topics by id only); ListOffsets up to v7 (v7's max-timestamp query reads each segment's largest
+# timestamp, kept in memory, then one batch; v8 and v9 are tiered storage's); Metadata up to v12; ApiVersions
+# v0-v4; OffsetForLeaderEpoch from v2 (kio has no v0-v1: librdkafka asks v2, the Java client v3-v4).
 IMPLEMENTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
     FETCH: (4, 12),
-    LIST_OFFSETS: (1, 6),
+    LIST_OFFSETS: (1, 7),
+    OFFSET_FOR_LEADER_EPOCH: (0, 4),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
+    SASL_HANDSHAKE: (0, 1),  # v0: raw SASL tokens follow; v1: SaslAuthenticate requests (broker/kafka/sasl.py)
+    SASL_AUTHENTICATE: (0, 2),  # v1+ carries the session lifetime (KIP-368; always 0: no re-authentication)
+    # Transactions up to the versions before KIP-890's second half (transaction version 2: implicit
+    # AddPartitionsToTxn, an epoch bump per transaction): InitProducerId v5 (v6 is KIP-939's two-phase commit),
+    # AddPartitionsToTxn v4 (v0-v3 clients, v4 brokers), AddOffsetsToTxn v3, EndTxn v4, TxnOffsetCommit v4;
+    # ListTransactions v1 (v2's id pattern is a Java regular expression).
+    INIT_PRODUCER_ID: (0, 5),
+    ADD_PARTITIONS_TO_TXN: (0, 4),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 4),
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
+    # Administration (broker/kafka/admin.py), every version kio has (its oldest are newer than some here).
+    19: (0, 7),  # CreateTopics (v5+: the created topic's configs; v7: its id)
+    20: (0, 6),  # DeleteTopics (v6: by topic id)
+    21: (0, 2),  # DeleteRecords
+    37: (0, 3),  # CreatePartitions
+    32: (0, 4),  # DescribeConfigs (v1+: synonyms; v3+: types and documentation)
+    33: (0, 2),  # AlterConfigs
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 2),  # DescribeCluster (v1: endpoint type; v2: fenced brokers, never any here)
+    35: (0, 5),  # DescribeLogDirs (v4: total/usable bytes, -1 here; v5: cordoned, never here)
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
+    # Consumer groups (broker/kafka/groups.py, group_offsets.py, coordinators.py): every version kio has, but
+    # OffsetCommit v10 and OffsetFetch v10 (topics named by id only).
+    10: (0, 6),  # FindCoordinator (v4+: a batch of keys; v6's share-group key type is INVALID_REQUEST)
+    11: (0, 9),  # JoinGroup (v4+: MEMBER_ID_REQUIRED; v5+: static members)
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup (v3+: a batch of members)
+    14: (0, 5),  # SyncGroup (v5: protocol type and name)
+    15: (0, 6),  # DescribeGroups (v6: GROUP_ID_NOT_FOUND for an unknown group)
+    16: (0, 5),  # ListGroups (v4: states filter; v5: types filter)
+    42: (0, 2),  # DeleteGroups
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch (v8+: several groups)
+    47: (0, 0),  # OffsetDelete
 }
 
 _SIZE = struct.Struct(">i")

@@ -1,4 +1,5 @@
-"""Kafka's fetch rules over the leader's reads: when to answer (``min_bytes``, ``max_wait``) and how much.
+"""Kafka's fetch rules over the fetch service's leader-only reads: when to answer (``min_bytes``, ``max_wait``) and
+how much.
 
 When (Kafka's ``DelayedFetch``): every partition is read at once; the answer goes out then if ``max_wait`` is 0,
 if any partition failed, or if ``min_bytes`` are there. Otherwise each empty partition long-polls (the leader
@@ -10,26 +11,28 @@ response up to ``max_bytes``, in whole batches; the first partition with data ke
 even when that is larger, so a consumer can never be stuck behind one big batch. Later partitions that no longer
 fit come back empty, with their offsets.
 
-Reads run concurrently. Records stay bytes: only batch headers are looked at, to cut at a batch boundary.
+Reads run concurrently, each through :meth:`FetchService.fetch <broker.fetch.service.FetchService.fetch>` (the
+leader's replica, the client's leader epoch checked). Records stay bytes: only batch headers are looked at, to
+cut at a batch boundary.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.kafka.partitions import PartitionRead
+from broker.fetch.service import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, PartitionData
 from odradek.protocol.errors import OdradekError, UnknownServerError
 from odradek.protocol.records import LOG_OVERHEAD, iter_batch_headers
 
 
 class Reader(Protocol):
-    """A leader's read of one partition (``LeaderPartitions.read``)."""
+    """A leader's read of one partition (``FetchService`` is one)."""
 
-    async def read(self, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int, *,
-                   committed: bool, current_leader_epoch: int = -1) -> PartitionRead: ...
+    async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,33 +47,33 @@ class FetchWant:
 @dataclass(frozen=True, slots=True)
 class FetchAnswer:
     want: FetchWant
-    read: PartitionRead | None  # None when ``error`` is set
+    read: PartitionData | None  # bytes (never file ranges); None when ``error`` is set
     error: OdradekError | None = None
 
+    @property
+    def size(self) -> int:
+        return 0 if self.read is None else self.read.size
 
-async def fetch(leaders: Reader, wants: list[FetchWant], *, max_wait_ms: int, min_bytes: int,
+
+async def fetch(reader: Reader, wants: list[FetchWant], *, max_wait_ms: int, min_bytes: int,
                 max_bytes: int, committed: bool) -> list[FetchAnswer]:
     """One answer per want, in the same order (see the module docstring)."""
-    answers = list(await asyncio.gather(*(_read(leaders, w, 0, committed) for w in wants)))
+    answers = list(await asyncio.gather(*(_read(reader, w, 0, committed) for w in wants)))
     if max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
-        await _wait(leaders, wants, answers, max_wait_ms, min_bytes, committed)
+        await _wait(reader, wants, answers, max_wait_ms, min_bytes, committed)
         # Partitions that got nothing: their offsets as they are now (no storage hop when still empty).
-        empty = [i for i, a in enumerate(answers) if a.error is None and a.read is not None and not a.read.data]
-        again = await asyncio.gather(*(_read(leaders, wants[i], 0, committed) for i in empty))
+        empty = [i for i, a in enumerate(answers) if a.error is None and not a.size]
+        again = await asyncio.gather(*(_read(reader, wants[i], 0, committed) for i in empty))
         for i, answer in zip(empty, again, strict=True):
             answers[i] = answer
     return _within_limits(answers, max_bytes)
 
 
 def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
-    return any(a.error is not None for a in answers) or _bytes(answers) >= max(min_bytes, 1)
+    return any(a.error is not None for a in answers) or sum(a.size for a in answers) >= max(min_bytes, 1)
 
 
-def _bytes(answers: list[FetchAnswer]) -> int:
-    return sum(len(a.read.data) for a in answers if a.read is not None)
-
-
-async def _wait(leaders: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
+async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
                 min_bytes: int, committed: bool) -> None:
     """Long-poll the empty partitions until ``min_bytes`` are read, a read fails, or ``max_wait_ms`` ends;
     ``answers`` is updated in place with every read that returned."""
@@ -81,11 +84,11 @@ async def _wait(leaders: Reader, wants: list[FetchWant], answers: list[FetchAnsw
     def poll(i: int) -> None:
         wait_ms = int((deadline - loop.time()) * 1000)
         if wait_ms > 0:
-            polls[asyncio.create_task(_read(leaders, wants[i], wait_ms, committed))] = i
+            polls[asyncio.create_task(_read(reader, wants[i], wait_ms, committed))] = i
 
     try:
         for i, a in enumerate(answers):
-            if a.read is not None and not a.read.data:
+            if a.read is not None and not a.size:
                 poll(i)
         while polls and not _complete(answers, min_bytes):
             remaining = deadline - loop.time()
@@ -95,7 +98,7 @@ async def _wait(leaders: Reader, wants: list[FetchWant], answers: list[FetchAnsw
             for task in done:
                 i = polls.pop(task)
                 answers[i] = task.result()
-                if answers[i].read is not None and not answers[i].read.data:
+                if answers[i].read is not None and not answers[i].size:
                     poll(i)  # woken by a move that did not reach this offset: wait again
     finally:
         for task in polls:
@@ -105,14 +108,21 @@ async def _wait(leaders: Reader, wants: list[FetchWant], answers: list[FetchAnsw
                 await task
 
 
-async def _read(leaders: Reader, want: FetchWant, wait_ms: int, committed: bool) -> FetchAnswer:
+async def _read(reader: Reader, want: FetchWant, wait_ms: int, committed: bool) -> FetchAnswer:
+    """One partition's read: ``wait_ms`` bounds both the wait for an active leadership here and the long-poll at
+    the end of the log (0: one look)."""
     try:
-        read = await leaders.read(want.topic, want.partition, want.offset, want.max_bytes, wait_ms,
-                                  committed=committed, current_leader_epoch=want.current_leader_epoch)
+        read = await reader.fetch(FetchRequest(
+            want.topic, want.partition, want.offset, want.max_bytes, max_wait_ms=wait_ms,
+            isolation_level=READ_COMMITTED if committed else READ_UNCOMMITTED, min_bytes=1 if wait_ms > 0 else 0,
+            current_leader_epoch=want.current_leader_epoch))
     except OdradekError as e:
         return FetchAnswer(want, None, e)
     except Exception as e:  # a storage fault: this partition's error, not the whole connection's
         return FetchAnswer(want, None, UnknownServerError(f"reading {want.topic}-{want.partition} failed: {e}"))
+    if not isinstance(read.records, bytes | bytearray):  # never asked for file ranges: none to hold open
+        read.close()
+        return FetchAnswer(want, None, UnknownServerError(f"reading {want.topic}-{want.partition} gave file ranges"))
     return FetchAnswer(want, read)
 
 
@@ -121,20 +131,19 @@ def _within_limits(answers: list[FetchAnswer], max_bytes: int) -> list[FetchAnsw
     first = True
     out: list[FetchAnswer] = []
     for a in answers:
-        if a.read is None or not a.read.data:
+        if a.read is None or not a.size:
             out.append(a)
             continue
-        limit = min(a.want.max_bytes, budget)
-        data = _whole_batches(a.read.data, limit, at_least_one=first)
+        records = a.read.records
+        assert isinstance(records, bytes | bytearray)
+        data = _whole_batches(records, min(a.want.max_bytes, budget), at_least_one=first)
         first = first and not data
         budget -= len(data)
-        out.append(a if len(data) == len(a.read.data) else FetchAnswer(
-            a.want, PartitionRead(data, a.read.high_watermark, a.read.last_stable_offset, a.read.log_start_offset,
-                                  a.read.aborted)))
+        out.append(a if len(data) == len(records) else FetchAnswer(a.want, dataclasses.replace(a.read, records=data)))
     return out
 
 
-def _whole_batches(data: bytes, limit: int, *, at_least_one: bool) -> bytes:
+def _whole_batches(data: bytes | bytearray, limit: int, *, at_least_one: bool) -> bytes | bytearray:
     """The longest prefix of whole batches within ``limit`` bytes (the first batch anyway if ``at_least_one``)."""
     if len(data) <= limit:
         return data

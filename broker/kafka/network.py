@@ -12,11 +12,23 @@ was written, so responses leave in request order and each correlation id is answ
 that needs no answer (a produce with acks=0) just lets the next one in.
 
 Lifetime: a connection with no complete request for ``connections.max.idle.ms`` is closed (counted while
-waiting for a request or its bytes, not while the broker works on one). ``stop`` stops accepting, then closes
-every connection (cancelling the request it was working on) and waits for them, so a broker shutting down
-leaves no socket behind. The dispatcher's ``CloseConnection`` closes the connection too (after an acks=0
-produce failed, the only way Kafka has to tell that client). Any other exception out of the dispatcher is a
-bug: it is logged and the connection closed, never answered with a guess.
+waiting for a request or its bytes, not while the broker works on one or while the connection is muted). ``stop``
+stops accepting, then closes every connection (cancelling the request it was working on) and waits for them, so a
+broker shutting down leaves no socket behind. The dispatcher's ``CloseConnection`` closes the connection too
+(after an acks=0 produce failed, the only way Kafka has to tell that client), after writing the final answer it
+may carry (a failed SASL authentication's). Any other exception out of the dispatcher is a bug: it is logged and
+the connection closed, never answered with a guess.
+
+Security: SSL and SASL_SSL listeners speak TLS with the broker's server context (the HTTPS listeners' certificate
+and ``ssl.client.auth``); on an SSL listener the connection's principal is its client certificate's subject
+(``User:CN=...``, as the HTTP side maps it) or ``User:ANONYMOUS``. On a SASL listener a connection starts
+unauthenticated: until broker/kafka/sasl.py marks it authenticated, a frame may be at most
+``sasl.server.max.receive.size`` (512 KiB, Kafka's default), so no one unauthenticated makes the broker buffer
+``socket.request.max.bytes``.
+
+Throttling (KIP-219): the dispatcher may ``throttle`` the connection for a time (a client quota's). Then the
+connection is muted: no next request of it is processed until the time has passed; the response goes out at
+once, or, for clients older than KIP-219 (``hold_response``), only when the time is over, as Kafka does.
 """
 
 from __future__ import annotations
@@ -25,33 +37,68 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from broker.kafka.listeners import KafkaListener
+from broker.security.authorizer import ANONYMOUS
+from broker.security.tls import peer_principal
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_IDLE_TIMEOUT_MS = 600_000  # Kafka's connections.max.idle.ms
+SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size: a frame before authentication
 READ_AHEAD_BYTES = 64 * 1024  # buffered beyond the request being processed before reading pauses (x2)
 
 _SIZE = struct.Struct(">i")
 
 
 class CloseConnection(Exception):
-    """The dispatcher's answer is to close the connection instead of responding."""
+    """The dispatcher's answer is to close the connection instead of responding (after writing ``response``,
+    when given: the last word Kafka sends before it closes, e.g. a failed authentication's)."""
+
+    def __init__(self, message: str, response: bytes | None = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Connection:
-    """What a handler may know of the connection a request came on."""
+    """What a handler may know of the connection a request came on, and who it is.
+
+    ``principal`` is ANONYMOUS until the listener's security says otherwise (a client certificate on SSL, a SASL
+    exchange on SASL_*); ``authenticated`` is False only on a SASL listener before its exchange completed.
+    ``sasl`` is the SASL layer's own per-connection state (broker/kafka/sasl.py); nothing else reads it."""
 
     id: str
     listener: KafkaListener
     host: str  # the client's address (what ACLs match as the host)
     port: int
+    principal: str = ANONYMOUS
+    authenticated: bool = field(init=False)
+    sasl: Any = field(default=None, init=False)
+    _throttle_ms: int = field(default=0, init=False)
+    _hold_response: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.authenticated = not self.listener.sasl
+
+    def throttle(self, ms: int, *, hold_response: bool = False) -> None:
+        """Mute the connection for ``ms`` after the current request (KIP-219); ``hold_response``: answer only
+        then (clients that do not throttle themselves)."""
+        if ms > self._throttle_ms:
+            self._throttle_ms = ms
+        self._hold_response = self._hold_response or hold_response
+
+    def take_throttle(self) -> tuple[float, bool]:
+        """The mute the current request asked for, in seconds, and whether its response waits; resets both."""
+        ms, hold = self._throttle_ms, self._hold_response
+        self._throttle_ms, self._hold_response = 0, False
+        return ms / 1000, hold
 
 
 Dispatch = Callable[[Connection, bytes], Awaitable[bytes | None]]
@@ -60,8 +107,13 @@ Dispatch = Callable[[Connection, bytes], Awaitable[bytes | None]]
 class KafkaServer:
     def __init__(self, listeners: tuple[KafkaListener, ...], dispatch: Dispatch, *,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS) -> None:
+                 idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: the server context of the TLS listeners (SSL, SASL_SSL); required when there is one."""
+        tls = [str(lst) for lst in listeners if lst.tls]
+        if tls and ssl_context is None:
+            raise ValueError(f"Kafka listeners {', '.join(tls)} need a TLS context (--ssl-certfile/--ssl-keyfile)")
         self.listeners = listeners
+        self._ssl_context = ssl_context
         self._dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.idle_timeout_s = idle_timeout_ms / 1000
@@ -77,7 +129,7 @@ class KafkaServer:
                 try:
                     server = await asyncio.start_server(
                         lambda r, w, lst=lst: self._serve(lst, r, w), lst.host, lst.port,
-                        reuse_address=True, limit=READ_AHEAD_BYTES)
+                        reuse_address=True, limit=READ_AHEAD_BYTES, ssl=self._ssl_context if lst.tls else None)
                 except OSError as e:
                     raise OSError(e.errno, f"cannot listen on {lst.host}:{lst.port} ({lst.name}): {e.strerror}") \
                         from None
@@ -126,6 +178,8 @@ class KafkaServer:
         local = writer.get_extra_info("sockname") or ("?", 0)
         conn = Connection(f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._ids)}", listener,
                           str(peer[0]), int(peer[1]))
+        if listener.security_protocol == "SSL":  # on SASL_SSL the SASL exchange names the principal instead
+            conn.principal = peer_principal(writer.get_extra_info("peercert")) or ANONYMOUS
         try:
             await self._requests(conn, reader, writer)
         except asyncio.CancelledError:
@@ -143,9 +197,12 @@ class KafkaServer:
                 async with asyncio.timeout(idle_s):
                     head = await reader.readexactly(4)
                     (size,) = _SIZE.unpack(head)
-                    if size < 0 or size > self.max_request_bytes:
-                        log.warning("Kafka connection %s: a request of %d bytes is over socket.request.max.bytes "
-                                    "(%d); closing the connection", conn.id, size, self.max_request_bytes)
+                    limit = self.max_request_bytes if conn.authenticated else min(self.max_request_bytes,
+                                                                                  SASL_MAX_RECEIVE_BYTES)
+                    if size < 0 or size > limit:
+                        log.warning("Kafka connection %s: a request of %d bytes is over %s (%d); closing the "
+                                    "connection", conn.id, size, "socket.request.max.bytes" if conn.authenticated
+                                    else "sasl.server.max.receive.size", limit)
                         return
                     frame = await reader.readexactly(size)
             except TimeoutError:
@@ -158,13 +215,23 @@ class KafkaServer:
                 response = await self._dispatch(conn, frame)
             except CloseConnection as e:
                 log.info("Kafka connection %s: closing: %s", conn.id, e)
+                if e.response is not None:
+                    with contextlib.suppress(ConnectionError, TimeoutError):
+                        writer.write(e.response)
+                        await asyncio.wait_for(writer.drain(), 5.0)
                 return
             except Exception:
                 log.exception("Kafka connection %s: a request failed; closing the connection", conn.id)
                 return
+            mute_s, hold = conn.take_throttle()
+            if hold and mute_s > 0:
+                await asyncio.sleep(mute_s)  # an old client: the answer itself is the throttle
+                mute_s = 0
             if response is not None:
                 try:
                     writer.write(response)
                     await writer.drain()
                 except ConnectionError:
                     return
+            if mute_s > 0:
+                await asyncio.sleep(mute_s)  # KIP-219: answered at once, muted until the throttle time is over

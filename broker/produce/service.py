@@ -42,6 +42,7 @@ from broker.produce.routing import (
     deadline_after,
     remaining_ms,
 )
+from broker.produce.txn_verification import TxnVerifier, verify_transactional
 from broker.replication.partition import POSSIBLY_APPENDED
 from broker.replication.replica_manager import ReplicaManager
 from odradek.protocol import speedups
@@ -115,7 +116,9 @@ class BatchLimits:
 @dataclass(frozen=True, slots=True)
 class AppendedBatches:
     """A client's batches, appended by this broker's leader replica (Kafka's PartitionResponse). ``batch_offsets``:
-    each batch's base offset, when an idempotent retry was answered partly from the producer's state."""
+    each batch's base offset, when an idempotent retry was answered partly from the producer's state.
+    ``log_start_offset``: the partition's log start offset once the append was acknowledged (Produce v5+ carries
+    it, so a producer learns of deleted records; -1: not known)."""
 
     base_offset: int
     last_offset: int
@@ -124,6 +127,7 @@ class AppendedBatches:
     leader: int
     leader_epoch: int
     batch_offsets: tuple[int, ...] | None = None
+    log_start_offset: int = -1
 
 
 class ProduceService:
@@ -192,12 +196,18 @@ class ProduceService:
                     "(message.timestamp.difference.max.ms)")
 
     async def append_batches(self, topic: str, partition: int, data: bytearray, acks: int, timeout_ms: int,
-                             idempotency_key: str | None = None) -> AppendedBatches:
+                             idempotency_key: str | None = None, *,
+                             verify_txn: TxnVerifier | None = None) -> AppendedBatches:
         """A client's encoded batches, appended by this broker's leader replica (leader-only: waits, until
         ``timeout_ms``, while this broker is becoming leader; NOT_LEADER_OR_FOLLOWER naming the leader when
         another broker leads). Checked first as Kafka's LogValidator (sizes, record counts, decompressed size,
         timestamps, CRCs): a refused batch leaves no trace. The check runs on the event loop when it is cheaper
-        than a thread hop (small, uncompressed, compiled), else in a thread."""
+        than a thread hop (small, uncompressed, compiled), else in a thread.
+
+        ``verify_txn`` (KIP-890's verification; the Kafka door passes it with the request's transactional id):
+        asked before a transactional batch whose producer has no transaction open on this partition yet, it
+        raises (INVALID_TXN_STATE, ...) unless the coordinator added the partition to that transaction, so a
+        late or stray batch cannot open a transaction nobody will end."""
         deadline = deadline_after(timeout_ms)
         part = await self.router.await_leader(topic, partition, deadline)
         check = functools.partial(
@@ -210,11 +220,13 @@ class ProduceService:
             check()
         else:
             await asyncio.to_thread(check)
+        if verify_txn is not None:
+            await verify_transactional(part, data, verify_txn)
         result = await part.append(data, acks, remaining_ms(deadline), idempotency_key)
         batch_offsets = getattr(result, "batch_offsets", None)  # an idempotent retry answered partly from state
         return AppendedBatches(result.first_offset, result.last_offset, result.record_count, result.log_append_time,
                                self.router.broker_id, part.leader_epoch,
-                               None if batch_offsets is None else tuple(batch_offsets))
+                               None if batch_offsets is None else tuple(batch_offsets), part.log_start_offset)
 
     @staticmethod
     def _check_partition(topic: str, partition: int, count: int) -> None:

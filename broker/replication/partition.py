@@ -70,6 +70,7 @@ from odradek.protocol.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
@@ -570,6 +571,38 @@ class Partition:
         # On a version conflict the change stays pending (Kafka does too): a newer state exists and will reach
         # us through the watch (apply), and retrying against the stale version could only fail again.
 
+    # ------------------------------------------------------------------------------------- DeleteRecords
+
+    async def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords on the leader: move the log start offset up to ``offset`` (-1: the high
+        watermark) and return the new log start. Followers follow from the log start each fetch answer names
+        (``follow_log_start``).
+
+        Raises:
+            NotLeaderOrFollowerError: this replica does not lead the partition.
+            OffsetOutOfRangeError: ``offset`` is negative (other than -1) or above the high watermark.
+            PolicyViolationError: the topic's cleanup.policy does not include delete (Kafka's rule).
+        """
+        if self.role != LEADER:
+            raise self.not_leader()
+        hw = self.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise OffsetOutOfRangeError(
+                f"cannot delete the records of {self.topic}-{self.partition} before offset {offset}: the high "
+                f"watermark is {hw}", log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
+                high_watermark=hw)
+        if not self.log.config.delete_enabled:
+            raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be deleted due "
+                                       "to the configured policy")
+        return await self._run(self.log.delete_records_before, target)
+
+    async def follow_log_start(self, leader_log_start: int) -> None:
+        """A follower's copy of the leader's DeleteRecords: its log start moves up to the leader's, never past
+        its own high watermark (which the leader's bounds). After the appends and truncations queued before it,
+        so the bound is the high watermark as it is then."""
+        await self._run(_follow_log_start, self.log, leader_log_start)
+
     # -------------------------------------------------------------------------------------------- follower
 
     async def append_replicated(self, data: bytes, leader_hw: int) -> None:
@@ -589,3 +622,9 @@ class Partition:
         (so the snapshot is consistent with the log end)."""
         if self.producer_state is not None:
             await self._run(_snapshot_state, self.producer_state, expire)
+
+
+def _follow_log_start(log: Log, leader_log_start: int) -> int:
+    """Storage job: the follower's log start up to ``leader_log_start``, bounded by its high watermark."""
+    target = min(leader_log_start, log.high_watermark)
+    return log.delete_records_before(target) if target > log.log_start_offset else log.log_start_offset

@@ -5,8 +5,9 @@ epoch ended (``epoch_end_offset``, Kafka's OffsetsForLeaderEpoch with KIP-279's 
 <= the one asked) and truncates to ``min(leader's end of that epoch, our own end of it)``: never by high
 watermark alone (KIP-101), which could lose committed records or keep a divergent tail. Then it long-polls
 the leader's binary fetch with its log end offset (its acknowledgement) and its view of the leader epoch
-(which fences either side if stale), appends what comes byte for byte, and takes the leader's high watermark.
-Appends and truncations run on the storage executor behind the partition (one hop per fetch).
+(which fences either side if stale), appends what comes byte for byte, and takes the leader's high watermark
+and its log start offset (a DeleteRecords on the leader deletes the same records here, up to our own high
+watermark). Appends and truncations run on the storage executor behind the partition (one hop per fetch).
 
 One task per follower partition; it ends when the partition's role or leader epoch changes (the replica
 manager starts a new one for the new leader).
@@ -120,6 +121,9 @@ class FollowerFetcher:
         if not self.current():
             return
         await part.append_replicated(reply.body, int(reply.headers[media.HIGH_WATERMARK]))
+        leader_start = reply.headers.get(media.LOG_START_OFFSET)
+        if leader_start is not None and int(leader_start) > part.log_start_offset:
+            await part.follow_log_start(int(leader_start))  # the leader's DeleteRecords (or its retention)
         if bucket is not None and reply.body:
             await bucket.spend(len(reply.body))
 

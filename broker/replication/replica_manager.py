@@ -154,6 +154,13 @@ class ReplicaManager(MetadataListener):
         found = await asyncio.to_thread(part.log.offset_for_timestamp, timestamp)
         return found if found is not None and found < part.high_watermark else None
 
+    async def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords on a partition this broker leads: the log start offset moves up to ``offset``
+        (-1: the high watermark); the new log start is returned (the leader's low watermark; each follower moves
+        its own on its next fetch). NOT_LEADER_OR_FOLLOWER (naming the leader) when this broker does not lead
+        it; see ``Partition.delete_records`` for the other refusals."""
+        return await self.leader_partition(topic, partition).delete_records(offset)
+
     def describe_log_dirs(self) -> list[LogDirInfo]:
         """Kafka's DescribeLogDirs: this broker's one log dir and every replica log in it, with its size and log
         end offset (what a reassignment's progress is measured by), sorted by partition. Reads in-memory state."""

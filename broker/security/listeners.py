@@ -28,6 +28,14 @@ def listener_sites(config: BrokerConfig) -> list[tuple[str, int, ssl.SSLContext 
     return [(lst.host, lst.port, tls if lst.tls else None) for lst in sec.listeners]
 
 
+def kafka_server_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The TLS context of the SSL and SASL_SSL Kafka listeners: the HTTPS listeners' (same certificate, CA and
+    ``ssl.client.auth``), so a client trusts one CA and presents one certificate on either door."""
+    if not any(lst.tls for lst in config.kafka_listeners):
+        return None
+    return server_context(config.security)
+
+
 def registration(broker_id: int, config: BrokerConfig, timestamp_ms: int) -> BrokerInfo:
     """``/brokers/ids/<id>``: the inter-broker listener's address (https when it is TLS), and every endpoint."""
     host, port = config.advertised_address()

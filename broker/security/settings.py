@@ -7,8 +7,9 @@ so every existing test and script runs unchanged.
 Listeners are declared as in Kafka (``listeners``, ``listener.security.protocol.map``,
 ``inter.broker.listener.name``): ``PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9192``. A listener name maps
 to one of PLAINTEXT, SSL (TLS; the principal is the client certificate's subject, or ANONYMOUS), SASL_PLAINTEXT
-and SASL_SSL (TLS plus a password or a token, sent as HTTP ``Authorization``). SASL_PLAINTEXT is refused: a
-password must never cross the wire in clear.
+and SASL_SSL (TLS plus a password or a token, sent as HTTP ``Authorization``). SASL_PLAINTEXT is refused on
+these HTTP listeners: a password must never cross the wire in clear (the Kafka listeners, broker/kafka/listeners.py,
+serve it as Kafka does, where SCRAM sends no password).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def broker_args(environ: dict[str, str]) -> list[str]:
 
 
 def health(environ: dict[str, str]) -> int:
-    host, _, port = environ.get("ODRADEK_LISTEN", "127.0.0.1:9092").rpartition(":")
+    host, _, port = environ.get("ODRADEK_LISTEN", "127.0.0.1:8082").rpartition(":")
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
     try:

@@ -50,6 +50,46 @@ class InvalidRequestError(OdradekError):
     http_status = 400
 
 
+class UnsupportedVersionError(OdradekError):
+    """A Kafka request at an API version this broker does not serve (the HTTP API has no versions to refuse)."""
+
+    name = "UNSUPPORTED_VERSION"
+    kafka_code = 35
+    error_code = 40011
+    http_status = 400
+
+
+class InvalidRequiredAcksError(OdradekError):
+    """A Kafka produce request whose ``acks`` is not 0, 1 or -1 (HTTP's ``acks`` is refused as INVALID_REQUEST)."""
+
+    name = "INVALID_REQUIRED_ACKS"
+    kafka_code = 21
+    error_code = 40012
+    http_status = 400
+
+
+class FetchSessionIdNotFoundError(OdradekError):
+    """An incremental fetch names a fetch session this broker does not hold (never created, evicted, or closed):
+    the client starts a new one with a full fetch (KIP-227)."""
+
+    name = "FETCH_SESSION_ID_NOT_FOUND"
+    kafka_code = 70
+    error_code = 40030
+    http_status = 400
+    retriable = True
+
+
+class InvalidFetchSessionEpochError(OdradekError):
+    """An incremental fetch whose session epoch is not the one the session expects next (a duplicate or lost
+    request): the client starts a new session with a full fetch (KIP-227)."""
+
+    name = "INVALID_FETCH_SESSION_EPOCH"
+    kafka_code = 71
+    error_code = 40031
+    http_status = 400
+    retriable = True
+
+
 class UnsupportedMediaTypeError(OdradekError):
     name = "UNSUPPORTED_MEDIA_TYPE"
     error_code = 41501
@@ -517,6 +557,19 @@ class ConcurrentTransactionsError(OdradekError):
 
 # Split by concept (this module's line limit): request-limit and replica-fetch errors live there and register
 # here on import, so ``from odradek.protocol.errors import PolicyViolationError`` and error_for keep working.
+from odradek.protocol.admin_errors import (  # noqa: E402, F401  (Kafka's admin APIs: issue 23)
+    InvalidReplicaAssignmentError,
+    MismatchedEndpointTypeError,
+    ReassignmentInProgressError,
+    SecurityDisabledError,
+    UnknownTopicIdError,
+)
+from odradek.protocol.group_errors import (  # noqa: E402, F401  (Kafka's classic group protocol: issue 23)
+    FencedInstanceIdError,
+    InconsistentGroupProtocolError,
+    MemberIdRequiredError,
+    OffsetMetadataTooLargeError,
+)
 from odradek.protocol.limit_errors import (  # noqa: E402, F401
     BrokerBusyError,
     InvalidTimestampError,
@@ -531,4 +584,8 @@ from odradek.protocol.security_errors import (  # noqa: E402, F401  (401/403: is
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
+)
+from odradek.protocol.txn_errors import (  # noqa: E402, F401  (Kafka's transaction APIs: issue 23)
+    OperationNotAttemptedError,
+    TransactionalIdNotFoundError,
 )

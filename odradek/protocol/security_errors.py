@@ -17,6 +17,25 @@ class AuthenticationFailedError(OdradekError):
     http_status = 401
 
 
+class IllegalSaslStateError(OdradekError):
+    """A Kafka SASL request out of turn: SaslHandshake or SaslAuthenticate after authentication, or on a listener
+    that authenticates no one (SASL exchanges happen only on the Kafka listeners)."""
+
+    name = "ILLEGAL_SASL_STATE"
+    kafka_code = 34
+    error_code = 40102
+    http_status = 401
+
+
+class UnsupportedSaslMechanismError(OdradekError):
+    """A Kafka SaslHandshake naming a mechanism the listener does not enable."""
+
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    kafka_code = 33
+    error_code = 40103
+    http_status = 401
+
+
 class TopicAuthorizationFailedError(OdradekError):
     name = "TOPIC_AUTHORIZATION_FAILED"
     kafka_code = 29

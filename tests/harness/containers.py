@@ -183,6 +183,8 @@ class ContainerClusterBackend:
         self.broker_args = list(broker_args or [])
         base = free_port_block(brokers)
         self.ports = {i: base + i - 1 for i in range(1, brokers + 1)}
+        kafka_base = free_port_block(brokers)
+        self.kafka_ports = {i: kafka_base + i - 1 for i in range(1, brokers + 1)}
         self.containers: dict[int, Any] = {}
         self._clients: list[ZkClient] = []
 
@@ -197,6 +199,7 @@ class ContainerClusterBackend:
             "ODRADEK_BROKER_ID": str(broker_id),
             "ODRADEK_ZK_CONNECT": self.zk_connect,
             "ODRADEK_LISTEN": f"{HOST}:{self.ports[broker_id]}",
+            "ODRADEK_KAFKA_LISTENERS": f"PLAINTEXT://{HOST}:{self.kafka_ports[broker_id]}",
             "ODRADEK_ZK_SESSION_TIMEOUT_MS": str(self.session_timeout_ms),
         }
         name = f"odradek-test-broker{broker_id}-{self.ensemble.run_id}-{self.chroot.strip('/')[-10:]}"
@@ -236,6 +239,13 @@ class ContainerClusterBackend:
 
     def broker_url(self, broker_id: int) -> str:
         return f"http://{HOST}:{self.ports[broker_id]}"
+
+    def kafka_address(self, broker_id: int) -> str:
+        return f"{HOST}:{self.kafka_ports[broker_id]}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(self.kafka_address(b) for b in self.broker_ids())
 
     def broker_pid(self, broker_id: int) -> int | None:
         """The broker's pid on the host while its container runs (paused counts as running, as SIGSTOP does)."""

@@ -30,9 +30,10 @@ def test_cluster_up_status_drills_down_leaves_nothing(tmp_path: Path) -> None:
     data = str(tmp_path / "c")
     zk_base = free_port_block(3, span=106)
     base = free_port_block(3)
+    kafka_base = free_port_block(3)  # not Kafka's default 9092-9094: runs side by side never clash
     up = odradek("cluster", "up", "--data-dir", data, "--zookeepers", "3", "--brokers", "3",
-                 "--base-port", str(base), "--zk-base-port", str(zk_base), "--tick-ms", "500",
-                 "--session-timeout-ms", "1500")  # fmt: skip
+                 "--base-port", str(base), "--kafka-base-port", str(kafka_base), "--zk-base-port", str(zk_base),
+                 "--tick-ms", "500", "--session-timeout-ms", "1500")  # fmt: skip
     pids: list[int] = []
     try:
         assert up.returncode == 0, up.stderr
@@ -48,6 +49,7 @@ def test_cluster_up_status_drills_down_leaves_nothing(tmp_path: Path) -> None:
         assert [(b["id"], b["url"], b["alive"]) for b in status["brokers"]] == [
             (i, f"http://127.0.0.1:{base + i - 1}", True) for i in (1, 2, 3)
         ]
+        assert [b["kafka"] for b in status["brokers"]] == [f"127.0.0.1:{kafka_base + i}" for i in range(3)]
         pids = [z["pid"] for z in status["zookeepers"]] + [b["pid"] for b in status["brokers"]]
         assert all(alive(p) for p in pids)
 
@@ -82,8 +84,9 @@ def test_broker_start_right_after_kill_waits_for_the_old_session(tmp_path: Path)
     ZooKeeper session to expire, instead of failing with "already registered by live ZooKeeper session"."""
     data = str(tmp_path / "c")
     up = odradek("cluster", "up", "--data-dir", data, "--zookeepers", "1", "--brokers", "1",
-                 "--base-port", str(free_port_block(1)), "--zk-base-port", str(free_port_block(1, span=106)),
-                 "--tick-ms", "500", "--session-timeout-ms", "4000")  # fmt: skip
+                 "--base-port", str(free_port_block(1)), "--kafka-base-port", str(free_port_block(1)),
+                 "--zk-base-port", str(free_port_block(1, span=106)), "--tick-ms", "500",
+                 "--session-timeout-ms", "4000")  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
         assert odradek("cluster", "broker", "kill", "1", "--data-dir", data).returncode == 0

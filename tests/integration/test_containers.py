@@ -5,6 +5,7 @@ produce and read."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -55,6 +56,7 @@ def test_broker_flags_come_from_the_environment_and_health_turns_healthy() -> No
               .with_name(f"odradek-test-envbroker-{uuid.uuid4().hex[:8]}")
               .with_env("ODRADEK_BROKER_ID", "7").with_env("ODRADEK_ZK_CONNECT", ensemble.connect_string("/env"))
               .with_env("ODRADEK_LISTEN", f"127.0.0.1:{port}").with_env("ODRADEK_ADVERTISED_URL", advertised)
+              .with_env("ODRADEK_KAFKA_LISTENERS", f"PLAINTEXT://127.0.0.1:{free_port_block(1)}")
               .with_env("ODRADEK_RACK", "rack-a").with_env("ODRADEK_ZK_SESSION_TIMEOUT_MS", "4000"))
     zk = ZkClient(ensemble.connect_string("/env"), session_timeout_s=10.0, connect_timeout_s=10.0)
     try:
@@ -103,15 +105,26 @@ def test_compose_stack_on_the_host_network_comes_up_healthy_and_serves() -> None
         wait_until(healthy, 120, "six healthy services", interval=0.25)
         print(f"compose (host network): six healthy services {time.monotonic() - started:.1f} s after `up`")
 
-        url = "http://127.0.0.1:19092"
+        url = "http://127.0.0.1:18082"
         create_topic(url, "demo", 1, 3, {"min.insync.replicas": "2"},
-                     seen_by=[f"http://127.0.0.1:{p}" for p in (19092, 19093, 19094)])
+                     seen_by=[f"http://127.0.0.1:{p}" for p in (18082, 18083, 18084)])
         status, body, _ = request("POST", f"{url}/topics/demo?acks=all", content_type=JSON_V2, body={
             "records": [{"key": "k", "value": {"hello": "odradek"}, "headers": [{"name": "h", "value": "aGk="}]}]})
         assert status == 200 and body["offsets"][0]["error_code"] is None, body
-        status, body, _ = request("GET", "http://127.0.0.1:19093/topics/demo/partitions/0/records?offset=0&timeout=5000",
+        status, body, _ = request("GET", "http://127.0.0.1:18083/topics/demo/partitions/0/records?offset=0&timeout=5000",
                                   accept=JSON_V2)
         assert status == 200 and body["records"][0]["value"] == {"hello": "odradek"}, body
+        # Kafka's protocol on 19092-19094: a librdkafka consumer reads the same record.
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094",
+                             "group.id": "unused", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("demo", 0, 0)])
+            msg = wait_until(lambda: consumer.poll(1.0), 60, "the record over Kafka's protocol")
+            assert msg.error() is None and msg.key() == b"k" and json.loads(msg.value()) == {"hello": "odradek"}
+        finally:
+            consumer.close()
     finally:
         down = subprocess.run([*base, "down", "-v", "--timeout", "20"], env=env, capture_output=True, timeout=120)
         client.close()

@@ -27,7 +27,12 @@ from broker.produce.forwarding import LAST_STABLE_OFFSET
 from broker.produce.routing import Remote
 from broker.replication.follower_fetch import FollowerFetch
 from odradek.protocol import media
-from odradek.protocol.errors import InvalidRequestError, NotLeaderOrFollowerError
+from odradek.protocol.errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
 from tests.unit.fakes.interbroker import FakeInterBroker, reply
 
 T = TypeVar("T")
@@ -239,3 +244,19 @@ def test_epoch_end_offset_is_the_leaders() -> None:
     service, _, _ = _service(FakeRouter(FakePartition()))
     answer = service.epoch_end_offset("t", 0, 3)
     assert (answer.leader_epoch, answer.end_offset) == (3, 11)
+
+
+def test_a_consumers_leader_epoch_is_checked_before_reading_and_asking_an_epochs_end() -> None:
+    """KIP-320: an epoch older than the leader's (5) is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH."""
+    part = FakePartition()
+    service, _, _ = _service(FakeRouter(part))
+    for epoch, error in ((4, FencedLeaderEpochError), (6, UnknownLeaderEpochError)):
+        with pytest.raises(error):
+            run(service.fetch(FetchRequest("t", 0, 3, current_leader_epoch=epoch)))
+        with pytest.raises(error):
+            service.epoch_end_offset("t", 0, 3, current_leader_epoch=epoch)
+    assert part.reads == []
+    assert run(service.fetch(FetchRequest("t", 0, 3, current_leader_epoch=5))).records == b"batches"
+    assert service.epoch_end_offset("t", 0, 3, current_leader_epoch=5).end_offset == 11
+    # a follower's fetch is checked by the follower-fetch service (its own rules), not here
+    run(service.fetch(FetchRequest("t", 0, 3, replica=ReplicaFetch(2), current_leader_epoch=4)))

@@ -1,30 +1,41 @@
 """The offsets service (broker/fetch/offsets.py, Kafka's ListOffsets) against a replica-manager double, the real
 metadata cache and the fake inter-broker client: the leader's offsets here, the leader's answer from elsewhere,
-and the errors that never leave this broker."""
+and the errors that never leave this broker; and its leader-only verb (Kafka's ListOffsets) over a real leader
+partition on ``tmp_path``: the found record's offset, timestamp and leader epoch."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from broker.fetch.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    LeaderOffset,
     ListOffsetsRequest,
     OffsetsService,
     PartitionOffsets,
 )
 from broker.metadata.cache import MetadataCache
+from broker.replication.partition import Partition
 from odradek.protocol.errors import (
+    FencedLeaderEpochError,
     InvalidRequestError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
     UnknownPartitionError,
     UnknownTopicError,
 )
 from odradek.protocol.model import TopicAssignment
+from odradek.protocol.records import GZIP, encode_batch
 from tests.unit.fakes.interbroker import FakeInterBroker, reply
+from tests.unit.replication.fakes import config, info, make_partition
 
 
 class FakePartition:
@@ -100,3 +111,90 @@ def test_kafkas_sentinels_answer_the_earliest_and_the_latest() -> None:
     assert offsets.offset_for(500) == 17
     with pytest.raises(ValueError, match="answer timestamp 500"):
         offsets.offset_for(600)
+
+
+# ------------------------------------------------------------------------------------ leader_offset (Kafka's)
+
+
+class LeaderReplicas:
+    """The replica manager's lookups over one real leader partition (on ``tmp_path``)."""
+
+    def __init__(self, part: Partition) -> None:
+        self.cache = MetadataCache()
+        self.cache.topics["t"] = TopicAssignment({0: [1]})
+        self.part = part
+
+    def leader_partition(self, topic: str, partition: int) -> Partition:
+        return self.part
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
+        found = self.part.log.offset_for_timestamp(timestamp)
+        return found if found is not None and found < self.part.high_watermark else None
+
+
+BASE_MS = 1_700_000_000_000
+
+
+def _leader(tmp_path: Path, *batches: list[int], leader_epoch: int = 4) -> tuple[OffsetsService, Partition]:
+    """A leader (epoch ``leader_epoch``) whose log holds one batch per list of record timestamps."""
+
+    async def main() -> Partition:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, leader_epoch, (1,), replicas=(1,)), config())
+        for stamps in batches:
+            await part.append(bytearray(encode_batch([(None, b"v", ts, ()) for ts in stamps],
+                                                     base_offset=part.log_end_offset)), 1, 1000)
+        return part
+
+    part = asyncio.run(main())
+    return OffsetsService(LeaderReplicas(part), FakeInterBroker()), part  # type: ignore[arg-type]
+
+
+def leader_offset(service: OffsetsService, timestamp: int | None, **kw: Any) -> LeaderOffset:
+    return asyncio.run(service.leader_offset(ListOffsetsRequest("t", 0, timestamp=timestamp, **kw)))
+
+
+def test_kafkas_list_offsets_answers_the_record_its_timestamp_and_the_epoch_that_wrote_it(tmp_path: Path) -> None:
+    service, part = _leader(tmp_path, [BASE_MS + 10, BASE_MS + 30], [BASE_MS + 20, BASE_MS + 40, BASE_MS + 40])
+    assert part.high_watermark == 5
+    assert leader_offset(service, EARLIEST_TIMESTAMP) == LeaderOffset(0, -1, 4)
+    assert leader_offset(service, LATEST_TIMESTAMP) == LeaderOffset(5, -1, 4)
+    assert leader_offset(service, BASE_MS + 15) == LeaderOffset(1, BASE_MS + 30, 4)  # the first at or after
+    assert leader_offset(service, BASE_MS + 35) == LeaderOffset(3, BASE_MS + 40, 4)
+    assert leader_offset(service, BASE_MS + 41) == LeaderOffset(-1, -1, -1)  # none that late
+    assert leader_offset(service, MAX_TIMESTAMP) == LeaderOffset(3, BASE_MS + 40, 4)  # the first largest
+
+
+def test_the_largest_timestamp_in_a_compressed_batch_of_an_older_segment(tmp_path: Path) -> None:
+    service, part = _leader(tmp_path, [BASE_MS + 5, BASE_MS + 90, BASE_MS + 7])
+    part.log.roll()
+    asyncio.run(part.append(bytearray(encode_batch([(None, b"v", BASE_MS + 50, ())], base_offset=3,
+                                                   compression=GZIP)), 1, 1000))
+    assert leader_offset(service, MAX_TIMESTAMP) == LeaderOffset(1, BASE_MS + 90, 4)
+
+
+def test_kafkas_list_offsets_is_leader_only_and_checks_the_clients_epoch(tmp_path: Path) -> None:
+    service, _ = _leader(tmp_path, [BASE_MS])
+    with pytest.raises(FencedLeaderEpochError):
+        leader_offset(service, LATEST_TIMESTAMP, current_leader_epoch=3)
+    with pytest.raises(UnknownLeaderEpochError):
+        leader_offset(service, LATEST_TIMESTAMP, current_leader_epoch=5)
+    assert leader_offset(service, LATEST_TIMESTAMP, current_leader_epoch=4).offset == 1
+    with pytest.raises(InvalidRequestError):
+        leader_offset(service, None)
+    with pytest.raises(InvalidRequestError):
+        leader_offset(service, -7)
+    moved, ib = _service(FakeReplicas(lead=False))
+    with pytest.raises(NotLeaderOrFollowerError):  # never forwarded: a Kafka client goes to the leader itself
+        asyncio.run(moved.leader_offset(ListOffsetsRequest("t", 1, timestamp=LATEST_TIMESTAMP)))
+    assert ib.sent == []
+    with pytest.raises(UnknownPartitionError):
+        asyncio.run(moved.leader_offset(ListOffsetsRequest("t", 7, timestamp=LATEST_TIMESTAMP)))
+
+
+def test_read_committed_offsets_stop_at_the_last_stable_offset(tmp_path: Path) -> None:
+    service, part = _leader(tmp_path, [BASE_MS + 1], [BASE_MS + 2])
+    part.producer_state = SimpleNamespace(first_unstable=lambda: 1)  # a transaction open from offset 1
+    assert leader_offset(service, LATEST_TIMESTAMP, isolation_level="read_committed").offset == 1
+    assert leader_offset(service, BASE_MS + 2, isolation_level="read_committed").offset == -1
+    assert leader_offset(service, BASE_MS + 2).offset == 1

@@ -128,6 +128,10 @@ class FakeGroupStore:
         with self._lock:
             return dict(self.offsets.get(group, {}))
 
+    def has_offsets(self, group: str) -> bool:
+        with self._lock:
+            return bool(self.offsets.get(group))
+
     def delete_offsets(self, group: str, topic: str | None = None) -> None:
         with self._lock:
             kept = {tp: o for tp, o in self.offsets.get(group, {}).items() if topic is not None and tp[0] != topic}

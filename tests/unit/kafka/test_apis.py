@@ -1,7 +1,7 @@
 """KafkaApis over stand-in services: what each handler answers, by version, for the cases clients rely on.
 
-Frames are built and read with kio, as a client would; the metadata cache is a real one, filled by hand; the
-leader-only partition calls are a stand-in that records what it was asked."""
+Frames are built and read with kio, as a client would; the metadata cache and the fetch-session cache are real
+ones; the data path's services (produce, fetch, offsets) are a stand-in that records what it was asked."""
 
 from __future__ import annotations
 
@@ -21,13 +21,16 @@ from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from broker.config import BrokerConfig
+from broker.fetch.offsets import LeaderOffset, ListOffsetsRequest
+from broker.fetch.service import AbortedTransaction, EpochEndOffset, FetchRequest, PartitionData
+from broker.fetch.sessions import FetchSessionCache
 from broker.kafka import codec
 from broker.kafka.apis import KafkaApis
 from broker.kafka.authorization import KafkaAuthorizer
 from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import CloseConnection, Connection
-from broker.kafka.partitions import Appended, ListedOffset, PartitionRead
 from broker.metadata.cache import MetadataCache, PartitionInfo
+from broker.produce.service import AppendedBatches
 from odradek.protocol.errors import NotLeaderOrFollowerError, UnknownTopicError
 from odradek.protocol.model import BrokerInfo, KafkaEndpoint, TopicAssignment
 from odradek.protocol.records import encode_batch
@@ -44,30 +47,49 @@ def kafka_broker(b: int, listener: str = "PLAINTEXT") -> BrokerInfo:
 
 
 class Leaders:
-    """The leader-only calls, answering from a table; every call is recorded."""
+    """The data path's services (produce, fetches, offsets; a real fetch-session cache), answering from a table;
+    every call is recorded."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.fail: dict[tuple[str, int], Exception] = {}
+        self.produce = SimpleNamespace(append_batches=self.append_batches)
+        self.fetches = SimpleNamespace(fetch=self.fetch, epoch_end_offset=self.epoch_end_offset)
+        self.offsets = SimpleNamespace(leader_offset=self.leader_offset)
+        self.sessions = FetchSessionCache()
+        self.transactions = None
+        self.high_watermark = 0  # 0: one past the offset read
 
-    async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int) -> Appended:
+    async def append_batches(self, topic: str, partition: int, data: bytearray, acks: int, timeout_ms: int,
+                             verify_txn: Any = None) -> AppendedBatches:
         self.calls.append(("append", topic, partition, acks, timeout_ms))
         if (topic, partition) in self.fail:
             raise self.fail[(topic, partition)]
-        return Appended(40, -1, 3)
+        return AppendedBatches(40, 40, 1, None, 1, 0, log_start_offset=3)
 
-    async def read(self, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int, *,
-                   committed: bool, current_leader_epoch: int = -1) -> PartitionRead:
-        self.calls.append(("read", topic, partition, offset, max_bytes, wait_ms, committed))
+    async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData:
+        topic, partition, offset = request.topic, request.partition, request.offset
+        assert offset is not None
+        committed = request.isolation_level == "read_committed"
+        self.calls.append(("read", topic, partition, offset, request.max_bytes, request.max_wait_ms, committed))
         if (topic, partition) in self.fail:
             raise self.fail[(topic, partition)]
-        return PartitionRead(encode_batch([(b"k", b"v", 1, [])], base_offset=offset), offset + 1, offset + 1, 0,
-                             ((7, offset),) if committed else ())
+        hw = self.high_watermark or offset + 1
+        data = encode_batch([(b"k", b"v", 1, [])], base_offset=offset) if offset < hw else b""
+        return PartitionData(topic, partition, offset, data, hw, hw, 0, hw, 5, 1,
+                             (AbortedTransaction(7, offset),) if committed else ())
 
-    async def list_offset(self, topic: str, partition: int, timestamp: int, *, committed: bool,
-                          current_leader_epoch: int = -1) -> ListedOffset:
-        self.calls.append(("list", topic, partition, timestamp, committed))
-        return ListedOffset(11 if timestamp == -1 else 0, -1, 4)
+    def epoch_end_offset(self, topic: str, partition: int, leader_epoch: int, *,
+                         current_leader_epoch: int = -1) -> EpochEndOffset:
+        self.calls.append(("epoch", topic, partition, leader_epoch, current_leader_epoch))
+        if (topic, partition) in self.fail:
+            raise self.fail[(topic, partition)]
+        return EpochEndOffset(leader_epoch, 30) if leader_epoch <= 5 else EpochEndOffset(-1, -1)
+
+    async def leader_offset(self, request: ListOffsetsRequest) -> LeaderOffset:
+        self.calls.append(("list", request.topic, request.partition, request.timestamp,
+                           request.isolation_level == "read_committed"))
+        return LeaderOffset(11 if request.timestamp == -1 else 0, -1, 4)
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from broker.kafka import codec
-from broker.kafka.errors import UnsupportedVersionError
-from odradek.protocol.errors import InvalidRequestError
+from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 
 def write(entity: object) -> bytes:
@@ -30,12 +29,22 @@ def write(entity: object) -> bytes:
 
 
 def test_the_table_is_what_is_implemented_and_kio_has() -> None:
-    assert codec.SUPPORTED == {0: (3, 11), 1: (4, 12), 2: (1, 6), 3: (0, 12), 18: (0, 4)}
+    assert codec.SUPPORTED == {0: (3, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 17: (0, 1), 36: (0, 2),
+                               23: (2, 4),
+                               # administration (issue 23)
+                               19: (2, 7), 20: (1, 6), 21: (0, 2), 37: (0, 3), 32: (1, 4), 33: (0, 2), 44: (0, 1),
+                               60: (0, 2), 35: (1, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 48: (0, 1), 49: (0, 1),
+                               # consumer groups (issue 23)
+                               10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5),
+                               42: (0, 2), 8: (2, 9), 9: (1, 9), 47: (0, 0),
+                               # idempotence and transactions (issue 23)
+                               22: (0, 5), 24: (0, 4), 25: (0, 3), 26: (0, 4), 28: (0, 4), 61: (0, 0), 65: (0, 0),
+                               66: (0, 1)}
     for key, (low, high) in codec.SUPPORTED.items():
         for v in range(low, high + 1):
             assert codec.request_class(key, v).__api_key__ == key
             assert codec.response_class(key, v).__version__ == v
-    assert codec.is_supported(18, 4) and not codec.is_supported(18, 5) and not codec.is_supported(10, 0)
+    assert codec.is_supported(18, 4) and not codec.is_supported(18, 5) and not codec.is_supported(57, 0)
 
 
 def test_a_non_flexible_request_has_a_v1_header() -> None:
@@ -67,7 +76,7 @@ def test_unsupported_versions_and_malformed_bytes_are_typed_errors() -> None:
         codec.decode_request(struct.pack(">hhih", 18, 99, 1, -1) + b"whatever")
     assert e.value.kafka_code == 35 and e.value.details["api_version"] == 99
     with pytest.raises(UnsupportedVersionError):
-        codec.decode_request(struct.pack(">hhih", 42, 0, 1, -1))  # an API not served at all
+        codec.decode_request(struct.pack(">hhih", 57, 0, 1, -1))  # an API not served at all
     with pytest.raises(InvalidRequestError):
         codec.decode_request(struct.pack(">hhih", 3, 1, 1, -1) + b"\x00\x00\x00\x05")  # 5 topics promised, none
     with pytest.raises(InvalidRequestError):

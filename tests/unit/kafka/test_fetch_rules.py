@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 from typing import Any
 
+from broker.fetch.service import FetchRequest, PartitionData
 from broker.kafka.fetch import FetchWant, fetch
-from broker.kafka.partitions import PartitionRead
 from odradek.protocol.errors import NotLeaderOrFollowerError
 from odradek.protocol.records import encode_batch
 
@@ -20,7 +20,8 @@ BATCH = len(batches(0, 1))
 
 
 class Log:
-    """Per partition: the batches a read returns now; ``grow`` wakes long-polls, as a high watermark move does."""
+    """Per partition: the batches a read returns now; ``grow`` wakes long-polls, as a high watermark move does.
+    A stand-in for the fetch service's leader-only ``fetch``."""
 
     def __init__(self, data: dict[int, bytes]) -> None:
         self.data = data
@@ -33,16 +34,16 @@ class Log:
         self.moved.set()
         self.moved = asyncio.Event()
 
-    async def read(self, topic: str, partition: int, offset: int, max_bytes: int, wait_ms: int, *,
-                   committed: bool, current_leader_epoch: int = -1) -> PartitionRead:
-        self.reads.append((partition, wait_ms))
-        if partition in self.fail:
+    async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData:
+        wait_ms = request.poll_ms
+        self.reads.append((request.partition, wait_ms))
+        if request.partition in self.fail:
             raise NotLeaderOrFollowerError("moved", leader=2)
-        if not self.data.get(partition) and wait_ms > 0:
+        if not self.data.get(request.partition) and wait_ms > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.moved.wait(), wait_ms / 1000)
-        data = self.data.get(partition, b"")
-        return PartitionRead(data, 100, 100, 0)
+        data = self.data.get(request.partition, b"")
+        return PartitionData(request.topic, request.partition, request.offset or 0, data, 100, 100, 0, 100, 1, 1)
 
 
 def wants(*partitions: int, max_bytes: int = 1 << 20) -> list[FetchWant]:
@@ -59,10 +60,10 @@ def test_response_and_partition_limits_cut_at_batch_boundaries_and_the_first_bat
         # partition 0's first batch is over both limits but goes anyway; then the response budget is spent
         answers = await fetch(log, wants(0, 1, 2, max_bytes=BATCH // 2), max_wait_ms=0, min_bytes=1,
                               max_bytes=BATCH + 10, committed=False)
-        assert [len(a.read.data) for a in answers] == [BATCH, 0, 0]
+        assert [len(a.read.records) for a in answers] == [BATCH, 0, 0]
         answers = await fetch(log, wants(0, 1, 2, max_bytes=2 * BATCH + 1), max_wait_ms=0, min_bytes=1,
                               max_bytes=3 * BATCH, committed=False)
-        assert [len(a.read.data) for a in answers] == [2 * BATCH, BATCH, 0]
+        assert [len(a.read.records) for a in answers] == [2 * BATCH, BATCH, 0]
         assert all(a.read.high_watermark == 100 for a in answers)  # emptied partitions still carry offsets
 
     run(main())
@@ -77,7 +78,7 @@ def test_an_empty_fetch_waits_until_data_arrives_not_until_max_wait() -> None:
         answers = await fetch(log, wants(0, 1), max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
                               committed=False)
         assert loop.time() - started < 5
-        assert [len(a.read.data) for a in answers] == [0, BATCH]
+        assert [len(a.read.records) for a in answers] == [0, BATCH]
 
     run(main())
 
@@ -90,11 +91,11 @@ def test_min_bytes_keeps_waiting_and_max_wait_ends_the_wait() -> None:
         loop.call_later(0.15, log.grow, 1, batches(0, 1))
         answers = await fetch(log, wants(0, 1), max_wait_ms=10_000, min_bytes=2 * BATCH, max_bytes=1 << 20,
                               committed=False)
-        assert [len(a.read.data) for a in answers] == [BATCH, BATCH]
+        assert [len(a.read.records) for a in answers] == [BATCH, BATCH]
         started = loop.time()
         empty = await fetch(Log({}), wants(0), max_wait_ms=200, min_bytes=1, max_bytes=1 << 20,
                             committed=False)
-        assert 0.15 < loop.time() - started < 5 and empty[0].read.data == b""
+        assert 0.15 < loop.time() - started < 5 and empty[0].read.records == b""
 
     run(main())
 

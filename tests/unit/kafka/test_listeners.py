@@ -1,4 +1,5 @@
-"""--kafka-listeners / --kafka-advertised-listeners, and the Kafka endpoints in the broker's registration."""
+"""--kafka-listeners (every Kafka security protocol, names mapped to protocols), --kafka-advertised-listeners,
+and the Kafka endpoints in the broker's registration."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from broker.cli import build_parser, run
 from broker.config import BrokerConfig
-from broker.kafka.listeners import KafkaListener, advertised, parse_kafka_listeners
+from broker.kafka.listeners import KafkaListener, advertised, check_tls, parse_kafka_listeners, parse_protocol_map
+from broker.security.settings import SecuritySettings
 from odradek.protocol.model import BrokerInfo, KafkaEndpoint
 from zk.znodes import BrokerIdZNode
 
@@ -20,10 +22,33 @@ def test_kafka_syntax_is_parsed() -> None:
     assert parse_kafka_listeners("plaintext://:9092")[0].host == "127.0.0.1"  # no host: loopback, never all
 
 
+def test_every_kafka_security_protocol_is_served_and_names_map_to_protocols() -> None:
+    listeners = parse_kafka_listeners("PLAINTEXT://:9092,SSL://:9093,SASL_PLAINTEXT://:9094,SASL_SSL://:9095")
+    assert [(lst.security_protocol, lst.tls, lst.sasl) for lst in listeners] == [
+        ("PLAINTEXT", False, False), ("SSL", True, False), ("SASL_PLAINTEXT", False, True),
+        ("SASL_SSL", True, True)]
+    mapping = parse_protocol_map("internal:sasl_ssl, CLIENTS:SSL")
+    assert parse_kafka_listeners("INTERNAL://:9092,CLIENTS://:9093", protocol_map=mapping) == (
+        KafkaListener("INTERNAL", "127.0.0.1", 9092, "SASL_SSL"), KafkaListener("CLIENTS", "127.0.0.1", 9093, "SSL"))
+    # an advertised name takes its listener's protocol
+    assert advertised(parse_kafka_listeners("INTERNAL://:9092", protocol_map=mapping), "INTERNAL://k.example:19092") \
+        == (KafkaListener("INTERNAL", "k.example", 19092, "SASL_SSL"),)
+    for bad in ("INTERNAL", "INTERNAL:TLS", "SSL:PLAINTEXT"):
+        with pytest.raises(ValueError, match="--kafka-listener-security-protocol-map"):
+            parse_protocol_map(bad)
+
+
+def test_a_tls_listener_needs_the_brokers_certificate() -> None:
+    listeners = parse_kafka_listeners("SASL_SSL://127.0.0.1:9093")
+    with pytest.raises(ValueError, match=r"SASL_SSL://127.0.0.1:9093 needs --ssl-certfile and --ssl-keyfile"):
+        check_tls(listeners, SecuritySettings())
+    check_tls(listeners, SecuritySettings(ssl_certfile="c.pem", ssl_keyfile="c.key"))
+    check_tls(parse_kafka_listeners("SASL_PLAINTEXT://127.0.0.1:9093"), SecuritySettings())
+
+
 @pytest.mark.parametrize(("spec", "reason"), [
-    ("SSL://127.0.0.1:9093", "security protocol SSL is not supported on the Kafka listener yet; supported: PLAINTEXT"),
-    ("SASL_SSL://127.0.0.1:9093", "supported: PLAINTEXT"),
-    ("INTERNAL://127.0.0.1:9093", "listener INTERNAL names no security protocol; supported: PLAINTEXT"),
+    ("INTERNAL://127.0.0.1:9093", "listener INTERNAL names no security protocol; name one of PLAINTEXT, SSL, "
+                                  "SASL_PLAINTEXT, SASL_SSL or map it with --kafka-listener-security-protocol-map"),
     ("127.0.0.1:9092", "is not NAME://HOST:PORT"),
     ("PLAINTEXT://127.0.0.1:99999", "is not NAME://HOST:PORT"),
     ("PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093", "each listener needs its own name and port"),
@@ -46,14 +71,22 @@ def test_advertised_listeners_default_to_the_listeners_and_must_name_one() -> No
         advertised((), "PLAINTEXT://h:1")
 
 
-def test_the_broker_refuses_to_start_on_an_unsupported_protocol_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flags", "reason"), [
+    (["--kafka-listeners", "SSL://127.0.0.1:9093"],
+     "--kafka-listeners: SSL://127.0.0.1:9093 needs --ssl-certfile and --ssl-keyfile"),
+    (["--kafka-listeners", "EXTERNAL://127.0.0.1:9093"], "--kafka-listeners: listener EXTERNAL names no security"),
+    (["--kafka-listeners", "SASL_PLAINTEXT://127.0.0.1:9093", "--kafka-sasl-enabled-mechanisms", "GSSAPI"],
+     "--kafka-sasl-enabled-mechanisms: GSSAPI; served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+])
+def test_the_broker_refuses_to_start_on_what_it_cannot_serve_with_one_line(tmp_path: Path, flags: list[str],
+                                                                           reason: str) -> None:
     args = build_parser().parse_args(["--id", "1", "--zk", "127.0.0.1:1", "--listen", "127.0.0.1:1",
-                                      "--data-dir", str(tmp_path), "--kafka-listeners", "SSL://127.0.0.1:9093"])
+                                      "--data-dir", str(tmp_path), *flags])
     with pytest.raises(SystemExit) as e:
         run(args)
     message = str(e.value.code)
-    assert message.startswith("odradek broker: --kafka-listeners: security protocol SSL is not supported")
-    assert "supported: PLAINTEXT" in message and "\n" not in message
+    assert message.startswith(f"odradek broker: {reason}")
+    assert "\n" not in message
 
 
 def test_config_registers_the_advertised_endpoints() -> None:

@@ -58,7 +58,7 @@ def _append(tmp_path: Path, data: bytearray, **kw: Any) -> tuple[AppendedBatches
 
 def test_valid_batches_are_appended_by_this_leader(tmp_path: Path) -> None:
     result, part = _append(tmp_path, batch(3))
-    assert result == AppendedBatches(0, 2, 3, None, ME, 4) and part.log_end_offset == 3
+    assert result == AppendedBatches(0, 2, 3, None, ME, 4, log_start_offset=0) and part.log_end_offset == 3
 
 
 def test_a_batch_over_the_brokers_record_limit_leaves_no_trace(tmp_path: Path) -> None:

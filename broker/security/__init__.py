@@ -1,0 +1,1 @@
+"""Security: TLS, authentication (SCRAM, tokens, certificates), the authorizer and the route -> ACL table."""

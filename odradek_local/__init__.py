@@ -1,0 +1,1 @@
+"""The local launcher: ZooKeeper JVMs and broker processes on this machine, owned by pid (odradek cluster)."""
