@@ -27,9 +27,10 @@ curl -s "${CURL_TLS[@]}" -X POST "$URL/topics/demo?acks=all" -H 'Content-Type: a
      -d '{"records": [{"key": "curl", "value": {"hello": "odradek"}}, {"value": [1, 2, 3]}]}'; echo
 curl -s "${CURL_TLS[@]}" "$URL/topics/demo/partitions/0/records?offset=0" -H 'Accept: application/vnd.kafka.json.v2+json' \
   | .venv/bin/python -c 'import json,sys; b=json.load(sys.stdin); r=b.pop("records"); print(json.dumps(b)); [print(" ", json.dumps(x)) for x in r[:3]]; print("  ... %d records" % len(r))' 
-KAFKA="$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["kafka_bootstrap"] or "")' \
+# Kafka's protocol: a plaintext cluster's listeners (a --tls cluster's are SASL_SSL: see docs/security.md).
+KAFKA="$(.venv/bin/python -c 'import json,sys; s=json.load(sys.stdin); print(s["kafka_bootstrap"] or "" if s.get("kafka_security_protocol", "PLAINTEXT") == "PLAINTEXT" else "")' \
           < <($ODR cluster status --data-dir "$DATA_DIR" --json))"
-if [ -n "$KAFKA" ] && command -v kcat >/dev/null; then   # no Kafka listener on a --tls cluster (PLAINTEXT only)
+if [ -n "$KAFKA" ] && command -v kcat >/dev/null; then
   echo; echo "== kcat: the same topic over Kafka's protocol (bootstrap.servers=$KAFKA)"
   kcat -b "$KAFKA" -L -t demo
   printf 'kcat:hello from kcat\n' | kcat -b "$KAFKA" -P -t demo -p 0 -K:
