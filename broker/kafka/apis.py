@@ -28,8 +28,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kio.schema.errors import ErrorCode
-
 from broker.admin.topics import validate_topic_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
@@ -39,6 +37,7 @@ from broker.kafka import codec
 from broker.kafka.authorization import TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
 from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.errors import NONE, code, typed
 from broker.kafka.fetch import FetchWant, fetch
 from broker.kafka.group_offsets import KafkaGroupOffsets
 from broker.kafka.groups import KafkaGroups
@@ -57,7 +56,6 @@ from odradek.protocol.errors import (
     OdradekError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
-    UnknownServerError,
     UnknownTopicError,
     UnsupportedVersionError,
 )
@@ -68,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NONE = ErrorCode(0)
 NO_THROTTLE = datetime.timedelta(0)
 READ_COMMITTED = 1
 METADATA_READY_WAIT_S = 10.0  # a broker still loading its metadata answers once it knows (as GET /metadata)
@@ -86,22 +83,6 @@ class ClusterView(Protocol):
 
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
-
-
-def code(error: OdradekError | None) -> ErrorCode:
-    if error is None:
-        return NONE
-    try:
-        return ErrorCode(error.kafka_code)
-    except ValueError:
-        return ErrorCode(UnknownServerError.kafka_code)
-
-
-def _typed(e: Exception, what: str) -> OdradekError:
-    if isinstance(e, OdradekError):
-        return e
-    log.exception("Kafka %s failed", what, exc_info=e)
-    return UnknownServerError(f"{what} failed: {e}")
 
 
 def _ms(value: datetime.timedelta) -> int:
@@ -337,7 +318,7 @@ class KafkaApis:
             return await self._partitions.produce.append_batches(topic, partition, bytearray(records), acks,
                                                                  timeout_ms, verify_txn=verify)
         except Exception as e:
-            return _typed(e, f"produce to {topic}-{partition}")
+            return typed(e, f"produce to {topic}-{partition}")
 
     def _current_leader(self, leader_cls: type[Any] | None, error: OdradekError) -> Any:
         """Produce v10+ / Fetch v12+: where a client should go instead (KIP-951), from NOT_LEADER_OR_FOLLOWER."""
@@ -392,7 +373,7 @@ class KafkaApis:
                 topic, int(p.partition_index), FETCH_READ_COMMITTED if committed else FETCH_READ_UNCOMMITTED,
                 timestamp=int(p.timestamp), current_leader_epoch=int(getattr(p, "current_leader_epoch", -1))))
         except Exception as e:
-            return _typed(e, f"list offsets of {topic}-{p.partition_index}")
+            return typed(e, f"list offsets of {topic}-{p.partition_index}")
 
     # ------------------------------------------------------------------------------------------------ Fetch
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.kafka import codec
 from broker.kafka.authorization import TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import Request, make, nested
-from broker.kafka.groups import NO_THROTTLE, Handler, code, group_refusal, typed
+from broker.kafka.errors import code, coordinator_typed
+from broker.kafka.groups import NO_THROTTLE, Handler, group_refusal
 from broker.kafka.network import Connection
 from odradek.protocol.errors import (
     CoordinatorNotAvailableError,
@@ -97,7 +98,7 @@ class KafkaCoordinators:
         try:
             node = await locate(key)
         except Exception as e:
-            return -1, "", -1, typed(e, f"find the coordinator of {key!r}")
+            return -1, "", -1, coordinator_typed(e, f"find the coordinator of {key!r}")
         endpoint = self._endpoint(node, conn.listener.name)
         if endpoint is None:
             return -1, "", -1, CoordinatorNotAvailableError(

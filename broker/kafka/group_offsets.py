@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from broker.kafka import codec
 from broker.kafka.authorization import TOPIC, KafkaAuthorizer
 from broker.kafka.codec import Request, make, nested
-from broker.kafka.groups import NO_THROTTLE, NONE, GroupCluster, Handler, code, group_refusal, typed
+from broker.kafka.errors import code, coordinator_typed
+from broker.kafka.groups import NO_THROTTLE, NONE, GroupCluster, Handler, group_refusal
 from broker.kafka.network import Connection
 from odradek.protocol.errors import (
     GroupSubscribedToTopicError,
@@ -99,7 +100,7 @@ class KafkaGroupOffsets:
                 await self._groups.here(group, lambda c: c.commit(group, member_id, generation, offsets,
                                                                   instance_id=instance))
             except Exception as e:
-                failed = typed(e, f"offset commit of group {group}")
+                failed = coordinator_typed(e, f"offset commit of group {group}")
                 errors.update((tp, failed) for tp in offsets)
         part_cls = nested(cls, "OffsetCommitResponsePartition")
         return make(cls, throttle_time=NO_THROTTLE, topics=tuple(
@@ -140,7 +141,7 @@ class KafkaGroupOffsets:
             try:
                 committed = await self._groups.here(group, lambda c: c.fetch_offsets(group))
             except Exception as e:
-                error = typed(e, f"offset fetch of group {group}")
+                error = coordinator_typed(e, f"offset fetch of group {group}")
         if error is not None and not errors_in_partitions:
             return error, ()
 
@@ -194,7 +195,7 @@ class KafkaGroupOffsets:
                 except GroupSubscribedToTopicError as e:
                     errors.update(((name, p), e) for p in deletable)
                 except Exception as e:
-                    group_error = typed(e, f"offset delete of group {group}")
+                    group_error = coordinator_typed(e, f"offset delete of group {group}")
                     break
         if group_error is not None:
             return make(cls, error_code=code(group_error), throttle_time=NO_THROTTLE, topics=())

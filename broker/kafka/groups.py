@@ -26,21 +26,17 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import codec
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, GROUP, KafkaAuthorizer
 from broker.kafka.codec import Request, make, nested
+from broker.kafka.errors import NONE, code, coordinator_typed
 from broker.kafka.network import Connection
 from consumer_coordinator.classic_group import ClassicJoin, JoinResult
 from odradek.protocol.errors import (
-    CoordinationUnavailableError,
-    CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
     GroupIdNotFoundError,
     InvalidGroupIdError,
     OdradekError,
-    UnknownServerError,
 )
 
 if TYPE_CHECKING:
@@ -56,7 +52,6 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
 
-NONE = ErrorCode(0)
 NO_THROTTLE = datetime.timedelta(0)
 GROUP_TYPE = "classic"  # ListGroups v5: every group here is a classic one (no KIP-848 consumer groups)
 UNKNOWN_OPERATIONS = -2147483648  # authorized_operations when not asked for
@@ -73,26 +68,6 @@ class GroupCluster(Protocol):
     broker_id: int
     controller_id: int | None
     group_router: GroupRouter
-
-
-def code(error: OdradekError | None) -> ErrorCode:
-    if error is None:
-        return NONE
-    try:
-        return ErrorCode(error.kafka_code)
-    except ValueError:
-        return ErrorCode(UnknownServerError.kafka_code)
-
-
-def typed(e: Exception, what: str) -> OdradekError:
-    """The error a client is answered with for ``e``: typed errors as they are, ZooKeeper out of reach as
-    COORDINATOR_NOT_AVAILABLE (retriable), anything else UNKNOWN_SERVER_ERROR (logged: a bug)."""
-    if isinstance(e, CoordinationUnavailableError):
-        return CoordinatorNotAvailableError(f"{what}: {e.message}")
-    if isinstance(e, OdradekError):
-        return e
-    log.exception("Kafka %s failed", what, exc_info=e)
-    return UnknownServerError(f"{what} failed: {e}")
 
 
 def group_refusal(auth: KafkaAuthorizer, conn: Connection, operation: str, group: str | None) -> OdradekError | None:
@@ -150,7 +125,7 @@ class KafkaGroups:
             try:
                 outcome = await self._groups.here(group, lambda c: c.join_classic(group, join))
             except Exception as e:
-                error = typed(e, f"join group {group}")
+                error = coordinator_typed(e, f"join group {group}")
             else:
                 member_id = outcome.member_id
                 if isinstance(outcome.answer, JoinResult):
@@ -186,7 +161,7 @@ class KafkaGroups:
                     group, member_id, instance, int(body.generation_id), getattr(body, "protocol_type", None),
                     getattr(body, "protocol_name", None), assignments))
             except Exception as e:
-                error = typed(e, f"sync group {group}")
+                error = coordinator_typed(e, f"sync group {group}")
             else:
                 return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, protocol_type=synced.protocol_type,
                             protocol_name=synced.protocol_name, assignment=synced.assignment)
@@ -206,7 +181,7 @@ class KafkaGroups:
                 await self._groups.here(group, lambda c: c.heartbeat_classic(group, member_id, instance,
                                                                              int(body.generation_id)))
             except Exception as e:
-                error = typed(e, f"heartbeat of group {group}")
+                error = coordinator_typed(e, f"heartbeat of group {group}")
         return make(cls, throttle_time=NO_THROTTLE, error_code=code(error))
 
     # ----------------------------------------------------------------------------------------- LeaveGroup
@@ -228,7 +203,7 @@ class KafkaGroups:
             try:
                 errors = await self._groups.here(group, lambda c: c.leave_classic(group, leaving))
             except Exception as e:
-                error = typed(e, f"leave group {group}")
+                error = coordinator_typed(e, f"leave group {group}")
         if version < 3:
             return make(cls, throttle_time=NO_THROTTLE, error_code=code(error or (errors[0] if errors else None)))
         member_cls = nested(cls, "MemberResponse")
@@ -259,7 +234,7 @@ class KafkaGroups:
                             error_message=e.message if version >= 6 else None, group_id=group, group_state="Dead",
                             protocol_type="", protocol_data="", members=(), authorized_operations=operations)
             except Exception as e:
-                error = typed(e, f"describe group {group}")
+                error = coordinator_typed(e, f"describe group {group}")
             else:
                 return make(group_cls, error_code=NONE, error_message=None, group_id=group,
                             group_state=summary.state, protocol_type=summary.protocol_type,
@@ -286,7 +261,7 @@ class KafkaGroups:
             listings = await self._groups.coordinator.listings(
                 unclaimed=self._cluster.controller_id == self._cluster.broker_id)
         except Exception as e:
-            error = typed(e, "list groups")
+            error = coordinator_typed(e, "list groups")
             return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), groups=())
         see_all = self._auth.allowed(conn, "Describe", CLUSTER, CLUSTER_NAME)
         listed_cls = nested(cls, "ListedGroup")
@@ -312,6 +287,6 @@ class KafkaGroups:
                 try:
                     await self._groups.here(group, lambda c, g=group: c.delete(g), must_exist=True)
                 except Exception as e:
-                    error = typed(e, f"delete group {group}")
+                    error = coordinator_typed(e, f"delete group {group}")
             results.append(make(result_cls, group_id=group, error_code=code(error)))
         return make(cls, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -17,11 +17,10 @@ import datetime
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka import codec
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, KafkaAuthorizer
 from broker.kafka.codec import OFFSET_FOR_LEADER_EPOCH, Request, make, nested
+from broker.kafka.errors import code
 from broker.kafka.network import Connection
 from odradek.protocol.errors import (
     ClusterAuthorizationFailedError,
@@ -70,7 +69,7 @@ class LeaderEpochApis:
                     except Exception as e:  # a fault of this partition's state: its error, not the connection's
                         log.exception("OffsetForLeaderEpoch of %s-%s failed", name, p.partition)
                         error = UnknownServerError(f"OffsetForLeaderEpoch of {name}-{p.partition} failed: {e}")
-                entries.append(make(end_cls, error_code=_code(error), partition=int(p.partition), leader_epoch=epoch,
+                entries.append(make(end_cls, error_code=code(error), partition=int(p.partition), leader_epoch=epoch,
                                     end_offset=end))
             topics.append(make(nested(cls, "OffsetForLeaderTopicResult"), topic=name, partitions=tuple(entries)))
         return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
@@ -84,6 +83,3 @@ class LeaderEpochApis:
             return TopicAuthorizationFailedError(f"{principal} may not Describe topic {topic}")
         return None
 
-
-def _code(error: OdradekError | None) -> ErrorCode:
-    return ErrorCode(0 if error is None else error.kafka_code)

@@ -38,9 +38,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka import codec
 from broker.kafka.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, Request, make
+from broker.kafka.errors import code
 from broker.kafka.network import CloseConnection, Connection, Dispatch
 from broker.security.sasl import Credentials, SaslMechanism, new_mechanism
-from odradek.protocol.errors import InvalidRequestError, OdradekError, UnsupportedVersionError
+from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.security_errors import (
     AuthenticationFailedError,
     IllegalSaslStateError,
@@ -54,9 +55,6 @@ NONE = ErrorCode(0)
 _SIZE = struct.Struct(">i")
 
 
-def _code(error: OdradekError) -> ErrorCode:
-    return ErrorCode(error.kafka_code)
-
 
 class SaslApis:
     """SaslHandshake and SaslAuthenticate that reach ``KafkaApis``: the connection is past SASL (or never had
@@ -67,7 +65,7 @@ class SaslApis:
 
     async def handle_sasl_handshake(self, conn: Connection, request: Request) -> Any:
         cls = codec.response_class(SASL_HANDSHAKE, request.header.api_version)
-        return make(cls, error_code=_code(IllegalSaslStateError("")), mechanisms=())
+        return make(cls, error_code=code(IllegalSaslStateError("")), mechanisms=())
 
     async def handle_sasl_authenticate(self, conn: Connection, request: Request) -> Any:
         error = IllegalSaslStateError("SaslAuthenticate request received after successful authentication"
@@ -75,7 +73,7 @@ class SaslApis:
                                       f"listener {conn.listener.name} ({conn.listener.security_protocol}) "
                                       "does not authenticate with SASL")
         cls = codec.response_class(SASL_AUTHENTICATE, request.header.api_version)
-        return make(cls, error_code=_code(error), error_message=error.message, auth_bytes=b"")
+        return make(cls, error_code=code(error), error_message=error.message, auth_bytes=b"")
 
 
 @dataclass(slots=True)
@@ -131,7 +129,7 @@ class SaslGate:
         if chosen not in self.mechanisms or self._credentials is None:
             error = UnsupportedSaslMechanismError(f"SASL mechanism {chosen!r} is not enabled on listener "
                                                   f"{conn.listener.name}; enabled: {', '.join(self.mechanisms)}")
-            body = make(cls, error_code=_code(error), mechanisms=self.mechanisms)
+            body = make(cls, error_code=code(error), mechanisms=self.mechanisms)
             raise CloseConnection(error.message, codec.encode_response(
                 SASL_HANDSHAKE, version, request.header.correlation_id, body))
         exchange.mechanism = new_mechanism(chosen, self._credentials)
@@ -148,7 +146,7 @@ class SaslGate:
             answer = await mechanism.evaluate(bytes(request.body.auth_bytes))
         except AuthenticationFailedError as e:
             await self._failed(conn, mechanism, e)
-            body = make(cls, error_code=_code(e), error_message=e.message, auth_bytes=b"")
+            body = make(cls, error_code=code(e), error_message=e.message, auth_bytes=b"")
             raise CloseConnection(f"authentication failed: {e.message}", codec.encode_response(
                 SASL_AUTHENTICATE, version, request.header.correlation_id, body)) from None
         self._maybe_complete(conn, mechanism)

@@ -56,13 +56,13 @@ from broker.kafka.codec import (
     make,
     nested,
 )
+from broker.kafka.errors import code, coordinator_typed
 from broker.kafka.network import Connection
 from broker.produce.producers import ProducerStates
 from broker.transaction_router import ProducerIdAndEpoch
 from odradek.protocol.errors import (
     ClusterAuthorizationFailedError,
     ConcurrentTransactionsError,
-    CoordinationUnavailableError,
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
     InvalidGroupIdError,
@@ -75,7 +75,6 @@ from odradek.protocol.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     TransactionalIdNotFoundError,
-    UnknownServerError,
     UnknownTopicError,
 )
 from transaction_coordinator import state as txn_state
@@ -108,26 +107,6 @@ class TxnCluster(Protocol):
     controller_id: int | None
     txn_router: TransactionRouter
     router: LeaderRouter
-
-
-def _code(error: OdradekError | None) -> ErrorCode:
-    if error is None:
-        return NONE
-    try:
-        return ErrorCode(error.kafka_code)
-    except ValueError:
-        return ErrorCode(UnknownServerError.kafka_code)
-
-
-def _typed(e: Exception, what: str) -> OdradekError:
-    """The error a client is answered with for ``e``: typed errors as they are, ZooKeeper out of reach as
-    COORDINATOR_NOT_AVAILABLE (retriable), anything else UNKNOWN_SERVER_ERROR (logged: a bug)."""
-    if isinstance(e, CoordinationUnavailableError):
-        return CoordinatorNotAvailableError(f"{what}: {e.message}")
-    if isinstance(e, OdradekError):
-        return e
-    log.exception("Kafka %s failed", what, exc_info=e)
-    return UnknownServerError(f"{what} failed: {e}")
 
 
 def _fenced_as(error: OdradekError, knows_producer_fenced: bool) -> OdradekError:
@@ -194,8 +173,8 @@ class KafkaTransactions:
         try:
             answer = await self._init_producer_id(conn, body)
         except Exception as e:
-            error = _fenced_as(_typed(e, "InitProducerId"), version >= 4)
-            return make(cls, throttle_time=NO_THROTTLE, error_code=_code(error), producer_id=NO_ID,
+            error = _fenced_as(coordinator_typed(e, "InitProducerId"), version >= 4)
+            return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), producer_id=NO_ID,
                         producer_epoch=NO_ID)
         return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, producer_id=answer.producer_id,
                     producer_epoch=answer.producer_epoch)
@@ -236,7 +215,7 @@ class KafkaTransactions:
         if self._denied(conn, "ClusterAction", CLUSTER, CLUSTER_NAME):
             error = ClusterAuthorizationFailedError(
                 f"{self._auth.principal(conn)} may not ClusterAction: AddPartitionsToTxn v4 is for brokers")
-            return make(cls, throttle_time=NO_THROTTLE, error_code=_code(error), results_by_transaction=())
+            return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), results_by_transaction=())
         out = []
         for txn in body.transactions:
             results = await self._add_partitions(conn, 4, txn.transactional_id, int(txn.producer_id),
@@ -250,7 +229,7 @@ class KafkaTransactions:
         part_cls = nested(cls, "AddPartitionsToTxnPartitionResult")
         return tuple(
             make(nested(cls, "AddPartitionsToTxnTopicResult"), name=topic,
-                 results_by_partition=tuple(make(part_cls, partition_index=p, partition_error_code=_code(e))
+                 results_by_partition=tuple(make(part_cls, partition_index=p, partition_error_code=code(e))
                                             for p, e in parts.items()))
             for topic, parts in results.items())
 
@@ -283,7 +262,7 @@ class KafkaTransactions:
                 return {t: {p: absent if (t, p) in missing else None for p in ps} for t, ps in results.items()}
             await self._txn.add_partitions(tid, pid, epoch, wanted)
         except Exception as e:
-            error = _fenced_as(_typed(e, "AddPartitionsToTxn"), version >= 2)
+            error = _fenced_as(coordinator_typed(e, "AddPartitionsToTxn"), version >= 2)
             return {t: dict.fromkeys(ps, error) for t, ps in results.items()}
         return results
 
@@ -306,9 +285,9 @@ class KafkaTransactions:
             await self._txn.add_offsets(tid, int(body.producer_id), int(body.producer_epoch),
                                         TxnOffsets(group, -1, ()))
         except Exception as e:
-            error = _fenced_as(_typed(e, "AddOffsetsToTxn"), version >= 2)
+            error = _fenced_as(coordinator_typed(e, "AddOffsetsToTxn"), version >= 2)
         return make(codec.response_class(ADD_OFFSETS_TO_TXN, version), throttle_time=NO_THROTTLE,
-                    error_code=_code(error))
+                    error_code=code(error))
 
     # ----------------------------------------------------------------------------------------------- EndTxn
 
@@ -324,8 +303,8 @@ class KafkaTransactions:
             _check_id(tid, "transactional.id")
             await self._txn.end(tid, int(body.producer_id), int(body.producer_epoch), bool(body.committed))
         except Exception as e:
-            error = _fenced_as(_typed(e, "EndTxn"), version >= 2)
-        return make(codec.response_class(END_TXN, version), throttle_time=NO_THROTTLE, error_code=_code(error),
+            error = _fenced_as(coordinator_typed(e, "EndTxn"), version >= 2)
+        return make(codec.response_class(END_TXN, version), throttle_time=NO_THROTTLE, error_code=code(error),
                     producer_id=NO_ID, producer_epoch=NO_ID)
 
     # -------------------------------------------------------------------------------------- TxnOffsetCommit
@@ -365,7 +344,7 @@ class KafkaTransactions:
                 await self._txn.add_offsets(tid, int(body.producer_id), int(body.producer_epoch), TxnOffsets(
                     group, int(getattr(body, "generation_id", -1)), tuple(offsets)))
             except Exception as e:
-                error = _fenced_as(_typed(e, "TxnOffsetCommit"), False)
+                error = _fenced_as(coordinator_typed(e, "TxnOffsetCommit"), False)
                 if isinstance(error, ConcurrentTransactionsError):
                     # Not an error clients expect from a group coordinator: retriable as the coordinator moving.
                     error = CoordinatorNotAvailableError(error.message)
@@ -374,7 +353,7 @@ class KafkaTransactions:
         by_topic: dict[str, list[Any]] = {}
         part_cls = nested(cls, "TxnOffsetCommitResponsePartition")
         for (t, p), e in errors.items():
-            by_topic.setdefault(t, []).append(make(part_cls, partition_index=p, error_code=_code(e)))
+            by_topic.setdefault(t, []).append(make(part_cls, partition_index=p, error_code=code(e)))
         return make(cls, throttle_time=NO_THROTTLE, topics=tuple(
             make(nested(cls, "TxnOffsetCommitResponseTopic"), name=t, partitions=tuple(ps))
             for t, ps in by_topic.items()))
@@ -402,8 +381,8 @@ class KafkaTransactions:
                                           coordinator_epoch=-1, current_txn_start_offset=a.current_txn_start_offset)
                                      for a in self._producers.describe(name, int(p))]
                     except Exception as e:
-                        error = _typed(e, f"DescribeProducers of {name}-{p}")
-                entries.append(make(part_cls, partition_index=int(p), error_code=_code(error),
+                        error = coordinator_typed(e, f"DescribeProducers of {name}-{p}")
+                entries.append(make(part_cls, partition_index=int(p), error_code=code(error),
                                     error_message=None if error is None else error.message,
                                     active_producers=tuple(producers)))
             topics.append(make(nested(cls, "TopicResponse"), name=name, partitions=tuple(entries)))
@@ -428,9 +407,9 @@ class KafkaTransactions:
                 if st is None:
                     raise TransactionalIdNotFoundError(f"no producer ever initialized transactional id {tid!r}")
             except Exception as e:
-                error = _typed(e, f"DescribeTransactions of {tid!r}")
+                error = coordinator_typed(e, f"DescribeTransactions of {tid!r}")
             if st is None or error is not None:
-                out.append(make(state_cls, error_code=_code(error), transactional_id=tid, transaction_state="",
+                out.append(make(state_cls, error_code=code(error), transactional_id=tid, transaction_state="",
                                 transaction_timeout=NO_THROTTLE, transaction_start_time=_time(0),
                                 producer_id=NO_ID, producer_epoch=NO_ID, topics=()))
                 continue
@@ -459,8 +438,8 @@ class KafkaTransactions:
         try:
             listed = await self._txn.list_states(self._cluster.controller_id == self._cluster.broker_id)
         except Exception as e:
-            error = _typed(e, "ListTransactions")
-            return make(cls, throttle_time=NO_THROTTLE, error_code=_code(error), unknown_state_filters=unknown,
+            error = coordinator_typed(e, "ListTransactions")
+            return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), unknown_state_filters=unknown,
                         transaction_states=())
         now_ms = time.time_ns() // 1_000_000
         out = []
