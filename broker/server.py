@@ -117,7 +117,7 @@ class Broker:
             connect_timeout_s=config.zk_connect_timeout_ms / 1000,
             digest=config.security.zk_digest, set_acl=config.security.zk_set_acl,
         )
-        # Security (broker/security/, docs/security.md): None on an open cluster, as before issue 18.
+        # Security (broker/security/, docs/security.md): None on an open cluster (no TLS listener, no authorizer).
         sec = config.security
         self.security = SecurityService(sec, self.zk) if sec.secured or sec.authorizer_enabled else None
         self.cache = MetadataCache()

@@ -72,7 +72,7 @@ JOIN_WAIT_SLACK_S = 10.0  # beyond the group's rebalance timeout, which the tick
 
 def now_ms() -> int:
     """The clock of sessions, heartbeats and rebalance deadlines: monotonic, so a wall-clock step (NTP) neither
-    expires every member at once nor parks a rebalance in the future (found by odradek verify's clock faults)."""
+    expires every member at once nor parks a rebalance in the future."""
     return time.monotonic_ns() // 1_000_000
 
 

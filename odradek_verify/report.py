@@ -22,7 +22,7 @@ REST_DUPLICATES = ("not failing: REST v2 produce has no idempotence (as in Confl
 
 
 def duplicates_fail(report: dict[str, Any]) -> bool:
-    """Duplicates are a failure when every producer was idempotent (reports before the flag: ``via client``)."""
+    """Duplicates are a failure when every producer was idempotent (a report without the flag: ``via client``)."""
     return bool(report.get("idempotent_producer", report.get("via") == "client"))
 
 

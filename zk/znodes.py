@@ -135,7 +135,7 @@ class BrokerIdZNode:
         }
         if info.rack is not None:
             obj["rack"] = info.rack
-        if info.kafka_endpoints:  # only then: a broker without a Kafka listener registers as it always did
+        if info.kafka_endpoints:  # only then: a broker without a Kafka listener writes no kafka_endpoints key
             obj["kafka_endpoints"] = [
                 {"listener": e.listener, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
                 for e in info.kafka_endpoints]
@@ -420,7 +420,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 
 
 # ===================================================================================================== groups
-# Consumer groups (issue 11): coordinated by one broker, kept in ZooKeeper. The contract with clients and the
+# Consumer groups: coordinated by one broker, kept in ZooKeeper. The contract with clients and the
 # layout is docs/consumer-groups.md; zk/groups.py holds the verbs. Offsets are JSON here (with metadata and
 # commit time); ConsumerOffsetZNode above keeps the old consumer's bare decimal format, which
 # ConsumerGroupOffsetZNode.decode also reads.

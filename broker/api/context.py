@@ -1,7 +1,7 @@
 """What every HTTP handler needs from the application, in a module that imports no handler.
 
-Why: handlers used to import the broker key from ``app.py``, which imports the handlers, so the package was one
-import cycle and the key was untyped. ``BROKER`` is a typed ``web.AppKey[Broker]``: ``request.app[BROKER]`` is
+Why: ``app.py`` imports the handlers, so a handler taking the broker key from ``app.py`` would close an import
+cycle, and a plain string key is untyped. ``BROKER`` is a typed ``web.AppKey[Broker]``: ``request.app[BROKER]`` is
 a ``Broker`` to a type checker, with no runtime import of the broker (which imports this package).
 """
 

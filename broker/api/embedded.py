@@ -118,7 +118,7 @@ _KNOWN_TOP = frozenset({"records", "key_schema", "key_schema_id", "value_schema"
 
 
 # A JSON body may hold at most this many JSON values (counted by their separators) per record allowed: a bound
-# on what parsing it costs, checked before parsing (one 11 MiB body of 10^6 tiny records once cost 4 GB).
+# on what parsing it costs, checked before parsing (unbounded, 11 MiB of 10^6 tiny records takes about 4 GB).
 VALUES_PER_RECORD = 64
 
 

@@ -10,7 +10,7 @@ its ``key`` and ``value`` members. Each member value is skipped with the C scann
 module (``scan_once`` returns where the value ends), so the Python walk only visits top-level keys and record
 members, never the inside of a value. Duplicate names resolve as orjson resolves them (the last one wins), so
 the slices always belong to the record orjson validated. Insignificant whitespace is removed from a slice
-(``{"a": 1}`` is stored as ``{"a":1}``, as before); nothing else changes.
+(``{"a": 1}`` is stored as ``{"a":1}``, the compact form a re-encoding gives); nothing else changes.
 """
 
 from __future__ import annotations

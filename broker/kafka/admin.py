@@ -1,4 +1,4 @@
-"""Cluster administration over Kafka's wire protocol (issue 23): the admin APIs' handlers, built over the
+"""Cluster administration over Kafka's wire protocol: the admin APIs' handlers, built over the
 broker's admin services and registered with ``KafkaApis`` as one table.
 
 One module per concept: topics and records (admin_topics.py), configs (admin_configs.py), the cluster and its

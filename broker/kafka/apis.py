@@ -122,7 +122,7 @@ class KafkaApis:
         self._handlers.update(KafkaGroupOffsets(cluster, cache, authorizer).handlers())  # broker/kafka/group_offsets.py
         from broker.kafka.admin import AdminApis  # here: its handlers import this module's helpers
 
-        self._handlers.update(AdminApis(cluster, authorizer).handlers())  # topics, configs, ACLs, quotas (issue 23)
+        self._handlers.update(AdminApis(cluster, authorizer).handlers())  # topics, configs, ACLs, quotas
         assert set(codec.SUPPORTED) <= set(self._handlers), "an API is advertised without a handler"
 
     async def handle(self, conn: Connection, frame: bytes) -> bytes | None:

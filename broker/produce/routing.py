@@ -3,10 +3,10 @@
 Why this exists: right after a topic is created (or a leader moves), a broker's view passes through states in
 which "who leads" is not yet answerable: the partition state znode has no leader yet, this broker's metadata
 cache has not seen the topic, or the cache names this broker as leader while its local replica has not become
-leader yet. Answering at once made a REST produce right after a v3 topic creation fail about one request in
-three, once with a message naming the same broker twice ("broker 2 is not the leader of t3-0; broker 2 is"),
-because that answer mixed two sources (the cache's leader and the local replica's role). Confluent's REST
-Proxy hides these windows behind its embedded producer's retries; we wait, bounded by the request's deadline.
+leader yet. Answering at once would fail a REST produce sent right after a v3 topic creation, and an answer
+that mixes two sources (the cache's leader and the local replica's role) can contradict itself, naming the same
+broker as both "not the leader" and the leader. Confluent's REST Proxy hides these windows behind its embedded
+producer's retries; we wait, bounded by the request's deadline.
 
 One source of truth: the metadata cache (ZooKeeper's partition state) says *who* leads; the local replica only
 says whether *our own* leadership is active yet. So:

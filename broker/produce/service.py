@@ -15,9 +15,10 @@ LogValidator checks them (a refused batch leaves no trace) and appended here, or
 
 It resends only when the first attempt certainly wrote nothing (``retry_is_safe``): a REST produce carries no
 producer id or sequence, so a resend after an append that did happen is a second copy the client never asked
-for (a fault run duplicated values of REST producers that never retried, when an acks=all wait lost its
-leadership). An ambiguous failure goes back to the client as a retriable per-record error instead; the client
-decides, and an ``Idempotency-Key`` makes its retry (and ours) safe.
+for (an acks=all wait that loses its leadership after the append is such a case: a broker-side resend would
+duplicate values of a REST producer that never retried). An ambiguous failure goes back to the client as a
+retriable per-record error instead; the client decides, and an ``Idempotency-Key`` makes its retry (and ours)
+safe.
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: Prod
                   keys: IdempotencyKeys | None, key: str | None) -> AppendResult:
     """A leader append with the idempotence checks, run on the partition's storage queue (so atomic)."""
     # Idempotency keys live only in this leader's memory, so their TTL runs on the monotonic clock: a wall-clock
-    # step (NTP) must not forget them (a retried REST produce written twice) nor keep them (odradek verify found it).
+    # step (NTP) must neither forget them early (a retried REST produce would be written twice) nor keep them past
+    # their TTL.
     now = time.monotonic_ns() // 1_000_000
     if key is not None and keys is not None:
         hit = keys.get(key, now)

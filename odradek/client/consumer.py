@@ -1,4 +1,4 @@
-"""The consumer (manual assignment; no groups yet): fetches record batches from partition leaders.
+"""The consumer (manual assignment; group_consumer.py adds groups): fetches record batches from partition leaders.
 
 How several partitions are read without one starving the others: the binary fetch is per partition, so each
 assigned partition has at most one fetch in flight on a small thread pool, each a long-poll of up to
@@ -8,9 +8,9 @@ most one response per partition. Every fetch carries the partition's *epoch*, bu
 resets, and an answer for an old epoch is dropped, so a seek is never undone by a fetch already in flight.
 
 OFFSET_OUT_OF_RANGE resets a position only when the position is really outside the log (``out_of_range_action``):
-below the log start, or above the log end of a leader that is current, confirmed after a metadata refresh. A
-fault run caught a group member rewinding from offset 14222 to 0: a new leader (whose high watermark lags the old
-one's) called the position out of range, and the consumer applied ``auto_offset_reset="earliest"`` at once.
+below the log start, or above the log end of a leader that is current, confirmed after a metadata refresh. A new
+leader's high watermark may lag the old one's, so it can call a valid position out of range; resetting at once
+(``auto_offset_reset="earliest"``) would rewind a group member to the log start and re-read everything.
 """
 
 from __future__ import annotations

@@ -376,8 +376,8 @@ class Producer:
     def _stop_sending(self, unsent: list[tuple[TopicPartition, str, list[ProducerBatch]]]) -> None:
         """The I/O pool refuses work: the interpreter is exiting (its atexit hook shuts every pool down while this
         daemon thread still runs), or the producer was torn down around us. Fail every record not yet sent, with
-        an error that says so, and let the sender end; retrying would only log the same refusal in a loop (as a
-        fault run's producer did after a timed-out flush)."""
+        an error that says so, and let the sender end; retrying would only log the same refusal in a loop (e.g. after
+        a timed-out flush)."""
         with self._cond:
             self._sender_done = True
             self._refreshing = False

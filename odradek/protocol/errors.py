@@ -555,16 +555,16 @@ class ConcurrentTransactionsError(OdradekError):
     retriable = True
 
 
-# Split by concept (this module's line limit): request-limit and replica-fetch errors live there and register
-# here on import, so ``from odradek.protocol.errors import PolicyViolationError`` and error_for keep working.
-from odradek.protocol.admin_errors import (  # noqa: E402, F401  (Kafka's admin APIs: issue 23)
+# Kept apart by concept (this module's line limit): request-limit and replica-fetch errors live there and register
+# here on import, so ``from odradek.protocol.errors import PolicyViolationError`` and error_for both work.
+from odradek.protocol.admin_errors import (  # noqa: E402, F401  (Kafka's admin APIs)
     InvalidReplicaAssignmentError,
     MismatchedEndpointTypeError,
     ReassignmentInProgressError,
     SecurityDisabledError,
     UnknownTopicIdError,
 )
-from odradek.protocol.group_errors import (  # noqa: E402, F401  (Kafka's classic group protocol: issue 23)
+from odradek.protocol.group_errors import (  # noqa: E402, F401  (Kafka's classic group protocol)
     FencedInstanceIdError,
     InconsistentGroupProtocolError,
     MemberIdRequiredError,
@@ -578,14 +578,14 @@ from odradek.protocol.limit_errors import (  # noqa: E402, F401
     UnknownLeaderEpochError,
     UnsupportedForMessageFormatError,
 )
-from odradek.protocol.security_errors import (  # noqa: E402, F401  (401/403: issue 18, docs/security.md)
+from odradek.protocol.security_errors import (  # noqa: E402, F401  (401/403: docs/security.md)
     AuthenticationFailedError,
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
 )
-from odradek.protocol.txn_errors import (  # noqa: E402, F401  (Kafka's transaction APIs: issue 23)
+from odradek.protocol.txn_errors import (  # noqa: E402, F401  (Kafka's transaction APIs)
     OperationNotAttemptedError,
     TransactionalIdNotFoundError,
 )

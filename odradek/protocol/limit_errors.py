@@ -1,7 +1,7 @@
-"""Errors of the broker's request limits and of replica-fetch checks (issue 10), split from errors.py by concept.
+"""Errors of the broker's request limits and of replica-fetch checks, kept apart from errors.py by concept.
 
 errors.py imports this module at its end, so every class here is registered (``error_for`` finds it by name)
-and importable from ``odradek.protocol.errors`` as before.
+and importable from ``odradek.protocol.errors`` too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Security errors (issue 18, docs/security.md): 401 when a request carries no valid identity, 403 when the
+"""Security errors (docs/security.md): 401 when a request carries no valid identity, 403 when the
 identity may not do what it asked (Kafka's SASL_AUTHENTICATION_FAILED and *_AUTHORIZATION_FAILED codes).
 
 Apart from errors.py only for its length; errors.py imports this module, so ``error_for`` knows these names."""

@@ -1,4 +1,4 @@
-"""Errors of transactions that only Kafka's transaction APIs name, split from errors.py by concept.
+"""Errors of transactions that only Kafka's transaction APIs name, kept apart from errors.py by concept.
 
 errors.py imports this module at its end, so every class here is registered (``error_for`` finds it by name)
 and importable from ``odradek.protocol.errors``. Each carries Kafka's name and code, which the Kafka front door
