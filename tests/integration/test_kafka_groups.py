@@ -46,6 +46,9 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms: the shortest session a member may ask for
 HEARTBEAT_MS = 500
+# The join-and-leave members' session: librdkafka's default. They leave with LeaveGroup (close), so a long session
+# costs no time, and a loaded machine cannot expire a live member (a lost member may rightly see its records again).
+MEMBER_SESSION_MS = 45_000
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +108,7 @@ class Member(threading.Thread):
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
             "partition.assignment.strategy": strategy, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
+            "auto.offset.reset": "earliest", "session.timeout.ms": MEMBER_SESSION_MS,
             "heartbeat.interval.ms": HEARTBEAT_MS, "fetch.wait.max.ms": 100})
         self.topic = topic
         self.seen, self.lock = seen, lock
@@ -113,6 +116,7 @@ class Member(threading.Thread):
         self.assigned: set[int] = set()
         self.stop_event = threading.Event()
         self.errors: list[BaseException] = []
+        self.lost: list[list[int]] = []
 
     def _commit(self, partitions: list[int]) -> None:
         offsets = [TopicPartition(self.topic, p, self.positions[p]) for p in partitions if p in self.positions]
@@ -130,10 +134,18 @@ class Member(threading.Thread):
             self.positions.pop(p, None)
         self.assigned -= set(gone)
 
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        # Lost, not revoked: another member may own them already, so nothing is committed (Kafka's rule).
+        gone = [tp.partition for tp in partitions]
+        self.lost.append(gone)
+        for p in gone:
+            self.positions.pop(p, None)
+        self.assigned -= set(gone)
+
     def run(self) -> None:
         try:
             self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                    on_lost=self._on_revoke)
+                                    on_lost=self._on_lost)
             uncommitted: set[int] = set()
             while not self.stop_event.is_set():
                 batch = self.consumer.consume(num_messages=100, timeout=0.2)
@@ -208,6 +220,8 @@ def run_members_one_after_the_other(cluster: LocalProcessBackend, strategy: str)
     owners: dict[tuple[int, int], list[str]] = {}
     for who, p, o in records:
         owners.setdefault((p, o), []).append(who)
+    lost = {m.member: m.lost for m in members if m.lost}
+    assert not lost, f"members lost partitions without a revoke (a {MEMBER_SESSION_MS} ms session expired): {lost}"
     twice = {k: v for k, v in owners.items() if len(v) > 1}
     assert not twice, f"consumed more than once: {sorted(twice.items())[:5]}"
     ends = end_offsets(cluster.broker_url(1), topic, partitions)
