@@ -147,7 +147,7 @@ def _bootstrap(opts: Mapping[str, str]) -> tuple[str, ...]:
     if raw is None:
         raise OptionError(
             "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required: the HTTP address of one or "
-            "more brokers, e.g. 'http://127.0.0.1:9092,http://127.0.0.1:9093'"
+            "more brokers, e.g. 'http://127.0.0.1:8082,http://127.0.0.1:8083'"
         )
     urls: list[str] = []
     for item in raw.split(","):
