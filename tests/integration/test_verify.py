@@ -20,6 +20,7 @@ import pytest
 from odradek_verify import checker
 from odradek_verify.netns import netns_supported
 from odradek_verify.workload import History, PollOp, WriteOp
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NETWORK_KINDS = {"part-leader-followers", "part-broker-zk", "part-majority-minority", "part-2013",
@@ -118,7 +119,8 @@ def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
     assert (q["lost"], q["duplicated"], q["misplaced"], q["reordered"], q["unexpected"]) == (0, 0, 0, 0, 0), q
     assert r["divergent"] == 0 and r["offsets_compared"] > 0, r
     assert (tmp_path / "verify" / "timeline.png").stat().st_size > 10_000
-    assert not _leftovers(tmp_path / "verify"), "namespaces or loop devices left behind"
+    # A detached loop device goes once its last user (a broker process being reaped) lets go: wait for that.
+    wait_until(lambda: not _leftovers(tmp_path / "verify"), SLOW_MACHINE_S, "no namespace or loop device left")
     failed = report["verdict"]
     assert code == (0 if failed == "pass" else 1)
 
@@ -142,4 +144,5 @@ def test_planted_bug_ack_before_isr_is_caught(tmp_path: Path) -> None:
     assert "--unsafe-ack-before-isr" in cluster["broker_args"]  # a broker flag, not an environment variable
     assert report["queue"]["lost"] > 0, report["queue"]
     assert code == 1 and "lost" in report["verdict"]
-    assert not _leftovers(tmp_path / "verify"), "namespaces or loop devices left behind"
+    # A detached loop device goes once its last user (a broker process being reaped) lets go: wait for that.
+    wait_until(lambda: not _leftovers(tmp_path / "verify"), SLOW_MACHINE_S, "no namespace or loop device left")
