@@ -461,16 +461,7 @@ class ClassicGroup:
              protocol_name: str | None, assignments: dict[str, bytes], now_ms: int) -> Effects:
         """A SyncGroup. The member's own answer is in the effects when it is answered at once (Stable, or its
         leader's sync), else its sync is parked until the leader's comes. Raises the errors Kafka answers."""
-        if self.state == DEAD:
-            raise CoordinatorNotAvailableError(f"group {self.group_id!r} was removed from this coordinator")
-        if self._fenced(member_id, instance):
-            raise FencedInstanceIdError(f"instance {instance!r} is another member now")
-        member = self.members.get(member_id)
-        if member is None:
-            raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id!r}")
-        if generation != self.generation:
-            raise IllegalGenerationError(f"generation {generation} is not group {self.group_id!r}'s current "
-                                         f"generation {self.generation}")
+        member = self._current_member(member_id, instance, generation)
         if (protocol_type is not None and protocol_type != self.protocol_type) or (
                 protocol_name is not None and protocol_name != self.protocol_name):
             raise InconsistentGroupProtocolError(
@@ -509,9 +500,9 @@ class ClassicGroup:
 
     # ------------------------------------------------------------------------------------ liveness, exit
 
-    def heartbeat(self, member_id: str, instance: str | None, generation: int, now_ms: int) -> None:
-        """Raises REBALANCE_IN_PROGRESS while the group prepares a rebalance (the member must join again), and
-        Kafka's other heartbeat errors; a heartbeat in CompletingRebalance is fine (the member syncs next)."""
+    def _current_member(self, member_id: str, instance: str | None, generation: int) -> ClassicMember:
+        """The member a sync, heartbeat or commit names, in the group's current generation (Kafka's checks, in
+        Kafka's order: the group gone, a fenced static instance, an unknown member, a stale generation)."""
         if self.state == DEAD:
             raise CoordinatorNotAvailableError(f"group {self.group_id!r} was removed from this coordinator")
         if self._fenced(member_id, instance):
@@ -522,6 +513,12 @@ class ClassicGroup:
         if generation != self.generation:
             raise IllegalGenerationError(f"generation {generation} is not group {self.group_id!r}'s current "
                                          f"generation {self.generation}")
+        return member
+
+    def heartbeat(self, member_id: str, instance: str | None, generation: int, now_ms: int) -> None:
+        """Raises REBALANCE_IN_PROGRESS while the group prepares a rebalance (the member must join again), and
+        Kafka's other heartbeat errors; a heartbeat in CompletingRebalance is fine (the member syncs next)."""
+        member = self._current_member(member_id, instance, generation)
         if self.state == EMPTY:
             raise UnknownMemberIdError(f"group {self.group_id!r} is empty: join again")
         member.last_heartbeat_ms = now_ms
