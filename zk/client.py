@@ -14,6 +14,29 @@ Concurrency: ``ZkClient`` is thread-safe (kazoo is); its methods block for one o
 so asyncio callers run them with ``asyncio.to_thread``. Watches are one-shot: a verb that takes ``watch`` arms
 it on the node it reads, and the callback runs on a kazoo thread with no arguments. Callers must only hand a
 signal to their event loop from it and re-read state when they handle the signal (the read re-arms it).
+
+Partition states (``/brokers/topics/<t>/partitions/<p>/state``) are read and written one at a time and in
+batches. Why batches: a controller failover, a broker's death or a controlled shutdown decides the state of many
+partitions at once. One synchronous read and one write per partition costs 2N round trips, one after the other;
+kazoo's asynchronous API pipelines N requests on the session's connection, so a batch costs about one round
+trip's latency whatever N is (Kafka's ``KafkaZkClient.getTopicPartitionStates`` / ``updateLeaderAndIsr``).
+Each write in a batch is its own small multi, ``check(/controller_epoch, zkVersion)`` + ``setData(state,
+expectedVersion)``, rather than one multi for all: a multi is atomic, so one partition whose leader changed
+its ISR meanwhile would fail all the others. Results come back as (done, to retry, failed), as in Kafka:
+a version conflict is "re-read and decide again"; a failed epoch check anywhere means a newer controller
+exists and raises ControllerMovedError.
+
+Reassignment: ``/admin/reassign_partitions`` has two writers with different rules. The admin tool (or a
+broker's admin endpoint) creates it, and refuses when one is already running, as Kafka's legacy ZooKeeper
+route did ("There is an existing assignment running."), or merges into it for ``--additional`` and
+``--cancel``; the controller removes finished partitions from it, fenced by its epoch. Both sides rewrite it
+conditionally on the node's version, so a tool's merge and the controller's removal never lose each other.
+The topic's assignment znode carries the in-progress state (KIP-455): ``partitions`` holds RS (target replicas
+first, then the ones being removed), with ``adding_replicas`` / ``removing_replicas``; the controller writes it
+fenced by its epoch (``set_topic_assignment_fenced``), since a deposed controller must not move replicas.
+
+kazoo's ``commit()`` and ``commit_async()`` do not raise for a failed multi: the result list holds exception
+instances (the failing op's error, ``RolledBackError``/``RuntimeInconsistency`` for the others).
 """
 
 from __future__ import annotations
@@ -24,12 +47,19 @@ import threading
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
@@ -40,10 +70,8 @@ from odradek.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
-from odradek.protocol.model import BrokerInfo, TopicAssignment, TopicPartition
-from zk.partition_states import PartitionStatesMixin, StateWrites, ZkVersionConflict, is_rollback
-from zk.reassignments import ReassignmentsMixin
-from zk.retry import ZkRetry
+from odradek.protocol.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from zk.retry import UNAVAILABLE, ZkRetry, unavailable
 from zk.znodes import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -57,6 +85,7 @@ from zk.znodes import (
     DeleteTopicsZNode,
     DeleteTopicZNode,
     PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -86,6 +115,32 @@ class ControllerClaim:
     epoch_zk_version: int
 
 
+State = tuple[LeaderAndIsr, int]  # a partition's state and its node's zkVersion
+WatchFor = Callable[[str, int], Watch]
+Moves = dict[TopicPartition, list[int]]  # partition -> target replicas
+
+
+class ZkVersionConflict(Exception):
+    """A conditional write lost to a concurrent one: re-read the node and decide again."""
+
+
+@dataclass
+class StateWrites:
+    """The outcome of a batch of conditional state writes (Kafka's UpdateLeaderAndIsrResult)."""
+
+    done: dict[TopicPartition, State] = field(default_factory=dict)
+    to_retry: list[TopicPartition] = field(default_factory=list)
+    failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+
+def is_rollback(error: Exception) -> bool:
+    return isinstance(error, (RolledBackError, RuntimeInconsistency))
+
+
+def _key(tp: tuple[str, int]) -> TopicPartition:
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
+
+
 def split_chroot(connect: str) -> tuple[str, str | None]:
     """``"h1:2181,h2:2181/odradek"`` -> ``("h1:2181,h2:2181", "/odradek")``."""
     hosts, sep, chroot = connect.partition("/")
@@ -109,7 +164,7 @@ def _secure_kazoo_kwargs(digest: str | None, set_acl: bool) -> dict[str, Any]:
     return {"cls": SecuredKazooClient, "auth_data": auth, "digest_user": user, "digest_password": password}
 
 
-class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
+class ZkClient:
     """A ZooKeeper session and the verbs Odradek needs.
 
     ``session_timeout_s`` is requested from the servers, which clamp it to [2, 20] x tickTime.
@@ -212,6 +267,15 @@ class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
             watch()
 
         return fire
+
+    def _get_watching_existence(self, path: str, watch: Watch | None) -> tuple[bytes, Any] | None:
+        """Read a node that may not exist yet; the watch fires on its creation, change or deletion."""
+        if watch is not None and self.retrying(self._kazoo.exists, path, watch=self._arm(watch)) is None:
+            return None
+        try:
+            return self.retrying(self._kazoo.get, path)
+        except NoNodeError:
+            return None
 
     # ---------------------------------------------------------------------------------- for other zk/ modules
 
@@ -531,14 +595,246 @@ class ZkClient(PartitionStatesMixin, ReassignmentsMixin):
 
     # ---------------------------------------------------------------------------------- partition state
 
-    def _get_watching_existence(self, path: str, watch: Watch | None) -> tuple[bytes, Any] | None:
-        """Read a node that may not exist yet; the watch fires on its creation, change or deletion."""
-        if watch is not None and self.retrying(self._kazoo.exists, path, watch=self._arm(watch)) is None:
+    def get_partition_state(self, topic: str, partition: int, watch: Watch | None = None) -> State | None:
+        """(state, zkVersion), or None when the partition has no state node yet."""
+        got = self._get_watching_existence(TopicPartitionStateZNode.path(topic, partition), watch)
+        if got is None:
             return None
+        return TopicPartitionStateZNode.decode(got[0]), int(got[1].version)
+
+    def update_isr(self, topic: str, partition: int, state: LeaderAndIsr, expected_version: int) -> int:
+        """Leader: conditional write of its partition's ISR (Kafka before AlterIsr); returns the new zkVersion.
+
+        Not fenced by the controller epoch (the leader is not the controller) but by the zkVersion: any
+        controller decision since the leader read the node makes this fail. As in Kafka, a write whose content
+        is already there counts as done (a retried write that had succeeded). Raises ZkVersionConflict.
+        """
+        path = TopicPartitionStateZNode.path(topic, partition)
         try:
-            return self.retrying(self._kazoo.get, path)
+            stat = self.retrying(self._kazoo.set, path, TopicPartitionStateZNode.encode(state),
+                                 version=expected_version)
+            return int(stat.version)
+        except (BadVersionError, NoNodeError):
+            current = self.get_partition_state(topic, partition)
+            if current is not None and current[0] == state:
+                return current[1]
+            raise ZkVersionConflict(path) from None
+
+    def set_partition_state(
+        self, claim: ControllerClaim, topic: str, partition: int, state: LeaderAndIsr, expected_version: int
+    ) -> int:
+        """Controller: conditional write of one partition's state; returns the new zkVersion.
+
+        Raises ControllerMovedError when deposed, ZkVersionConflict when the node changed since it was read.
+        """
+        result = self.set_partition_states(claim, {TopicPartition(topic, partition): (state, expected_version)})
+        tp = TopicPartition(topic, partition)
+        if tp in result.done:
+            return result.done[tp][1]
+        if tp in result.failed:
+            raise result.failed[tp]
+        raise ZkVersionConflict(TopicPartitionStateZNode.path(topic, partition))
+
+    def create_partition_states(self, claim: ControllerClaim, topic: str, states: dict[int, LeaderAndIsr]) -> None:
+        """Controller: initialise new partitions' state nodes in one multi, fenced by the controller epoch.
+
+        A retried multi that had in fact succeeded finds the nodes there; the partitions whose state nodes
+        exist are then skipped, as they were created (by us or a predecessor) and the caller re-reads them.
+        """
+        parent = TopicPartitionsZNode.path(topic)
+        existing = self.get_partition_states([(topic, p) for p in states])
+        todo = {p: s for p, s in states.items() if existing[TopicPartition(topic, p)] is None}
+        if not todo:
+            return
+        need_parent = self.retrying(self._kazoo.exists, parent) is None
+        have_node = {p for p in todo if self.retrying(self._kazoo.exists, TopicPartitionZNode.path(topic, p))}
+
+        def build(tx: Any) -> None:
+            if need_parent:
+                tx.create(parent)
+            for partition, state in sorted(todo.items()):
+                if partition not in have_node:
+                    tx.create(TopicPartitionZNode.path(topic, partition))
+                tx.create(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state))
+
+        try:
+            self._commit_fenced(claim, build)
+        except NodeExistsError:
+            # Someone (a retried attempt of ours, or a previous controller) created them meanwhile: retry once
+            # for whatever is still missing; a second collision is a real conflict for the caller.
+            missing = {p: s for p, s in todo.items()
+                       if self.get_partition_state(topic, p) is None}
+            if missing:
+
+                def build_missing(tx: Any) -> None:
+                    for p, s in sorted(missing.items()):
+                        tx.create(TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s))
+
+                self._commit_fenced(claim, build_missing)
+
+    def get_partition_states(
+        self, partitions: Iterable[tuple[str, int]], watch_for: WatchFor | None = None
+    ) -> dict[TopicPartition, State | None]:
+        """Many partitions' (state, zkVersion) in about one round trip (pipelined asynchronous reads).
+
+        With ``watch_for``, ``watch_for(topic, partition)`` is armed on each state node for its creation,
+        change or deletion (an exists watch, so it is armed for a node not created yet too).
+        """
+        wanted = [_key(tp) for tp in partitions]
+        if not wanted:
+            return {}
+        return dict(self.retrying(self._read_states, wanted, watch_for))
+
+    def _read_states(self, wanted: list[TopicPartition],
+                     watch_for: WatchFor | None) -> list[tuple[TopicPartition, State | None]]:
+        started = time.monotonic()
+        present = wanted
+        if watch_for is not None:
+            exists = [(tp, self._kazoo.exists_async(TopicPartitionStateZNode.path(*tp),
+                                                    watch=self._arm(watch_for(*tp)))) for tp in wanted]
+            present = [tp for tp, r in exists if r.get(timeout=self._left(started)) is not None]
+        gets = [(tp, self._kazoo.get_async(TopicPartitionStateZNode.path(*tp))) for tp in present]
+        out: dict[TopicPartition, State | None] = dict.fromkeys(wanted)
+        for tp, r in gets:
+            try:
+                data, stat = r.get(timeout=self._left(started))
+            except NoNodeError:
+                continue
+            out[tp] = (TopicPartitionStateZNode.decode(data), int(stat.version))
+        return list(out.items())
+
+    def set_partition_states(self, claim: ControllerClaim,
+                             updates: dict[TopicPartition, State] | dict[tuple[str, int], State]) -> StateWrites:
+        """Controller: conditional writes of many partitions' states, each fenced by the controller epoch.
+
+        ``updates`` maps a partition to (new state, the zkVersion it was decided from). Returns what was written
+        (with new zkVersions), what lost to a concurrent write (re-read and decide again) and what failed (the
+        node is gone). Raises ControllerMovedError when deposed, CoordinationUnavailableError when ZooKeeper
+        stays unreachable past the deadline (writes already made stay made; a re-read shows them).
+        """
+        result = StateWrites()
+        pending = {_key(tp): v for tp, v in updates.items()}
+        started = time.monotonic()
+        while pending:
+            commits = []
+            for tp, (state, version) in pending.items():
+                tx = self._kazoo.transaction()
+                tx.check(ControllerEpochZNode.path, claim.epoch_zk_version)
+                tx.set_data(TopicPartitionStateZNode.path(*tp), TopicPartitionStateZNode.encode(state),
+                            version=version)
+                commits.append((tp, tx.commit_async()))
+            lost: dict[TopicPartition, State] = {}
+            last_error: BaseException | None = None
+            for tp, r in commits:
+                try:
+                    results = r.get(timeout=self._left(started))
+                except UNAVAILABLE as e:  # this one may or may not have been applied: write it again
+                    lost[tp] = pending[tp]
+                    last_error = e
+                    continue
+                self._classify(claim, tp, pending[tp][0], results, result)
+            pending = lost
+            if pending:
+                if time.monotonic() - started >= self.op_deadline_s:
+                    assert last_error is not None
+                    raise unavailable(last_error, self.op_deadline_s) from last_error
+                # One retry policy: wait for the connection under the same deadline, then resend the rest.
+                self.retrying(lambda: None)
+        return result
+
+    @staticmethod
+    def _classify(claim: ControllerClaim, tp: TopicPartition, state: LeaderAndIsr, results: list[Any],
+                  out: StateWrites) -> None:
+        check, write = results[0], results[1]
+        if isinstance(check, (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                f"controller epoch {claim.epoch} of broker {claim.broker_id} is stale: a newer controller exists")
+        if not isinstance(write, Exception):
+            out.done[tp] = (state, int(write.version))
+        elif isinstance(write, BadVersionError):
+            out.to_retry.append(tp)
+        else:
+            out.failed[tp] = write
+
+    def _left(self, started: float) -> float:
+        return max(0.001, started + self.op_deadline_s - time.monotonic())
+
+    # ------------------------------------------------------------------------------------- reassignment
+
+    def get_reassignment(self, watch: Watch | None = None) -> Moves | None:
+        """The requested moves (partition -> target replicas), or None when no reassignment is running.
+
+        The watch fires on the node's creation, change or deletion.
+        """
+        got = self._get_watching_existence(ReassignPartitionsZNode.path, watch)
+        return None if got is None else ReassignPartitionsZNode.decode(got[0])
+
+    def request_reassignment(self, moves: Mapping[TopicPartition, list[int]], *, merge: bool = False) -> bool:
+        """Admin: start a reassignment; False (nothing written) when one runs and ``merge`` is not set.
+
+        With ``merge`` the moves are added to (or replace, per partition) those already requested: Kafka 2.6's
+        ``--additional``, and ``--cancel`` (whose moves are the original replicas).
+        """
+
+        def attempt() -> bool | None:
+            try:
+                data, stat = self._kazoo.get(ReassignPartitionsZNode.path)
+            except NoNodeError:
+                try:
+                    self._kazoo.create(ReassignPartitionsZNode.path, ReassignPartitionsZNode.encode(dict(moves)),
+                                       makepath=True)
+                    return True
+                except NodeExistsError:
+                    return None  # created meanwhile: look again
+            if not merge:
+                return False
+            current = ReassignPartitionsZNode.decode(data) | dict(moves)
+            try:
+                self._kazoo.set(ReassignPartitionsZNode.path, ReassignPartitionsZNode.encode(current),
+                                version=stat.version)
+                return True
+            except (BadVersionError, NoNodeError):
+                return None
+
+        while True:
+            done = self.retrying(attempt)
+            if done is not None:
+                return bool(done)
+
+    def finish_reassignments(self, claim: ControllerClaim, finished: set[TopicPartition]) -> Moves:
+        """Controller: drop finished (or invalid) partitions from the node, deleting it once empty, fenced.
+
+        Conditional on the node's version: a tool's merge in between is re-read, not overwritten. Returns
+        what is still requested.
+        """
+        while True:
+            try:
+                data, stat = self.retrying(self._kazoo.get, ReassignPartitionsZNode.path)
+            except NoNodeError:
+                return {}
+            remaining = {tp: r for tp, r in ReassignPartitionsZNode.decode(data).items() if tp not in finished}
+            version = stat.version
+
+            def build(tx: Any, remaining: Moves = remaining, version: int = version) -> None:
+                if remaining:
+                    tx.set_data(ReassignPartitionsZNode.path, ReassignPartitionsZNode.encode(remaining),
+                                version=version)
+                else:
+                    tx.delete(ReassignPartitionsZNode.path, version=version)
+
+            try:
+                self._commit_fenced(claim, build)
+                return remaining
+            except (BadVersionError, NoNodeError):
+                continue
+
+    def set_topic_assignment_fenced(self, claim: ControllerClaim, topic: str, assignment: TopicAssignment) -> None:
+        """Controller: write a topic's assignment (RS, adding, removing), fenced by the controller epoch."""
+        try:
+            self._commit_fenced(claim, lambda tx: tx.set_data(TopicZNode.path(topic), TopicZNode.encode(assignment)))
         except NoNodeError:
-            return None
+            raise UnknownTopicError(f"topic '{topic}' does not exist") from None
+
 
 class ControllerElection:
     """kazoo's Election recipe, wrapped so that callers need not import kazoo.

@@ -1,7 +1,7 @@
 """Partition reassignment: validation against this broker's metadata, and the requests written to ZooKeeper.
 
 As in Kafka's ZooKeeper route, any broker may take a reassignment: the request is a write of
-``/admin/reassign_partitions`` (zk/reassignments.py), which the controller watches and carries out; no broker
+``/admin/reassign_partitions`` (zk/client.py), which the controller watches and carries out; no broker
 has to own it. Moves are checked here against the metadata cache (the partitions exist, the replicas are
 registered brokers, nothing is listed twice), so a bad request is refused before anything is written.
 

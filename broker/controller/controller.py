@@ -146,7 +146,8 @@ class Controller:
         self.ctx = ControllerContext()
         self.queue = EventQueue(f"controller-{broker_id}", self._handle)
         self._rebalance_timer: asyncio.TimerHandle | None = None
-        self.reassignment = ReassignmentManager(self)
+        self.reassignment = ReassignmentManager(zk, context=lambda: self.ctx, watcher=self.queue.watcher,
+                                                claim=self._claim, update_states=self._update_states)
 
     @property
     def active(self) -> bool:

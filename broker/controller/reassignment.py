@@ -24,13 +24,17 @@ first move); ``--cancel`` is such a request with ORS as the target. Requests the
 does, so a bad entry cannot block the node forever.
 
 Concurrency: every method runs on the controller's event task (the state lives in ``ControllerContext``).
+
+The manager sees the controller only through what it is built with: the ZooKeeper client, the current context
+(read on every call, since the controller starts a new one on each election), the event queue's watcher
+factory, the current claim, and the controller's batched state update (re-read, decide, write fenced).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -38,7 +42,8 @@ from broker.metadata.events import Event
 from odradek.protocol.model import LeaderAndIsr, TopicAssignment, TopicPartition
 
 if TYPE_CHECKING:
-    from broker.controller.controller import Controller
+    from broker.controller.controller import ControllerContext, Decide
+    from zk.client import ControllerClaim, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -103,47 +108,59 @@ def valid_target(target: Sequence[int]) -> bool:
 class ReassignmentManager:
     """The controller's reassignment steps; ``ctx.reassignments`` holds the targets being worked on."""
 
-    def __init__(self, controller: Controller) -> None:
-        self._c = controller
+    def __init__(
+        self,
+        zk: ZkClient,
+        context: Callable[[], ControllerContext],
+        watcher: Callable[[Event], Callable[[], None]],
+        claim: Callable[[], ControllerClaim],
+        update_states: Callable[[dict[TopicPartition, Decide]], Awaitable[dict[TopicPartition, LeaderAndIsr]]],
+    ) -> None:
+        self._zk = zk
+        self._context = context
+        self._watcher = watcher
+        self._claim = claim
+        self._update_states = update_states
 
     async def on_request(self) -> None:
         """Read the requested moves (re-arming the node's watch), start the new ones, check them all."""
-        c = self._c
-        requested = await asyncio.to_thread(c._zk.get_reassignment, c.queue.watcher(ReassignPartitions()))
+        ctx = self._context()
+        requested = await asyncio.to_thread(self._zk.get_reassignment, self._watcher(ReassignPartitions()))
         if requested is None:
-            c.ctx.reassignments.clear()
+            ctx.reassignments.clear()
             return
         dropped: set[TopicPartition] = set()
         starts: dict[str, dict[int, list[int]]] = {}
         for tp, target in sorted(requested.items()):
-            assignment = c.ctx.assignments.get(tp.topic)
+            assignment = ctx.assignments.get(tp.topic)
             if assignment is None or tp.partition not in assignment.partitions or not valid_target(target):
                 log.warning("controller: dropping the reassignment of %s to %s (unknown partition or bad replica "
                             "list)", tp, target)
                 dropped.add(tp)
                 continue
-            if c.ctx.reassignments.get(tp) == target:
+            if ctx.reassignments.get(tp) == target:
                 continue
-            c.ctx.reassignments[tp] = list(target)
+            ctx.reassignments[tp] = list(target)
             starts.setdefault(tp.topic, {})[tp.partition] = list(target)
         for topic, targets in starts.items():
             await self._start(topic, targets)
         if dropped:
-            await asyncio.to_thread(c._zk.finish_reassignments, c._claim(), dropped)
-        await self._check([tp for tp in c.ctx.reassignments if tp not in dropped])
+            await asyncio.to_thread(self._zk.finish_reassignments, self._claim(), dropped)
+        await self._check([tp for tp in ctx.reassignments if tp not in dropped])
 
     async def on_isr_change(self, tp: TopicPartition) -> None:
-        if tp in self._c.ctx.reassignments:
+        if tp in self._context().reassignments:
             await self._check([tp])
 
     def forget_topic(self, topic: str) -> None:
-        for tp in [tp for tp in self._c.ctx.reassignments if tp.topic == topic]:
-            del self._c.ctx.reassignments[tp]
+        reassignments = self._context().reassignments
+        for tp in [tp for tp in reassignments if tp.topic == topic]:
+            del reassignments[tp]
 
     async def _start(self, topic: str, targets: dict[int, list[int]]) -> None:
         """Step 1 for one topic's partitions: persist RS/adding/removing, then bump the leader epochs."""
-        c = self._c
-        assignment = c.ctx.assignments[topic]
+        ctx = self._context()
+        assignment = ctx.assignments[topic]
         partitions, adding, removing = dict(assignment.partitions), dict(assignment.adding_replicas), dict(
             assignment.removing_replicas)
         changed: list[int] = []
@@ -162,50 +179,50 @@ class ReassignmentManager:
         if not changed:
             return
         new = replace(assignment, partitions=partitions, adding_replicas=adding, removing_replicas=removing)
-        await asyncio.to_thread(c._zk.set_topic_assignment_fenced, c._claim(), topic, new)
-        c.ctx.assignments[topic] = new
-        epoch = c._claim().epoch
-        await c._update_states({
+        await asyncio.to_thread(self._zk.set_topic_assignment_fenced, self._claim(), topic, new)
+        ctx.assignments[topic] = new
+        epoch = self._claim().epoch
+        await self._update_states({
             TopicPartition(topic, p): (lambda s: s.new_leader(s.leader, epoch) if s.has_leader else None)
             for p in changed
         })
 
     async def _check(self, tps: list[TopicPartition]) -> None:
         """Steps 2-5 for the partitions whose target replicas are all in the ISR; re-arms their state watches."""
-        c = self._c
         if not tps:
             return
+        ctx = self._context()
         got = await asyncio.to_thread(
-            c._zk.get_partition_states, tps, lambda t, p: c.queue.watcher(ReassignmentIsrChange(t, p)))
-        ready = [tp for tp, s in got.items() if s is not None and set(c.ctx.reassignments[tp]) <= set(s[0].isr)]
+            self._zk.get_partition_states, tps, lambda t, p: self._watcher(ReassignmentIsrChange(t, p)))
+        ready = [tp for tp, s in got.items() if s is not None and set(ctx.reassignments[tp]) <= set(s[0].isr)]
         if not ready:
             return
-        live, epoch = set(c.ctx.live_brokers), c._claim().epoch
-        await c._update_states({
-            tp: (lambda s, target=c.ctx.reassignments[tp]: completion(s, target, live, epoch)) for tp in ready
+        live, epoch = set(ctx.live_brokers), self._claim().epoch
+        await self._update_states({
+            tp: (lambda s, target=ctx.reassignments[tp]: completion(s, target, live, epoch)) for tp in ready
         })
         done: set[TopicPartition] = set()
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in ready:
-            state = c.ctx.states.get(tp)
-            if state is not None and is_complete(state[0], c.ctx.reassignments[tp]):
+            state = ctx.states.get(tp)
+            if state is not None and is_complete(state[0], ctx.reassignments[tp]):
                 by_topic.setdefault(tp.topic, []).append(tp)
         for topic, finished in by_topic.items():
-            assignment = c.ctx.assignments.get(topic)
+            assignment = ctx.assignments.get(topic)
             if assignment is None:
                 continue
             partitions, adding, removing = dict(assignment.partitions), dict(assignment.adding_replicas), dict(
                 assignment.removing_replicas)
             for tp in finished:
-                partitions[tp.partition] = list(c.ctx.reassignments[tp])
+                partitions[tp.partition] = list(ctx.reassignments[tp])
                 adding.pop(tp.partition, None)
                 removing.pop(tp.partition, None)
             new: TopicAssignment = replace(assignment, partitions=partitions, adding_replicas=adding,
                                            removing_replicas=removing)
-            await asyncio.to_thread(c._zk.set_topic_assignment_fenced, c._claim(), topic, new)
-            c.ctx.assignments[topic] = new
+            await asyncio.to_thread(self._zk.set_topic_assignment_fenced, self._claim(), topic, new)
+            ctx.assignments[topic] = new
             done.update(finished)
         if done:
             for tp in sorted(done):
-                log.info("controller: reassignment of %s to %s is complete", tp, c.ctx.reassignments.pop(tp))
-            await asyncio.to_thread(c._zk.finish_reassignments, c._claim(), done)
+                log.info("controller: reassignment of %s to %s is complete", tp, ctx.reassignments.pop(tp))
+            await asyncio.to_thread(self._zk.finish_reassignments, self._claim(), done)

@@ -48,6 +48,7 @@ from typing import Any, Protocol, TypeVar
 from broker.log.log import AppendResult, Log, ReadResult
 from broker.log.reads import SliceResult
 from broker.metadata.cache import PartitionInfo
+from broker.replication import storage_jobs
 from broker.replication.isr_manager import IsrChange, IsrResult
 from broker.replication.producer_state import (
     IdempotencyKeys,
@@ -55,14 +56,6 @@ from broker.replication.producer_state import (
     follower_append,
     leader_append,
     marker_append,
-)
-from broker.replication.storage_jobs import (
-    _assign_epoch,
-    _read,
-    _slices,
-    _snapshot_state,
-    _truncate_fully,
-    _truncate_to,
 )
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
@@ -284,7 +277,7 @@ class Partition:
         }
         self._wake_all()
         # After every replicated append queued before it: the epoch starts at the log end as it is then.
-        start = await self._run(_assign_epoch, self.log, epoch, self.idempotency_keys)
+        start = await self._run(storage_jobs.assign_epoch, self.log, epoch, self.idempotency_keys)
         if self.leader_epoch == epoch and self.role == LEADER:
             self.epoch_start_offset = start
         self._maybe_increment_hw()
@@ -433,7 +426,8 @@ class Partition:
         if offset >= hw:  # nothing to read (a long-poll that timed out): no hop to the storage executor
             return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
         # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
-        return await self._storage.run(None, _slices if zero_copy else _read, self.log, offset, max_bytes, hw)
+        job = storage_jobs.slices if zero_copy else storage_jobs.read
+        return await self._storage.run(None, job, self.log, offset, max_bytes, hw)
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
                                 timeout_ms: int, zero_copy: bool = False) -> ReadResult | SliceResult:
@@ -454,8 +448,9 @@ class Partition:
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
         if parked and zero_copy:  # woken by an append: a header or two, just written (page cache); no thread hop
-            return _slices(self.log, offset, max_bytes, None)
-        return await self._storage.run(None, _slices if zero_copy else _read, self.log, offset, max_bytes, None)
+            return storage_jobs.slices(self.log, offset, max_bytes, None)
+        job = storage_jobs.slices if zero_copy else storage_jobs.read
+        return await self._storage.run(None, job, self.log, offset, max_bytes, None)
 
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
         if self.role != LEADER:
@@ -612,16 +607,16 @@ class Partition:
 
     async def truncate_to(self, offset: int) -> int:
         """A follower cuts its divergent tail (after every append queued before it)."""
-        return await self._run(_truncate_to, self.log, offset, self.producer_state)
+        return await self._run(storage_jobs.truncate_to, self.log, offset, self.producer_state)
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
-        await self._run(_truncate_fully, self.log, offset, self.producer_state)
+        await self._run(storage_jobs.truncate_fully, self.log, offset, self.producer_state)
 
     async def snapshot_producer_state(self, expire: bool = False) -> None:
         """Expire idle producers (if asked) and write the producer-state snapshot, on this partition's queue
         (so the snapshot is consistent with the log end)."""
         if self.producer_state is not None:
-            await self._run(_snapshot_state, self.producer_state, expire)
+            await self._run(storage_jobs.snapshot_state, self.producer_state, expire)
 
 
 def _follow_log_start(log: Log, leader_log_start: int) -> int:

@@ -3,7 +3,7 @@ truncations, producer-state snapshots, the leader-epoch assignment.
 
 Kept apart from ``partition.py`` (the replication state machine, which only decides *when* they run) so that
 module stays within a screenful of concepts. Each runs on a storage thread, never on the event loop, except
-``_slices`` for a follower fetch woken by an append (a header or two of just-written bytes).
+``slices`` for a follower fetch woken by an append (a header or two of just-written bytes).
 """
 
 from __future__ import annotations
@@ -12,35 +12,37 @@ from broker.log.log import Log, ReadResult
 from broker.log.reads import SENDFILE_MIN_BYTES, SliceResult
 from broker.replication.producer_state import IdempotencyKeys, ProducerStateManager
 
+__all__ = ["assign_epoch", "read", "slices", "snapshot_state", "truncate_fully", "truncate_to"]
 
-def _snapshot_state(state: ProducerStateManager, expire: bool) -> None:
+
+def snapshot_state(state: ProducerStateManager, expire: bool) -> None:
     if expire:
         state.expire()
     state.write_snapshot()
 
 
-def _truncate_to(log: Log, offset: int, state: ProducerStateManager | None) -> int:
+def truncate_to(log: Log, offset: int, state: ProducerStateManager | None) -> int:
     end = log.truncate_to(offset)
     if state is not None:
         state.truncate(log)
     return end
 
 
-def _truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -> None:
+def truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -> None:
     log.truncate_fully_and_start_at(offset)
     if state is not None:
         state.reset(offset)
 
 
-def _read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
+def read(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
     return log.read(offset, max_bytes, max_offset=max_offset)
 
 
-def _slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult | ReadResult:
+def slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> SliceResult | ReadResult:
     return log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
 
 
-def _assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
+def assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
     keys.clear()  # a new term: offsets a key was given before may have been truncated since
     leo = log.log_end_offset
     log.epoch_cache.assign(epoch, leo)

@@ -213,7 +213,7 @@ class FakeZk:
             return None if self.reassignment is None else dict(self.reassignment)
 
     def request_reassignment(self, moves: Mapping[TopicPartition, list[int]], *, merge: bool = False) -> bool:
-        """As zk/reassignments.py: refused when one runs and ``merge`` is not set; merged per partition otherwise."""
+        """As zk/client.py: refused when one runs and ``merge`` is not set; merged per partition otherwise."""
         self._check_up()
         with self._lock:
             if self.reassignment is not None and not merge:
