@@ -39,12 +39,12 @@ import orjson
 from multidict import CIMultiDictProxy
 
 from broker.quotas import INTER_BROKER  # a broker's own request (value: its id), exempt from client quotas
-from odradek.protocol.error_base import OdradekError
 from odradek.protocol.errors import (
     AuthenticationFailedError,
     BrokerNotAvailableError,
     InvalidRequestError,
     MethodNotAllowedError,
+    OdradekError,
     RequestTimedOutError,
     RequestTooLargeError,
     RouteNotFoundError,

@@ -37,8 +37,11 @@ from broker.fetch.service import FetchRequest
 from broker.group_router import GroupRouter
 from consumer_coordinator.coordinator import JoinRequest
 from odradek.protocol.errors import (
+    ConsumerAlreadyExistsError,
+    ConsumerInstanceNotFoundError,
     GroupIdNotFoundError,
     IllegalGenerationError,
+    IllegalStateError,
     InvalidRequestError,
     OdradekError,
     OffsetOutOfRangeError,
@@ -75,32 +78,6 @@ HEARTBEAT_INTERVAL_MS = SESSION_TIMEOUT_MS // 3
 JOIN_RETRY_BACKOFF_MS = 200
 GROUP_CALL_TIMEOUT_S = SESSION_TIMEOUT_MS / 2000  # a heartbeat or leave that takes longer is as good as failed
 NAME_RE = re.compile(r"^[A-Za-z0-9._\-]{1,249}$")
-
-
-class ConsumerInstanceNotFoundError(OdradekError):
-    name = "CONSUMER_INSTANCE_NOT_FOUND"
-    error_code = 40403
-    http_status = 404
-
-
-class ConsumerAlreadyExistsError(OdradekError):
-    name = "CONSUMER_ALREADY_EXISTS"
-    error_code = 40902
-    http_status = 409
-
-
-class IllegalStateError(OdradekError):
-    """Confluent's 40903: e.g. subscribing an instance that has a manual assignment, or the reverse."""
-
-    name = "ILLEGAL_STATE"
-    error_code = 40903
-    http_status = 409
-
-
-class ConsumerFormatMismatchError(OdradekError):
-    name = "CONSUMER_FORMAT_MISMATCH"
-    error_code = 40601
-    http_status = 406
 
 
 @dataclass(frozen=True)

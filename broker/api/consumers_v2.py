@@ -21,19 +21,15 @@ from broker.api.errors import error_response
 from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
 from broker.consumer_locator import generated_name, holder_in_name
 from broker.interbroker import Request
-from broker.rest_consumers import (
-    ConsumerFormatMismatchError,
-    ConsumerInstance,
-    ConsumerInstanceNotFoundError,
-    IllegalStateError,
-    InstanceConfig,
-    RestInstanceManager,
-)
+from broker.rest_consumers import ConsumerInstance, InstanceConfig, RestInstanceManager
 from broker.security.middleware import forwarded_identity
 from odradek.protocol import media
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
+    ConsumerFormatMismatchError,
+    ConsumerInstanceNotFoundError,
     IllegalGenerationError,
+    IllegalStateError,
     InvalidRequestError,
     NotAcceptableError,
     OdradekError,

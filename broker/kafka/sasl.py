@@ -41,11 +41,12 @@ from broker.kafka.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, 
 from broker.kafka.errors import code
 from broker.kafka.network import CloseConnection, Connection, Dispatch
 from broker.security.sasl import Credentials, SaslMechanism, new_mechanism
-from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
-from odradek.protocol.security_errors import (
+from odradek.protocol.errors import (
     AuthenticationFailedError,
     IllegalSaslStateError,
+    InvalidRequestError,
     UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
 )
 
 log = logging.getLogger(__name__)

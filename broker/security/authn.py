@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from broker.security.authorizer import ANONYMOUS
 from odradek.protocol import scram
-from odradek.protocol.security_errors import AuthenticationFailedError
+from odradek.protocol.errors import AuthenticationFailedError
 
 TOKEN_PREFIX = "odt1"
 _VERIFIED_TTL_S = 60.0

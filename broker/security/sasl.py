@@ -36,8 +36,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from odradek.protocol import scram
-from odradek.protocol.error_base import OdradekError
-from odradek.protocol.security_errors import AuthenticationFailedError
+from odradek.protocol.errors import AuthenticationFailedError, OdradekError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

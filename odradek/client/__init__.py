@@ -7,9 +7,10 @@ Modules: ``transport`` (pooled keep-alive HTTP, typed errors), ``metadata`` (par
 
 from odradek.client.admin import AdminClient, TopicDescription
 from odradek.client.consumer import Consumer
-from odradek.client.group_consumer import CommitFailedError, GroupConsumer, OffsetAndMetadata
+from odradek.client.group_consumer import GroupConsumer, OffsetAndMetadata
 from odradek.client.producer import Producer
 from odradek.client.types import ConsumerRecord, RecordMetadata, TopicPartition
+from odradek.protocol.errors import CommitFailedError
 
 __all__ = [
     "AdminClient",

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from odradek.client.consumer import Consumer, _PartitionState
 from odradek.client.group_membership import GroupApi, JoinResult, Membership, plan_rebalance
 from odradek.client.types import ConsumerRecord, TopicPartition
-from odradek.protocol.errors import InvalidConfigError, OdradekError
+from odradek.protocol.errors import CommitFailedError, InvalidConfigError, OdradekError
 
 __all__ = ["CommitFailedError", "GroupConsumer", "OffsetAndMetadata"]
 
@@ -45,14 +45,6 @@ class OffsetAndMetadata(NamedTuple):
 
     offset: int
     metadata: str = ""
-
-
-class CommitFailedError(OdradekError):
-    """The group refused a commit: this member is no longer in the generation that owns the partitions."""
-
-    name = "COMMIT_FAILED"
-    error_code = 40908
-    http_status = 409
 
 
 class GroupConsumer(Consumer):

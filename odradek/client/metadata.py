@@ -20,10 +20,10 @@ from odradek.protocol.errors import (
     NotLeaderOrFollowerError,
     OdradekError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     UnknownPartitionError,
     UnknownTopicError,
 )
-from odradek.protocol.security_errors import TopicAuthorizationFailedError
 
 __all__ = ["REFRESH_ERRORS", "ClusterView", "Metadata", "PartitionMeta", "TopicMeta", "check_authorized"]
 

@@ -1,24 +1,68 @@
-"""The one error hierarchy shared by the log, the broker, the HTTP API and the clients.
+"""The one table of errors Odradek raises on purpose, shared by the log, the broker, the coordinators and the
+clients.
 
-Why here: the error table is part of the wire contract, so it lives in the lowest package (the client), and
-``broker`` imports it, never the other way round (Kafka keeps ``Errors.java`` in ``clients`` for the same
-reason). Every error carries four stable facts, declared once on its class:
+One table, because an error's identity is part of the wire contract of every door at once: the HTTP API, the
+Kafka protocol, the inter-broker hop and the Python clients must agree on what each error is, so each error is
+declared exactly once, here, and nowhere else (a class declared elsewhere would be unknown to ``error_for`` until
+its module happened to be imported). It lives in the protocol package, which imports nothing of the client, the
+broker or zk, so every layer can import it (Kafka keeps ``Errors.java`` in ``clients`` for the same reason).
+
+Every error carries five facts, declared once on its class:
 
 * ``name``: Kafka's error name where Kafka has one (``NOT_LEADER_OR_FOLLOWER``), so Kafka users recognise it;
+  names are unique (declaring one twice is a ``TypeError`` at import);
 * ``kafka_code``: Kafka's numeric protocol code (``-1`` when Kafka has none);
 * ``error_code`` and ``http_status``: what the HTTP boundary answers, in Confluent REST Proxy's
   ``{"error_code": 40401, "message": ...}`` envelope, so REST-proxy clients keep working;
 * ``retriable``: whether a client may retry the same request unchanged.
 
-Codes are never reused or renumbered. The HTTP layer maps an error to a response in exactly one place
-(``error_for_code`` goes the other way, for clients).
+Invariants: codes are stable, never reused or renumbered. Where two errors share an HTTP envelope code (as
+Confluent's do) the one declared first here is what a bare code maps back to, so their order is part of the
+contract too. Each front door maps an error exactly once: broker/api/errors.py to an HTTP response,
+broker/kafka/errors.py to a Kafka error code, ``broker.interbroker.decode_error`` and the clients back to a class
+with ``error_for``. Handlers and services raise these classes and leave the answer to their door.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from odradek.protocol.error_base import OdradekError
+
+class OdradekError(Exception):
+    """Root of every error Odradek raises on purpose."""
+
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    kafka_code: ClassVar[int] = -1
+    error_code: ClassVar[int] = 50001
+    http_status: ClassVar[int] = 500
+    retriable: ClassVar[bool] = False
+
+    _by_name: ClassVar[dict[str, type[OdradekError]]] = {}
+    _by_error_code: ClassVar[dict[int, type[OdradekError]]] = {}
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+        self.details = details
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name in OdradekError._by_name:
+            raise TypeError(f"error name {cls.name} is declared twice")
+        OdradekError._by_name[cls.name] = cls
+        # Several errors may share an HTTP envelope code (Confluent does this too); the first declared wins
+        # when a client maps a bare code back to a class, and the name disambiguates when present.
+        OdradekError._by_error_code.setdefault(cls.error_code, cls)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "error_code": self.error_code,
+            "message": self.message,
+            "error": self.name,
+            "retriable": self.retriable,
+        }
+        body.update(self.details)
+        return body
 
 
 def error_for(name: str | None, error_code: int | None, message: str = "", **details: Any) -> OdradekError:
@@ -38,7 +82,7 @@ class UnknownServerError(OdradekError):
     http_status = 500
 
 
-# ----------------------------------------------------------------------------------------------- requests
+# --------------------------------------------------------------------------------------------------- requests
 
 
 class InvalidRequestError(OdradekError):
@@ -159,7 +203,38 @@ class InvalidConfigError(OdradekError):
     http_status = 400
 
 
-# ------------------------------------------------------------------------------------------ topics, metadata
+# --------------------------------------------------------------------------------------------- request limits
+
+
+class PolicyViolationError(OdradekError):
+    """A request over one of the broker's limits (records per request, partitions, config sizes): Kafka's
+    POLICY_VIOLATION. The message names the limit and its broker config."""
+
+    name = "POLICY_VIOLATION"
+    kafka_code = 44
+    error_code = 40010
+    http_status = 400
+
+
+class RequestReadTimeoutError(OdradekError):
+    """The request's body did not arrive within the broker's read timeout (HTTP 408)."""
+
+    name = "REQUEST_READ_TIMEOUT"
+    error_code = 40801
+    http_status = 408
+    retriable = True
+
+
+class BrokerBusyError(OdradekError):
+    """Too many request bytes are being read at once (queued.max.request.bytes): retry shortly."""
+
+    name = "BROKER_BUSY"
+    error_code = 50301
+    http_status = 503
+    retriable = True
+
+
+# ------------------------------------------------------------------------------------------- topics, metadata
 
 
 class InvalidTopicError(OdradekError):
@@ -230,7 +305,60 @@ class BrokerNotAvailableError(OdradekError):
     retriable = True
 
 
-# ------------------------------------------------------------------------------------------------- records
+# ------------------------------------------------------------------------------------- cluster administration
+# Errors that Kafka's admin APIs name (topics, configs, ACLs, quotas).
+
+
+class InvalidReplicaAssignmentError(OdradekError):
+    """A replica assignment Kafka refuses: partitions not 0..N-1, a broker twice in a partition, an unknown
+    broker, partitions of different sizes, or (adding partitions) as many assignments as new partitions."""
+
+    name = "INVALID_REPLICA_ASSIGNMENT"
+    kafka_code = 39
+    error_code = 40013
+    http_status = 400
+
+
+class SecurityDisabledError(OdradekError):
+    """An ACL request to a broker that runs no authorizer: its ACLs would not be enforced (Kafka's answer too)."""
+
+    name = "SECURITY_DISABLED"
+    kafka_code = 54
+    error_code = 40014
+    http_status = 400
+
+
+class UnknownTopicIdError(OdradekError):
+    """A request naming a topic by an id no topic has."""
+
+    name = "UNKNOWN_TOPIC_ID"
+    kafka_code = 100
+    error_code = 40408
+    http_status = 404
+
+
+class ReassignmentInProgressError(OdradekError):
+    """A topic whose partitions are being reassigned cannot grow meanwhile (Kafka's race guard: the controller
+    would otherwise apply the move to a stale assignment)."""
+
+    name = "REASSIGNMENT_IN_PROGRESS"
+    kafka_code = 60
+    error_code = 40925
+    http_status = 409
+    retriable = True
+
+
+class MismatchedEndpointTypeError(OdradekError):
+    """DescribeCluster asking a broker for the controllers' endpoints (KIP-919): ZooKeeper-era brokers have no
+    controller listeners to name."""
+
+    name = "MISMATCHED_ENDPOINT_TYPE"
+    kafka_code = 114
+    error_code = 40015
+    http_status = 400
+
+
+# ---------------------------------------------------------------------------------------------------- records
 
 
 class CorruptRecordError(OdradekError):
@@ -273,6 +401,34 @@ class KafkaStorageError(OdradekError):
     retriable = True
 
 
+class UnsupportedCompressionTypeError(OdradekError):
+    """A batch uses a compression codec this installation cannot read or write (snappy without a library)."""
+
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    kafka_code = 76
+    error_code = 41502
+    http_status = 415
+
+
+class UnsupportedForMessageFormatError(OdradekError):
+    """A client batch the broker does not take yet (control or transactional batches): Kafka's
+    UNSUPPORTED_FOR_MESSAGE_FORMAT, code 43."""
+
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    kafka_code = 43
+    error_code = 42210
+    http_status = 422
+
+
+class InvalidTimestampError(OdradekError):
+    """A record timestamp outside message.timestamp.difference.max.ms of the broker's clock (Kafka code 32)."""
+
+    name = "INVALID_TIMESTAMP"
+    kafka_code = 32
+    error_code = 42211
+    http_status = 422
+
+
 # ------------------------------------------------------------------------------------ leadership, replication
 
 
@@ -288,6 +444,17 @@ class FencedLeaderEpochError(OdradekError):
     name = "FENCED_LEADER_EPOCH"
     kafka_code = 74
     error_code = 40904
+    http_status = 409
+    retriable = True
+
+
+class UnknownLeaderEpochError(OdradekError):
+    """A fetch names a leader epoch newer than the leader knows: the leader's metadata may be stale, or the
+    request is wrong. Kafka answers it without giving up leadership (code 76); the leader re-reads its state."""
+
+    name = "UNKNOWN_LEADER_EPOCH"
+    kafka_code = 76
+    error_code = 40920
     http_status = 409
     retriable = True
 
@@ -316,7 +483,7 @@ class RequestTimedOutError(OdradekError):
     retriable = True
 
 
-# ------------------------------------------------------------------------------------------- coordination
+# ----------------------------------------------------------------------------------------------- coordination
 
 
 class NotControllerError(OdradekError):
@@ -361,19 +528,7 @@ class CoordinationUnavailableError(OdradekError):
     retriable = True
 
 
-# ------------------------------------------------------------------------------------------ added by the log
-
-
-class UnsupportedCompressionTypeError(OdradekError):
-    """A batch uses a compression codec this installation cannot read or write (snappy without a library)."""
-
-    name = "UNSUPPORTED_COMPRESSION_TYPE"
-    kafka_code = 76
-    error_code = 41502
-    http_status = 415
-
-
-# --------------------------------------------------------------------------------------- consumer groups
+# -------------------------------------------------------------------------------------------- consumer groups
 
 
 class CoordinatorNotAvailableError(OdradekError):
@@ -461,7 +616,92 @@ class GroupSubscribedToTopicError(OdradekError):
     http_status = 409
 
 
-# ------------------------------------------------------------------------------ idempotence (KIP-98)
+# ----------------------------------------------------------------------------- Kafka's classic group protocol
+# What the server-side groups of docs/consumer-groups.md never meet: protocol negotiation, the member id
+# round trip of KIP-394, static membership (KIP-345) and offset metadata bounds.
+
+
+class OffsetMetadataTooLargeError(OdradekError):
+    """A committed offset's metadata is longer than offset.metadata.max.bytes (4096): nothing is written for it."""
+
+    name = "OFFSET_METADATA_TOO_LARGE"
+    kafka_code = 12
+    error_code = 40016
+    http_status = 400
+
+
+class InconsistentGroupProtocolError(OdradekError):
+    """The member's protocol type, or every protocol it offers, is foreign to the group's current members; also a
+    client of one kind of group (server-side assignment over HTTP, or Kafka's classic protocol) joining a group
+    whose members are of the other kind."""
+
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+    kafka_code = 23
+    error_code = 40909
+    http_status = 409
+
+
+class MemberIdRequiredError(OdradekError):
+    """KIP-394: a new dynamic member (JoinGroup v4+) is handed its member id and must join again with it, so a
+    client that retries a timed-out join never leaves a ghost member behind."""
+
+    name = "MEMBER_ID_REQUIRED"
+    kafka_code = 79
+    error_code = 40910
+    http_status = 409
+
+
+class FencedInstanceIdError(OdradekError):
+    """KIP-345: another member now holds this group.instance.id (a newer instance of the same static member)."""
+
+    name = "FENCED_INSTANCE_ID"
+    kafka_code = 82
+    error_code = 40911
+    http_status = 409
+
+
+class CommitFailedError(OdradekError):
+    """A client-side verdict (Kafka's CommitFailedException): the group refused a commit because this member is
+    no longer in the generation that owns the partitions. Declared after GroupSubscribedToTopicError, which keeps
+    code 40908 in the by-code table."""
+
+    name = "COMMIT_FAILED"
+    error_code = 40908
+    http_status = 409
+
+
+# ------------------------------------------------------------------------------ REST Proxy consumer instances
+# Confluent REST Proxy v2's codes (broker/rest_consumers.py). Two share a code with an error above, which
+# stays what the bare code maps back to: 40403 with UNKNOWN_MEMBER_ID, 40903 with NOT_LEADER_OR_FOLLOWER.
+
+
+class ConsumerInstanceNotFoundError(OdradekError):
+    name = "CONSUMER_INSTANCE_NOT_FOUND"
+    error_code = 40403
+    http_status = 404
+
+
+class ConsumerAlreadyExistsError(OdradekError):
+    name = "CONSUMER_ALREADY_EXISTS"
+    error_code = 40902
+    http_status = 409
+
+
+class IllegalStateError(OdradekError):
+    """Confluent's 40903: e.g. subscribing an instance that has a manual assignment, or the reverse."""
+
+    name = "ILLEGAL_STATE"
+    error_code = 40903
+    http_status = 409
+
+
+class ConsumerFormatMismatchError(OdradekError):
+    name = "CONSUMER_FORMAT_MISMATCH"
+    error_code = 40601
+    http_status = 406
+
+
+# --------------------------------------------------------------------------------------- idempotence (KIP-98)
 
 
 class OutOfOrderSequenceNumberError(OdradekError):
@@ -504,7 +744,7 @@ class UnknownProducerIdError(OdradekError):
     http_status = 422
 
 
-# ------------------------------------------------------------------------------ transactions (KIP-98)
+# -------------------------------------------------------------------------------------- transactions (KIP-98)
 
 
 class ProducerFencedError(OdradekError):
@@ -555,37 +795,81 @@ class ConcurrentTransactionsError(OdradekError):
     retriable = True
 
 
-# Kept apart by concept (this module's line limit): request-limit and replica-fetch errors live there and register
-# here on import, so ``from odradek.protocol.errors import PolicyViolationError`` and error_for both work.
-from odradek.protocol.admin_errors import (  # noqa: E402, F401  (Kafka's admin APIs)
-    InvalidReplicaAssignmentError,
-    MismatchedEndpointTypeError,
-    ReassignmentInProgressError,
-    SecurityDisabledError,
-    UnknownTopicIdError,
-)
-from odradek.protocol.group_errors import (  # noqa: E402, F401  (Kafka's classic group protocol)
-    FencedInstanceIdError,
-    InconsistentGroupProtocolError,
-    MemberIdRequiredError,
-    OffsetMetadataTooLargeError,
-)
-from odradek.protocol.limit_errors import (  # noqa: E402, F401
-    BrokerBusyError,
-    InvalidTimestampError,
-    PolicyViolationError,
-    RequestReadTimeoutError,
-    UnknownLeaderEpochError,
-    UnsupportedForMessageFormatError,
-)
-from odradek.protocol.security_errors import (  # noqa: E402, F401  (401/403: docs/security.md)
-    AuthenticationFailedError,
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    TopicAuthorizationFailedError,
-    TransactionalIdAuthorizationFailedError,
-)
-from odradek.protocol.txn_errors import (  # noqa: E402, F401  (Kafka's transaction APIs)
-    OperationNotAttemptedError,
-    TransactionalIdNotFoundError,
-)
+class TransactionalIdNotFoundError(OdradekError):
+    """DescribeTransactions of a transactional id no producer ever initialized."""
+
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+    kafka_code = 105
+    error_code = 40450
+    http_status = 404
+
+
+class OperationNotAttemptedError(OdradekError):
+    """A part of a request left undone because another part of it failed (AddPartitionsToTxn and TxnOffsetCommit
+    are all or nothing: the partitions that were fine carry this code beside the ones that were refused)."""
+
+    name = "OPERATION_NOT_ATTEMPTED"
+    kafka_code = 55
+    error_code = 40050
+    http_status = 400
+
+
+# --------------------------------------------------------------------------------------------------- security
+# docs/security.md: 401 when a request carries no valid identity, 403 when the identity may not do what
+# it asked (Kafka's SASL_AUTHENTICATION_FAILED and *_AUTHORIZATION_FAILED codes).
+
+
+class AuthenticationFailedError(OdradekError):
+    """No identity, a wrong password, an expired or forged token, or credentials over plaintext."""
+
+    name = "SASL_AUTHENTICATION_FAILED"
+    kafka_code = 58
+    error_code = 40101
+    http_status = 401
+
+
+class IllegalSaslStateError(OdradekError):
+    """A Kafka SASL request out of turn: SaslHandshake or SaslAuthenticate after authentication, or on a listener
+    that authenticates no one (SASL exchanges happen only on the Kafka listeners)."""
+
+    name = "ILLEGAL_SASL_STATE"
+    kafka_code = 34
+    error_code = 40102
+    http_status = 401
+
+
+class UnsupportedSaslMechanismError(OdradekError):
+    """A Kafka SaslHandshake naming a mechanism the listener does not enable."""
+
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    kafka_code = 33
+    error_code = 40103
+    http_status = 401
+
+
+class TopicAuthorizationFailedError(OdradekError):
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    kafka_code = 29
+    error_code = 40301
+    http_status = 403
+
+
+class GroupAuthorizationFailedError(OdradekError):
+    name = "GROUP_AUTHORIZATION_FAILED"
+    kafka_code = 30
+    error_code = 40302
+    http_status = 403
+
+
+class ClusterAuthorizationFailedError(OdradekError):
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    kafka_code = 31
+    error_code = 40303
+    http_status = 403
+
+
+class TransactionalIdAuthorizationFailedError(OdradekError):
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    kafka_code = 53
+    error_code = 40304
+    http_status = 403

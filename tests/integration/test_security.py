@@ -440,7 +440,7 @@ def test_listings_show_only_what_each_principal_may_describe(secured: Secured) -
 
     # The clients read that answer as Kafka's do: an authorization error at once, not a wait for a topic to appear.
     from odradek import Consumer, Producer, TopicPartition
-    from odradek.protocol.security_errors import TopicAuthorizationFailedError
+    from odradek.protocol.errors import TopicAuthorizationFailedError
 
     opts = {"ssl_cafile": secured.cafile, "sasl_username": "alice", "sasl_password": PASSWORDS["alice"]}
     bootstrap = secured.url(2).removeprefix("https://")

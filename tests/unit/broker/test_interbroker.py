@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 
 from broker.interbroker import INTER_BROKER, REPLICATION, InterBrokerClient, Request
-from broker.rest_consumers import ConsumerInstanceNotFoundError
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
+    ConsumerInstanceNotFoundError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RouteNotFoundError,

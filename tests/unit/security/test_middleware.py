@@ -14,7 +14,7 @@ from broker.security.authorizer import Acl
 from broker.security.middleware import PRINCIPAL_HEADER, SecurityService
 from broker.security.settings import SecuritySettings, parse_listeners
 from odradek.protocol import scram
-from odradek.protocol.security_errors import AuthenticationFailedError
+from odradek.protocol.errors import AuthenticationFailedError
 
 LISTENERS = tuple(parse_listeners("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094"))
 

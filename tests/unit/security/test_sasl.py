@@ -15,7 +15,7 @@ from broker.security import sasl
 from broker.security.authn import Authenticator
 from broker.security.sasl import PlainServer, ScramServer, new_mechanism, parse_mechanisms
 from odradek.protocol import scram
-from odradek.protocol.security_errors import AuthenticationFailedError
+from odradek.protocol.errors import AuthenticationFailedError
 
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
 USERS: dict[str, dict[str, str]] = {

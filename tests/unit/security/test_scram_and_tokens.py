@@ -10,7 +10,7 @@ import pytest
 
 from broker.security.authn import Authenticator, TokenSigner, basic_header
 from odradek.protocol import scram
-from odradek.protocol.security_errors import AuthenticationFailedError
+from odradek.protocol.errors import AuthenticationFailedError
 
 
 def test_credential_is_rfc5802_and_kafka_shaped() -> None:
