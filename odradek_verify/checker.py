@@ -77,6 +77,30 @@ def read_all(bootstrap: str, topic: str, ends: dict[int, int],
     return out
 
 
+def final_read(urls: list[str], bootstrap: str, topic: str, partitions: int, rounds: int = 3
+               ) -> tuple[dict[int, int], dict[int, list[tuple[int, str]]], dict[str, Any]]:
+    """The final read: end offsets, every record below them, then the end offsets again. Writers have stopped,
+    so the ends must hold still; an end that grew means a high watermark was still catching up when first asked
+    (a new leader's lags until its followers fetch): read again, at most ``rounds`` times, and say so in the
+    report. An end that went back is recorded too (a high watermark must never move backwards once the cluster
+    has healed). Lost is then what no round could read."""
+    ends = end_offsets(urls, topic, partitions)
+    reads = read_all(bootstrap, topic, ends)
+    notes: dict[str, Any] = {"rounds": 1, "grew": {}, "went_back": {}}
+    for _ in range(rounds - 1):
+        again = end_offsets(urls, topic, partitions)
+        grew = {p: [ends.get(p, 0), e] for p, e in again.items() if e > ends.get(p, 0)}
+        went_back = {p: [ends[p], e] for p, e in again.items() if p in ends and e < ends[p]}
+        notes["went_back"].update(went_back)
+        if not grew:
+            break
+        notes["grew"].update(grew)
+        notes["rounds"] += 1
+        ends = {p: max(ends.get(p, 0), again.get(p, 0)) for p in set(ends) | set(again)}
+        reads = read_all(bootstrap, topic, ends)
+    return ends, reads, notes
+
+
 def read_replica(directory: Path) -> dict[int, str]:
     """offset -> value from one replica's segment files, read directly (the broker is stopped)."""
     out: dict[int, str] = {}
@@ -143,12 +167,19 @@ def check_queue(history: History, reads: dict[int, list[tuple[int, str]]], limit
             if prev is None or seq > prev[0]:
                 last[name] = (seq, off)
     lost_after = _lost_kind(lost, acked, reads)
+    by_partition: dict[int, list[int]] = defaultdict(list)
+    for v in lost:
+        by_partition[acked[v].partition].append(acked[v].offset if acked[v].offset is not None else -1)
+    lost_partitions = {p: {"count": len(offs), "offsets": [min(offs), max(offs)],
+                           "read_up_to": (reads[p][-1][0] + 1) if reads.get(p) else 0}
+                       for p, offs in sorted(by_partition.items())}
     return {
         "sent": len(sent), "acknowledged": len(acked),
         "failed": sum(1 for w in history.writes if w.ok is False),
         "pending": sum(1 for w in history.writes if w.ok is None),
         "read": sum(len(r) for r in reads.values()),
         "lost": len(lost), "lost_examples": [_describe(acked[v]) for v in lost[:limit]], "lost_detail": lost_after,
+        "lost_by_partition": lost_partitions,
         "duplicated": len(dup), "duplicated_examples": {v: dup[v] for v in sorted(dup)[:limit]},
         "misplaced": len(misplaced),
         "misplaced_examples": [{**_describe(acked[v]), "found": where[v]} for v in misplaced[:limit]],
@@ -184,7 +215,9 @@ def check_divergence(replicas: dict[int, dict[int, dict[int, str]]], hws: dict[i
             if len(set(present.values())) > 1 or missing_in_isr:
                 found.append({"partition": p, "offset": off, "values": present, "missing_on": missing_in_isr})
     return {"divergent": len(found), "divergent_examples": found[:limit], "offsets_compared": compared,
-            "replicas_read": {p: sorted(b) for p, b in replicas.items()}}
+            "replicas_read": {p: sorted(b) for p, b in replicas.items()},
+            "replica_log_ends": {p: {b: (max(log) + 1 if log else 0) for b, log in by_broker.items()}
+                                 for p, by_broker in replicas.items()}}
 
 
 def check_group(history: History, reads: dict[int, list[tuple[int, str]]], committed: dict[int, int],

@@ -287,8 +287,7 @@ class Run:
             m.finish(30.0)
         t_end = history.now()
         states = self._wait_isr_full(a.partitions, nemesis)
-        ends = checker.end_offsets(urls, self.topic, a.partitions)
-        reads = checker.read_all(bootstrap, self.topic, ends)
+        ends, reads, final_read = checker.final_read(urls, bootstrap, self.topic, a.partitions)
         committed = self._committed(f"verify-group-{self.seed}", a.partitions) if members else {}
         events = nemesis.events_json() if nemesis is not None else []
         if nemesis is not None:
@@ -317,6 +316,7 @@ class Run:
             "skipped_faults": self.skipped,
             "heal_notes": heal_notes,
             "end_offsets": ends,
+            "final_read": final_read,
             "notes": history.notes[:50],
         }
         result["recovery"] = checker.recovery_times(history, events, a.partitions)

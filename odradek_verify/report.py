@@ -51,6 +51,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"lost {q['lost']}  duplicated {q['duplicated']}  misplaced {q['misplaced']}  reordered {q['reordered']}  "
         f"unexpected {q['unexpected']}  divergent {r['divergent']} (of {r['offsets_compared']} offsets)",
     ]
+    if q["lost"] or q["misplaced"]:
+        lines.extend(_loss_lines(report))
     if g:
         lines.append(f"group: polled {g['polled']} (last at {g.get('last_poll_s', 0):.0f} s), "
                      f"commits {g['commits']} (failed {g['commit_failures']}); "
@@ -72,6 +74,24 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     passed = "PASS (0 lost, 0 duplicated, " if strict else "PASS (0 lost, "
     lines.append("VERDICT: " + (passed + "0 misplaced, 0 reordered, 0 divergent)" if not failed
                                 else "FAIL: " + ", ".join(failed)))
+    return lines
+
+
+def _loss_lines(report: dict[str, Any]) -> list[str]:
+    """Where the lost and misplaced records were, against what was read and what the replicas hold on disk: enough
+    to tell a write lost from the logs (every replica ends before it) from one the final read did not reach."""
+    q, r = report["queue"], report["replicas"]
+    lines = ["lost: " + ", ".join(f"{k} {n}" for k, n in q.get("lost_detail", {}).items())]
+    disk = r.get("replica_log_ends", {})
+    for p, d in q.get("lost_by_partition", {}).items():
+        lines.append(f"  partition {p}: {d['count']} lost at offsets {d['offsets'][0]}..{d['offsets'][1]}, "
+                     f"read up to {d['read_up_to']}, end offset {report.get('end_offsets', {}).get(p)}, "
+                     f"replicas' log ends {disk.get(p, disk.get(str(p)))}")
+    for m in q.get("misplaced_examples", [])[:5]:
+        lines.append(f"  misplaced: {m['value']} acknowledged at {m['partition']}/{m['offset']}, found at {m['found']}")
+    fr = report.get("final_read") or {}
+    if fr.get("grew") or fr.get("went_back"):
+        lines.append(f"final read: {fr['rounds']} rounds; ends grew {fr['grew']}, went back {fr['went_back']}")
     return lines
 
 

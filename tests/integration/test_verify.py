@@ -42,6 +42,9 @@ def test_checker_finds_each_planted_anomaly() -> None:
     }
     q = checker.check_queue(h, reads)
     assert q["lost"] == 1 and q["lost_examples"][0]["value"] == "p0-4"
+    # where: partition 0's offset 3, read up to offset 4 (the ghost-free part of the final read)
+    assert q["lost_by_partition"] == {0: {"count": 1, "offsets": [3, 3], "read_up_to": 4}}
+    assert q["lost_detail"] == {"lost-write (later offsets read)": 0, "unseen (at the tail)": 1}
     assert q["duplicated"] == 1 and "p0-1" in q["duplicated_examples"]
     assert q["misplaced"] == 2
     assert q["reordered"] == 1
