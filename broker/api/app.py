@@ -47,7 +47,8 @@ async def metrics_middleware(request: web.Request,
                              handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     started = time.perf_counter()
     response = await handler(request)
-    route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+    resource = request.match_info.route.resource
+    route = documented_path(resource.canonical) if resource else "unmatched"
     metrics = request.app[BROKER].metrics
     metrics.requests.labels(route, str(response.status)).inc()
     metrics.latency.labels(route).observe(time.perf_counter() - started)
@@ -257,7 +258,27 @@ def create_app(broker: Broker, *, config: BrokerConfig, security: SecurityServic
     app[SECURITY] = security
     app[OPENAPI] = spec(route_table())
     app.add_routes(routes())
+    app.add_routes(slash_routes(routes()))
     return app
+
+
+def slash_routes(defs: list[web.RouteDef]) -> list[web.RouteDef]:
+    """Each route again with a trailing slash (``POST /consumers/g/``, ``.../records/?timeout=``): Confluent's
+    REST Proxy (JAX-RS) matches a path with or without one, and clients written for it send both. Served in
+    place, not redirected: a 308 would make every client follow it (curl without -L does not). Registered after
+    every canonical route, so the hot routes are still tried first; metrics and the route list name the
+    canonical form (:func:`documented_path`)."""
+    out: list[web.RouteDef] = []
+    for d in defs:
+        if d.path != "/" and not d.path.endswith("/"):
+            out.append(web.route(d.method, d.path + "/", d.handler, **{k: v for k, v in d.kwargs.items()
+                                                                      if k != "allow_head"}))
+    return out
+
+
+def documented_path(canonical: str) -> str:
+    """A route's documented path: the form without the trailing slash that :func:`slash_routes` also serves."""
+    return canonical.rstrip("/") or "/"
 
 
 def route_table() -> list[tuple[str, str]]:

@@ -68,7 +68,7 @@ def error_response(error: OdradekError, *, v3: bool = False) -> web.Response:
 def _documented_paths(request: web.Request) -> list[str]:
     seen: list[str] = []
     for resource in request.app.router.resources():
-        path = resource.canonical
+        path = resource.canonical.rstrip("/") or "/"  # a route's slash twin (app.slash_routes) is the same path
         if path not in seen:
             seen.append(path)
     return seen
