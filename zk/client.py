@@ -67,6 +67,7 @@ from odradek.protocol.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     CoordinationUnavailableError,
+    InvalidTopicError,
     TopicAlreadyExistsError,
     UnknownTopicError,
 )
@@ -86,6 +87,8 @@ from zk.znodes import (
     DeleteTopicZNode,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
+    TopicNameClaimsZNode,
+    TopicNameClaimZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -131,6 +134,11 @@ class StateWrites:
     done: dict[TopicPartition, State] = field(default_factory=dict)
     to_retry: list[TopicPartition] = field(default_factory=list)
     failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+
+# Tries of a topic creation whose name claim changes between our read and our multi (a stale claim taken over
+# by another creation, a holder deleted meanwhile): each try re-reads it, so more than a few means contention.
+_CLAIM_ATTEMPTS = 5
 
 
 def is_rollback(error: Exception) -> bool:
@@ -471,20 +479,68 @@ class ZkClient:
         return None if got is None else TopicZNode.decode(got[0])
 
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
-        """Admin path: the config node first, then the assignment (which the controller watches for)."""
+        """Admin path: the config node, the assignment (which the controller watches for) and the name's claim
+        (``TopicNameClaimZNode``, keyed by the name with '.' made '_'), in one multi.
+
+        The claim makes Kafka's collision rule ZooKeeper's to enforce: of two colliding names created at once
+        through different brokers, the second multi fails on the claim, and the creation is InvalidTopicError
+        naming the holder ("Topic 'a_b' collides with existing topics: a.b"). A claim whose holder has no topic
+        znode is stale (a topic removed by hand, or deleted by a controller from before the claims): it is taken
+        over with a set conditional on the version read, so of two takers only one wins it. A missing claims
+        parent (a cluster whose brokers predate it) is created on first use.
+
+        Raises:
+            TopicAlreadyExistsError: the topic exists (a retried multi that had in fact created it returns).
+            InvalidTopicError: a colliding topic holds the claim.
+            CoordinationUnavailableError: the claim kept changing under us (retriable).
+        """
+        claim = TopicNameClaimZNode.path(topic)
+        stale: int | None = None  # the version of a stale claim to take over; None: create the claim
+
         def build(tx: Any) -> None:
             tx.create(ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))
             tx.create(TopicZNode.path(topic), TopicZNode.encode(assignment))
+            if stale is None:
+                tx.create(claim, TopicNameClaimZNode.encode(topic))
+            else:
+                tx.set_data(claim, TopicNameClaimZNode.encode(topic), version=stale)
 
-        results = self._multi(build)
-        if any(isinstance(r, NodeExistsError) for r in results):
-            existing = self.get_topic_assignment(topic)
-            if existing is not None and existing.topic_id == assignment.topic_id and assignment.topic_id:
-                return  # a retried multi that had succeeded: the topic is ours
-            raise TopicAlreadyExistsError(f"topic '{topic}' already exists")
-        failures = [r for r in results if isinstance(r, Exception) and not is_rollback(r)]
-        if failures:
-            raise failures[0]
+        for _ in range(_CLAIM_ATTEMPTS):
+            results = self._multi(build)
+            # Only the first failing op carries its own error; the others say rolled back.
+            failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception) and not is_rollback(r)]
+            if not failures:
+                return
+            index, error = failures[0]
+            if index < 2 and isinstance(error, NodeExistsError):
+                existing = self.get_topic_assignment(topic)
+                if existing is not None and existing.topic_id == assignment.topic_id and assignment.topic_id:
+                    return  # a retried multi that had succeeded: the topic is ours
+                raise TopicAlreadyExistsError(f"topic '{topic}' already exists")
+            if index < 2:
+                raise error
+            if isinstance(error, NoNodeError) and stale is None:
+                self.retrying(self._kazoo.ensure_path, TopicNameClaimsZNode.path)
+                continue
+            # The claim exists (our create failed) or changed since we read it (our takeover failed): who holds it?
+            stale = self._stale_claim_version(topic, claim)
+        raise CoordinationUnavailableError(f"the name claim of topic '{topic}' ({claim}) kept changing; try again")
+
+    def _stale_claim_version(self, topic: str, claim: str) -> int | None:
+        """The claim's version if it is stale (its holder has no topic znode), None if it is gone; raises when
+        a topic holds it: TopicAlreadyExistsError for ``topic`` itself, InvalidTopicError for a colliding one."""
+        try:
+            data, stat = self.retrying(self._kazoo.get, claim)
+        except NoNodeError:
+            return None
+        holder = TopicNameClaimZNode.decode(data)
+        if holder is not None and self.retrying(self._kazoo.exists, TopicZNode.path(holder)) is not None:
+            if holder == topic:
+                raise TopicAlreadyExistsError(f"topic '{topic}' already exists")
+            raise InvalidTopicError(f"Topic '{topic}' collides with existing topics: {holder}")
+        log.warning("topic name claim %s names %s, which does not exist: topic %s takes it over", claim, holder,
+                    topic)
+        return int(stat.version)
 
     def set_topic_assignment(self, topic: str, assignment: TopicAssignment) -> None:
         try:
@@ -545,7 +601,9 @@ class ZkClient:
         return sorted(self.retrying(self._kazoo.get_children, DeleteTopicsZNode.path, watch=self._arm(watch)))
 
     def delete_topic_znodes(self, claim: ControllerClaim, topic: str) -> None:
-        """Controller: remove a deleted topic's assignment, states, config and deletion marker, fenced."""
+        """Controller: remove a deleted topic's assignment, states, config, deletion marker and name claim,
+        fenced. The claim goes only if it names ``topic`` (a topic from before the claims has none, and of two
+        colliding topics from then only one can hold it), conditional on the version read."""
         try:
             partitions = self.retrying(self._kazoo.get_children, TopicPartitionsZNode.path(topic))
         except NoNodeError:
@@ -559,10 +617,18 @@ class ZkClient:
             paths.append(TopicPartitionsZNode.path(topic))
         if self.retrying(self._kazoo.exists, TopicZNode.path(topic)):
             paths.append(TopicZNode.path(topic))
+        name_claim = TopicNameClaimZNode.path(topic)
+        try:
+            data, stat = self.retrying(self._kazoo.get, name_claim)
+            claim_version = stat.version if TopicNameClaimZNode.decode(data) == topic else None
+        except NoNodeError:
+            claim_version = None
 
         def build(tx: Any) -> None:
             for path in paths:
                 tx.delete(path)
+            if claim_version is not None:
+                tx.delete(name_claim, version=claim_version)
             if self.retrying(self._kazoo.exists, ConfigEntityZNode.path("topics", topic)):
                 tx.delete(ConfigEntityZNode.path("topics", topic))
             if self.retrying(self._kazoo.exists, DeleteTopicZNode.path(topic)):
@@ -570,7 +636,7 @@ class ZkClient:
 
         try:
             self._commit_fenced(claim, build)
-        except (NoNodeError, NotEmptyError):
+        except (NoNodeError, NotEmptyError, BadVersionError):
             log.warning("topic %s changed while it was being deleted; the controller will retry", topic)
             raise
 

@@ -21,6 +21,7 @@ timestamps, ``"version":"1"`` as a string in ``/cluster/id``, bare ASCII digits 
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/foo"}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
     /consumers/<group>/offsets/<t>/<p>            decimal offset string (next offset to consume)
+    /topic_name_claims/<t with '.' as '_'>        {"version":1,"topic":"a.b"} (Odradek: see TopicNameClaimZNode)
 
 The one addition to Kafka's layout is ``/controller_election``: the owner's design has brokers contend with
 kazoo's Election recipe, and the winner then claims ``/controller`` exactly as Kafka does (see zk.client).
@@ -259,6 +260,43 @@ class TopicPartitionStateZNode:
         )
 
 
+class TopicNameClaimsZNode:
+    path = "/topic_name_claims"
+
+
+class TopicNameClaimZNode:
+    """Persistent, an Odradek addition: the topic that holds a collision key, the name with '.' made '_' (Kafka's
+    ``Topic.unifyCollisionChars``: ``a.b`` and ``a_b`` share one metric name, so Kafka refuses the second).
+
+    Created in the same multi as the topic's own znodes and deleted in the same multi as them, so of two racing
+    creations of colliding names ZooKeeper lets exactly one through (the other's multi fails on this node).
+    Topics from before the claims have none; zk.client and broker.admin.topics say how they are handled.
+    """
+
+    @staticmethod
+    def key(topic: str) -> str:
+        return topic.replace(".", "_")
+
+    @staticmethod
+    def path(topic: str) -> str:
+        """The claim ``topic`` needs: the same node for every name that collides with it."""
+        return f"{TopicNameClaimsZNode.path}/{TopicNameClaimZNode.key(topic)}"
+
+    @staticmethod
+    def encode(topic: str) -> bytes:
+        return _dumps({"version": 1, "topic": topic})
+
+    @staticmethod
+    def decode(data: bytes | None) -> str | None:
+        """The holding topic's name; None for an empty or foreign payload (a claim nobody can be said to hold)."""
+        try:
+            obj = _loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        topic = obj.get("topic") if isinstance(obj, dict) else None
+        return topic if isinstance(topic, str) and topic else None
+
+
 # ---------------------------------------------------------------------------------------------------- admin
 
 
@@ -415,6 +453,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     BrokerSeqIdZNode.path,
     IsrChangeNotificationZNode.path,
     ControllerElectionZNode.path,
+    TopicNameClaimsZNode.path,
     *(ConfigEntityTypeZNode.path(t) for t in CONFIG_ENTITY_TYPES),
 )
 

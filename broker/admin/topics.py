@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from broker.admin.assignment import assign_replicas
 from broker.log.config import LogConfig
@@ -28,6 +28,7 @@ from odradek.protocol.errors import (
 )
 from odradek.protocol.model import TopicAssignment
 from zk.client import ZkClient
+from zk.znodes import TopicNameClaimZNode
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -50,6 +51,13 @@ def validate_topic_name(name: str) -> None:
             f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' "
             "and '-'"
         )
+
+
+def colliding_topics(name: str, existing: Iterable[str]) -> list[str]:
+    """Kafka's ``Topic.hasCollision``: the names in ``existing``, other than ``name`` itself, that differ from it
+    only in '.' against '_' (their metric names would be the same). The rule is the claim znode's key."""
+    key = TopicNameClaimZNode.key(name)
+    return [t for t in existing if t != name and TopicNameClaimZNode.key(t) == key]
 
 
 def validate_configs(configs: dict[str, str]) -> dict[str, str]:
@@ -109,13 +117,28 @@ class TopicAdmin:
         validate_only: bool = False,
     ) -> TopicAssignment:
         """Validate, then (unless ``validate_only``) write the config and the assignment; the assignment (with
-        the new topic id) either way, so a dry run answers what it would have created."""
+        the new topic id) either way, so a dry run answers what it would have created.
+
+        Names that collide ('.' against '_', ``colliding_topics``) are refused with INVALID_TOPIC_EXCEPTION
+        twice over. First against the topics read here, as Kafka's ``AdminZkClient.validateTopicCreate`` does
+        (it reads ``getAllTopicsInCluster``, then writes ``/config/topics/<t>`` and ``/brokers/topics/<t>``); this
+        check alone is a check-then-act race, which Kafka's ZooKeeper mode has too: two creations sent to two
+        brokers at once both pass it and both create. Where Odradek differs: the write itself
+        (``ZkClient.create_topic``) also creates a claim znode keyed by the name with '.' made '_', in the same
+        multi as the topic's znodes (the controller deletes it in the same multi as them), so ZooKeeper lets
+        exactly one of two racing colliders through and the other gets the collision error naming the winner.
+        Kafka's KRaft closes the race another way (one controller thread checks ``topicsWithCollisionChars``,
+        KAFKA-13743); Odradek keeps classic Kafka's design, where any broker writes a new topic to ZooKeeper,
+        so ZooKeeper is the only place both creations meet. The read check stays for topics created before the
+        claims (they have no claim znode): such a topic exists before any new collider is attempted, so the read
+        sees it. Only a collider created at the same moment by a broker running older code escapes both checks.
+        """
         validate_topic_name(name)
         clean = validate_configs(configs or {})
         existing = self._zk.get_topics()
         if name in existing:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        collides = [t for t in existing if t.replace(".", "_") == name.replace(".", "_")]
+        collides = colliding_topics(name, existing)
         if collides:
             raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(collides)}")
         brokers = self._zk.get_brokers()

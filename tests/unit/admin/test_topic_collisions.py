@@ -1,0 +1,307 @@
+"""Colliding topic names ('.' against '_', issue 24 point 6): the rule, the claim znode, and ZkClient's topic
+creation and deletion over an in-memory kazoo whose multi is atomic as ZooKeeper's is.
+
+Real ZooKeeper and three brokers racing over HTTP and Kafka's protocol: tests/integration/test_topic_collisions.py.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
+
+from broker.admin.topics import TopicAdmin, colliding_topics, new_topic_id
+from odradek.protocol.errors import InvalidTopicError, TopicAlreadyExistsError
+from odradek.protocol.model import BrokerInfo, TopicAssignment
+from zk.client import ControllerClaim, ZkClient
+from zk.retry import ZkRetry
+from zk.znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    DeleteTopicZNode,
+    TopicNameClaimsZNode,
+    TopicNameClaimZNode,
+    TopicZNode,
+)
+
+# ------------------------------------------------------------------------------------------------ the rule
+
+
+def test_names_collide_when_they_differ_only_in_dot_against_underscore() -> None:
+    assert TopicNameClaimZNode.key("a.b") == TopicNameClaimZNode.key("a_b") == "a_b"
+    assert colliding_topics("a_b", ["a.b", "a-b", "ab", "a_b", "x"]) == ["a.b"]
+    assert colliding_topics("a.b_c", ["a_b.c", "a_b_c", "a.b.c", "a.b_c"]) == ["a_b.c", "a_b_c", "a.b.c"]
+    assert colliding_topics("plain", ["plain", "pla.in"]) == []
+
+
+def test_the_claim_znode_is_keyed_by_the_collision_key_and_names_its_holder() -> None:
+    assert TopicNameClaimZNode.path("a.b") == TopicNameClaimZNode.path("a_b") == "/topic_name_claims/a_b"
+    assert TopicNameClaimsZNode.path in PERSISTENT_PATHS
+    assert TopicNameClaimZNode.encode("a.b") == b'{"version":1,"topic":"a.b"}'
+    assert TopicNameClaimZNode.decode(TopicNameClaimZNode.encode("a.b")) == "a.b"
+    for foreign in (b"", None, b"junk", b"[]", b'{"version":1}', b'{"topic":""}'):
+        assert TopicNameClaimZNode.decode(foreign) is None
+
+
+# ---------------------------------------------------------------------------------- an atomic in-memory kazoo
+
+
+@dataclass
+class Stat:
+    version: int
+    czxid: int = 1
+
+
+class FakeTransaction:
+    def __init__(self, kazoo: FakeKazoo) -> None:
+        self._kazoo = kazoo
+        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+
+    def create(self, path: str, value: bytes = b"") -> None:
+        self._ops.append(("create", (path, value)))
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._ops.append(("set", (path, value, version)))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._ops.append(("delete", (path, version)))
+
+    def check(self, path: str, version: int) -> None:
+        self._ops.append(("check", (path, version)))
+
+    def commit(self) -> list[Any]:
+        """All or nothing, answered as kazoo answers a failed multi: the failing op's error, RolledBackError
+        before it and RuntimeInconsistency after it."""
+        kazoo = self._kazoo
+        for hook in kazoo.before_commit[:]:
+            kazoo.before_commit.remove(hook)
+            hook()
+        nodes = dict(kazoo.nodes)
+        results: list[Any] = []
+        for op, args in self._ops:
+            try:
+                results.append(getattr(self, f"_{op}")(nodes, *args))
+            except (NodeExistsError, NoNodeError, BadVersionError) as e:
+                return [RolledBackError()] * len(results) + [e] + \
+                    [RuntimeInconsistency()] * (len(self._ops) - len(results) - 1)
+        kazoo.nodes = nodes
+        kazoo.commits.append([op for op, _ in self._ops])
+        return results
+
+    @staticmethod
+    def _create(nodes: dict[str, tuple[bytes, int]], path: str, value: bytes) -> str:
+        if path in nodes:
+            raise NodeExistsError()
+        if path.rsplit("/", 1)[0] not in nodes:
+            raise NoNodeError()
+        nodes[path] = (value, 0)
+        return path
+
+    @staticmethod
+    def _set(nodes: dict[str, tuple[bytes, int]], path: str, value: bytes, version: int) -> Stat:
+        FakeTransaction._check(nodes, path, version)
+        nodes[path] = (value, nodes[path][1] + 1)
+        return Stat(nodes[path][1])
+
+    @staticmethod
+    def _delete(nodes: dict[str, tuple[bytes, int]], path: str, version: int) -> bool:
+        FakeTransaction._check(nodes, path, version)
+        if any(p.startswith(path + "/") for p in nodes):
+            raise NoNodeError()  # (NotEmpty in ZooKeeper; no test here deletes a parent first)
+        del nodes[path]
+        return True
+
+    @staticmethod
+    def _check(nodes: dict[str, tuple[bytes, int]], path: str, version: int) -> bool:
+        if path not in nodes:
+            raise NoNodeError()
+        if version != -1 and nodes[path][1] != version:
+            raise BadVersionError()
+        return True
+
+
+class FakeKazoo:
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[bytes, int]] = {}
+        self.before_commit: list[Callable[[], None]] = []  # what another broker does just before our next multi
+        self.commits: list[list[str]] = []
+        self.ensure_path("/")
+
+    def ensure_path(self, path: str) -> None:
+        parts = [p for p in path.split("/") if p]
+        self.nodes.setdefault("", (b"", 0))
+        for i in range(1, len(parts) + 1):
+            self.nodes.setdefault("/" + "/".join(parts[:i]), (b"", 0))
+
+    def transaction(self) -> FakeTransaction:
+        return FakeTransaction(self)
+
+    def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
+        if path not in self.nodes:
+            raise NoNodeError()
+        data, version = self.nodes[path]
+        return data, Stat(version)
+
+    def exists(self, path: str, watch: Any = None) -> Stat | None:
+        return Stat(self.nodes[path][1]) if path in self.nodes else None
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        if path not in self.nodes:
+            raise NoNodeError()
+        return [p.rsplit("/", 1)[1] for p in self.nodes if p.rsplit("/", 1)[0] == path and p != path]
+
+    def create(self, path: str, value: bytes = b"") -> str:
+        tx = self.transaction()
+        tx.create(path, value)
+        result = tx.commit()[0]
+        if isinstance(result, Exception):
+            raise result
+        return str(result)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        tx = self.transaction()
+        tx.delete(path, version)
+        result = tx.commit()[0]
+        if isinstance(result, Exception):
+            raise result
+
+
+def fake_client(kazoo: FakeKazoo | None = None, *, with_claims_parent: bool = True) -> tuple[ZkClient, FakeKazoo]:
+    """A ZkClient over the fake (a new one, or ``kazoo``: another broker on the same ZooKeeper), through the real
+    retry policy (only the connection is skipped)."""
+    if kazoo is None:
+        kazoo = FakeKazoo()
+        for path in PERSISTENT_PATHS:
+            if with_claims_parent or path != TopicNameClaimsZNode.path:
+                kazoo.ensure_path(path)
+        kazoo.nodes[ControllerEpochZNode.path] = (ControllerEpochZNode.encode(1), 0)
+        kazoo.nodes[BrokerIdZNode.path(1)] = (BrokerIdZNode.encode(BrokerInfo(1, "127.0.0.1", 8082)), 0)
+    client = ZkClient.__new__(ZkClient)
+    client._kazoo = kazoo  # type: ignore[assignment]
+    connected = threading.Event()
+    connected.set()
+    client._retry = ZkRetry(lambda: True, connected, deadline_s=0.5, delay_s=0.001, max_delay_s=0.01)
+    return client, kazoo
+
+
+CLAIM = ControllerClaim(broker_id=1, epoch=1, epoch_zk_version=0)
+
+
+def assignment() -> TopicAssignment:
+    return TopicAssignment({0: [1]}, topic_id=new_topic_id())
+
+
+def collides(topic: str, existing: str) -> str:
+    """Kafka's message, as a pattern for ``pytest.raises``."""
+    return f"^{re.escape(f'Topic {topic!r} collides with existing topics: {existing}')}$"
+
+
+def holder(kazoo: FakeKazoo, topic: str) -> str | None:
+    got = kazoo.nodes.get(TopicNameClaimZNode.path(topic))
+    return None if got is None else TopicNameClaimZNode.decode(got[0])
+
+
+# ---------------------------------------------------------------------------------------- create and delete
+
+
+def test_the_claim_is_created_in_the_topics_own_multi_and_refuses_a_collider() -> None:
+    zk, kazoo = fake_client()
+    zk.create_topic("a.b", assignment(), {"retention.ms": "1000"})
+    assert kazoo.commits == [["create", "create", "create"]]  # config, assignment and claim: one multi
+    assert holder(kazoo, "a_b") == "a.b"
+    with pytest.raises(InvalidTopicError, match=collides("a_b", "a.b")) as info:
+        zk.create_topic("a_b", assignment(), {})
+    assert info.value.kafka_code == 17
+    assert TopicZNode.path("a_b") not in kazoo.nodes and ConfigEntityZNode.path("topics", "a_b") not in kazoo.nodes
+    with pytest.raises(TopicAlreadyExistsError):
+        zk.create_topic("a.b", assignment(), {})
+
+
+def test_a_collider_created_after_our_read_check_still_loses_on_the_claim() -> None:
+    """The race of issue 24: TopicAdmin reads the topics (no collider yet), another broker then creates one, and
+    our multi fails on its claim."""
+    zk, kazoo = fake_client()
+    other, _ = fake_client(kazoo)  # another broker
+    kazoo.before_commit.append(lambda: other.create_topic("race.1", assignment(), {}))
+    with pytest.raises(InvalidTopicError, match=collides("race_1", "race.1")):
+        TopicAdmin(zk).create_topic("race_1", 1, 1)
+    assert zk.get_topics() == ["race.1"] and holder(kazoo, "race_1") == "race.1"
+
+
+def test_a_retried_multi_that_had_succeeded_is_ours() -> None:
+    zk, _ = fake_client()
+    mine = assignment()
+    zk.create_topic("a.b", mine, {})
+    zk.create_topic("a.b", mine, {})  # as a retry after a lost answer would: the config's NodeExists, our id
+    assert zk.get_topics() == ["a.b"]
+
+
+def test_deletion_removes_the_claim_in_the_same_multi_and_the_other_name_can_then_be_created() -> None:
+    zk, kazoo = fake_client()
+    zk.create_topic("a.b", assignment(), {})
+    zk.mark_topic_for_deletion("a.b")
+    zk.delete_topic_znodes(CLAIM, "a.b")
+    assert kazoo.commits[-1] == ["check", "delete", "delete", "delete", "delete"]  # topic, claim, config, marker
+    assert holder(kazoo, "a.b") is None and DeleteTopicZNode.path("a.b") not in kazoo.nodes
+    zk.create_topic("a_b", assignment(), {})
+    assert holder(kazoo, "a.b") == "a_b"
+    with pytest.raises(InvalidTopicError, match=collides("a.b", "a_b")):
+        zk.create_topic("a.b", assignment(), {})
+
+
+def test_a_topic_without_a_claim_is_deleted_and_a_claim_held_by_another_name_stays() -> None:
+    """Topics created before the claims have none, and two colliders from then may both exist: deleting one
+    removes only a claim that names it."""
+    zk, kazoo = fake_client()
+    kazoo.nodes[TopicZNode.path("old.t")] = (TopicZNode.encode(assignment()), 0)
+    zk.delete_topic_znodes(CLAIM, "old.t")  # no claim to delete
+    assert kazoo.commits[-1] == ["check", "delete"] and zk.get_topics() == []
+
+    kazoo.nodes[TopicZNode.path("old.t")] = (TopicZNode.encode(assignment()), 0)
+    kazoo.nodes[TopicZNode.path("old_t")] = (TopicZNode.encode(assignment()), 0)
+    kazoo.nodes[TopicNameClaimZNode.path("old_t")] = (TopicNameClaimZNode.encode("old_t"), 0)
+    zk.delete_topic_znodes(CLAIM, "old.t")  # the claim is old_t's: it stays
+    assert holder(kazoo, "old.t") == "old_t" and zk.get_topics() == ["old_t"]
+    zk.delete_topic_znodes(CLAIM, "old_t")
+    assert holder(kazoo, "old.t") is None and zk.get_topics() == []
+
+
+def test_the_read_check_refuses_a_collider_of_an_unclaimed_topic() -> None:
+    zk, kazoo = fake_client()
+    kazoo.nodes[TopicZNode.path("legacy.t")] = (TopicZNode.encode(assignment()), 0)  # no claim: from before
+    with pytest.raises(InvalidTopicError, match=collides("legacy_t", "legacy.t")):
+        TopicAdmin(zk).create_topic("legacy_t", 1, 1)
+    assert holder(kazoo, "legacy_t") is None
+
+
+def test_a_stale_claim_is_taken_over_once() -> None:
+    """A claim whose holder has no topic (removed by hand, or by an older controller) does not block the name;
+    of two takers racing for it, the second sees the first's topic and collides with it."""
+    zk, kazoo = fake_client()
+    stale = TopicNameClaimZNode.path("gone.t")
+    kazoo.nodes[stale] = (TopicNameClaimZNode.encode("gone.t"), 3)
+    zk.create_topic("gone.t", assignment(), {})  # its own name's stale claim
+    assert holder(kazoo, "gone.t") == "gone.t" and kazoo.nodes[stale][1] == 4
+
+    del kazoo.nodes[TopicZNode.path("gone.t")]
+    del kazoo.nodes[ConfigEntityZNode.path("topics", "gone.t")]
+    other, _ = fake_client(kazoo)
+    # We read the stale claim, then the other broker takes it over before our takeover commits.
+    kazoo.before_commit.append(lambda: kazoo.before_commit.append(
+        lambda: other.create_topic("gone_t", assignment(), {})))
+    with pytest.raises(InvalidTopicError, match=collides("gone.t", "gone_t")):
+        zk.create_topic("gone.t", assignment(), {})
+    assert holder(kazoo, "gone.t") == "gone_t" and zk.get_topics() == ["gone_t"]
+
+
+def test_a_cluster_without_the_claims_parent_gets_it_on_first_use() -> None:
+    zk, kazoo = fake_client(with_claims_parent=False)
+    zk.create_topic("a.b", assignment(), {})
+    assert TopicNameClaimsZNode.path in kazoo.nodes and holder(kazoo, "a.b") == "a.b"
