@@ -169,7 +169,10 @@ class Broker:
                                    lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic))
         self.produce = ProduceService(self.replicas, self.interbroker, router=self.router, batch_limits=BatchLimits(
             config.max_records_per_batch, config.max_decompressed_batch_bytes))
-        self.fetches = FetchService(self.broker_id, self.router, self.follower_fetches, self.interbroker)
+        # Forwarded long-polls share upstream reads and hold at most half the forward connections (the rest stay
+        # free for forwarded produces and calls): broker/fetch/forwarded_reads.py.
+        self.fetches = FetchService(self.broker_id, self.router, self.follower_fetches, self.interbroker,
+                                    max_forwarded_polls=max(1, config.inter_broker_max_connections // 2))
         self.offsets = OffsetsService(self.replicas, self.interbroker)
         self.controller_requests = ControllerRequests(self.broker_id, self.controller, self.cache, self.interbroker,
                                                       lambda: self.controller_id)

@@ -4,8 +4,9 @@ GET .../epoch_end_offset (followers' divergence check).
 Handlers decode a FetchRequest, call the fetch service (broker/fetch/service.py) and render its PartitionData:
 which replica serves a read, how long it waits and what it may return are the service's. Reads wait for a
 leader like produces do, bounded by their own long-poll timeout: a read with ``timeout=0`` answers at once. The
-JSON read may be forwarded to another broker's leadership; the binary paths are leader-only and name the
-leader instead.
+JSON read may be forwarded to another broker's leadership (identical waiting reads then share one upstream read,
+broker/fetch/forwarded_reads.py: its answer is batches as bytes, rendered here per request, so the embedded
+format never splits it); the binary paths are leader-only and name the leader instead.
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ Two entry points, because the two front-door contracts differ:
   read_committed).
 * :meth:`FetchService.fetch_anywhere` is the REST read: served here when this broker leads, else forwarded once
   to the leader over the inter-broker client, waiting out leader changes until the request's deadline (as the
-  embedded consumer of Confluent's REST Proxy retries).
+  embedded consumer of Confluent's REST Proxy retries). Forwarded reads go through :class:`ForwardedReads`
+  (broker/fetch/forwarded_reads.py): identical reads waiting at once share one upstream read, so a thousand
+  long-polls cost one forward connection, not a thousand, and forwarded long-polls never hold more than
+  ``max_forwarded_polls`` connections at once.
 
 Invariants: a :class:`PartitionData` whose ``records`` are :data:`FileRecords` owns duplicated descriptors, and
 the front door closes it (``close``) once sent or dropped; every other answer holds bytes. The offsets of an
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.fetch.forwarded_reads import DEFAULT_MAX_FLIGHTS, ForwardedReads, ReadKey
 from broker.log.log import ReadResult
 from broker.log.reads import SliceResult
 from broker.produce import forwarding as forward
@@ -148,12 +152,16 @@ def check_leader_epoch(current: int, requested: int) -> None:
 
 
 class FetchService:
+    """``max_forwarded_polls``: upstream long-polls forwarded reads may hold at once (each one forward connection
+    of the inter-broker client, shared by every identical read waiting here)."""
+
     def __init__(self, broker_id: int, router: LeaderRouter, follower_fetches: FollowerFetchService,
-                 interbroker: InterBrokerClient) -> None:
+                 interbroker: InterBrokerClient, *, max_forwarded_polls: int = DEFAULT_MAX_FLIGHTS) -> None:
         self._broker_id = broker_id
         self._router = router
         self._followers = follower_fetches
         self._interbroker = interbroker
+        self.forwarded_reads = ForwardedReads(self._read_leader, max_flights=max_forwarded_polls)
 
     async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData:
         """Read from this broker's leader replica (leader-only; see the module docstring). ``zero_copy``: the
@@ -226,12 +234,16 @@ class FetchService:
             leader_epoch=part.leader_epoch, leader=self._broker_id, aborted_transactions=aborted)
 
     async def _forwarded(self, route: Remote, request: FetchRequest, poll_ms: int) -> PartitionData:
-        remote = await forward.fetch_remote(
-            self._interbroker, route.url, request.topic, request.partition, request.offset, request.max_bytes,
-            poll_ms, committed=request.isolation_level == READ_COMMITTED)
+        key = ReadKey(route.url, request.topic, request.partition, request.offset, request.max_bytes,
+                      committed=request.isolation_level == READ_COMMITTED)
+        remote = await self.forwarded_reads.read(key, poll_ms)  # shared with identical reads waiting here
         return PartitionData(
             request.topic, request.partition,
             remote.log_start_offset if request.offset is None else request.offset, remote.data,
             high_watermark=remote.high_watermark, last_stable_offset=remote.last_stable_offset,
             log_start_offset=remote.log_start_offset, log_end_offset=remote.log_end_offset,
             leader_epoch=remote.leader_epoch, leader=remote.leader)
+
+    async def _read_leader(self, key: ReadKey, poll_ms: int) -> forward.RemoteBatches:
+        return await forward.fetch_remote(self._interbroker, key.leader_url, key.topic, key.partition, key.offset,
+                                          key.max_bytes, poll_ms, committed=key.committed)
