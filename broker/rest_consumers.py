@@ -7,11 +7,14 @@ assignment. Records and offsets are read through the broker's fetch and offsets 
 leader when another broker leads, leader changes waited out), and rendered by the same function as the JSON read.
 
 Membership: a subscribed instance is the asyncio driver of the member state machine
-(``odradek.protocol.group_member``), the same rules as the Python group consumer. One task per subscribed
-instance performs its actions: joins and heartbeats as tasks of their own (so heartbeats go on while a join
-long-polls, and a coordinator that freezes during a join is noticed within the session), a join answer applied
-under the instance's lock (revoke: commit if auto-commit, then drop; assign: start at the committed offset, else
-``auto.offset.reset``), a loss applied at once. Every group operation goes through the broker's
+(``odradek.protocol.group_member``), the same rules as the Python group consumer. One task per subscribed instance
+performs its actions: joins and heartbeats as tasks of their own (so heartbeats go on while a join long-polls, and
+a coordinator that freezes during a join is noticed within the session), a join answer applied under the instance's
+lock (revoke: commit if auto-commit, then drop; assign: start at the committed offset, else ``auto.offset.reset``),
+a loss applied at once. A read waits for the first assignment without that lock and gives it up to a join answer
+during its long-poll, so the join and the fetch share the read's timeout, as in Kafka's ``poll(timeout)``. A manual
+assignment needs no group: committed offsets are looked up (none, or no group at all: ``auto.offset.reset``) and
+commits go into the group id as a standalone committer's. Every group operation goes through the broker's
 ``GroupRouter`` (broker/group_router.py): the coordinator service in-process when this broker coordinates the
 group, else one inter-broker hop to the broker that does. A REST client that stops calling does not stop the
 heartbeats (as with Confluent's proxy, whose Kafka consumer heartbeats in the background); the instance expires
@@ -76,6 +79,7 @@ SESSION_TIMEOUT_MS = 10_000
 REBALANCE_TIMEOUT_MS = 30_000
 HEARTBEAT_INTERVAL_MS = SESSION_TIMEOUT_MS // 3
 JOIN_RETRY_BACKOFF_MS = 200
+READ_RETRY_BACKOFF_MS = 100  # a read whose positions could not be looked up (retriable) tries again after this
 GROUP_CALL_TIMEOUT_S = SESSION_TIMEOUT_MS / 2000  # a heartbeat or leave that takes longer is as good as failed
 NAME_RE = re.compile(r"^[A-Za-z0-9._\-]{1,249}$")
 
@@ -139,7 +143,10 @@ class ConsumerInstance:
     resets: dict[TopicPartition, str] = field(default_factory=dict)  # pending seeks to beginning / end
     last_used: float = field(default_factory=time.monotonic)
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # a join answer was applied
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # fair (FIFO), which read() relies on
+    apply_wanted: asyncio.Event = field(default_factory=asyncio.Event)  # a join answer waits for the lock
+    applies_waiting: int = 0
+    reads: int = 0  # reads in progress (one may be waiting without the lock)
     task: asyncio.Task[None] | None = None
     member: GroupMember | None = None  # the member state machine, while subscribed
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the membership task has something to look at
@@ -189,7 +196,7 @@ class RestInstanceManager:
             await asyncio.sleep(tick)
             now = time.monotonic()
             for inst in [i for i in self.instances.values() if now - i.last_used > self.instance_timeout_s]:
-                if inst.lock.locked():
+                if inst.lock.locked() or inst.reads:
                     continue  # a request is using it right now
                 log.info("consumer instance %s/%s expired", inst.group, inst.name)
                 with contextlib.suppress(ConsumerInstanceNotFoundError):  # a request may have deleted it meanwhile
@@ -228,6 +235,13 @@ class RestInstanceManager:
         if inst is None:
             raise ConsumerInstanceNotFoundError("Consumer instance not found.")
         try:
+            if inst.mode == "assign" and inst.config.auto_commit_enable:
+                # KafkaConsumer.close() auto-commits whenever it has a group.id (Confluent always sets one),
+                # a manual assignment too: as a standalone committer, into the group id.
+                try:
+                    await self.commit(inst, None)
+                except OdradekError as exc:
+                    log.info("commit of %s/%s on closing failed: %s", inst.group, inst.name, exc)
             await self._stop_membership(inst, commit=inst.config.auto_commit_enable)
         finally:
             if unregister:
@@ -342,8 +356,17 @@ class RestInstanceManager:
             inst.wake.set()
             return
         actions = member.join_succeeded(result, time.monotonic())
-        async with inst.lock:  # not while a request reads or seeks
-            await self._apply(inst, member, result.generation, actions)
+        # Not while a request reads or seeks; a read long-polling under the lock gives it up (read()). The waiter
+        # is queued on the lock before any reader can see ``apply_wanted`` (no await in between).
+        inst.applies_waiting += 1
+        inst.apply_wanted.set()
+        try:
+            async with inst.lock:
+                await self._apply(inst, member, result.generation, actions)
+        finally:
+            inst.applies_waiting -= 1
+            if not inst.applies_waiting:
+                inst.apply_wanted.clear()
         inst.wake.set()
 
     def _join_request(self, spec: JoinSpec) -> JoinRequest:
@@ -463,32 +486,69 @@ class RestInstanceManager:
     # ------------------------------------------------------------------------------------ records
 
     async def read(self, inst: ConsumerInstance, timeout_ms: int, max_bytes: int) -> list[dict[str, Any]]:
-        """Records from the instance's partitions, long-polling up to ``timeout_ms``; positions advance past
-        what is returned (so an empty commit commits exactly what the client has seen)."""
+        """Records from the instance's partitions, long-polling up to ``timeout_ms``, as Confluent's read task
+        polls its Kafka consumer until the request's timeout: the group join and the fetch share that timeout.
+        A subscribed instance's first assignment is awaited without the instance's lock (its join answer is
+        applied under it), so the read that starts the join returns the records as soon as the assignment is
+        there; a later join answer arriving during the long-poll is applied at once too (the read answers what it
+        has, or lets the answer through and goes on with the new assignment). Positions advance past what is
+        returned (so an empty commit commits exactly what the client has seen).
+
+        Raises:
+            IllegalStateError: the instance neither subscribes nor has an assignment.
+            OffsetOutOfRangeError: a partition has no position and ``auto.offset.reset`` is none (Kafka's
+                NoOffsetForPartitionException), or its position left the log and the policy is none.
+        """
         deadline = time.monotonic() + timeout_ms / 1000.0
-        if inst.mode == "subscribe" and not inst.joined.is_set():
-            try:
-                await asyncio.wait_for(inst.joined.wait(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
+        inst.reads += 1
+        try:
+            return await self._read(inst, deadline, max_bytes)
+        finally:
+            inst.reads -= 1
+
+    async def _read(self, inst: ConsumerInstance, deadline: float, max_bytes: int) -> list[dict[str, Any]]:
+        while True:
+            if inst.mode is None:
+                raise IllegalStateError("Illegal state: Consumer is not subscribed to any topics or assigned any "
+                                        "partitions")
+            if inst.mode == "subscribe" and not await _wait(inst.joined, deadline):
+                return []  # no assignment within the timeout
+            if not await _acquire(inst.lock, deadline):
                 return []
+            try:
+                if inst.mode == "subscribe" and not inst.joined.is_set():
+                    continue  # unsubscribed (and subscribed again) while we waited for the lock
+                if inst.mode is None:
+                    continue  # unsubscribed meanwhile: the check above answers
+                out, done = await self._read_locked(inst, deadline, max_bytes)
+            finally:
+                inst.lock.release()
+            if done or out:
+                return out
+            # A join answer wants the lock: the lock is fair, so it is applied before we hold the lock again.
+
+    async def _read_locked(self, inst: ConsumerInstance, deadline: float, max_bytes: int
+                           ) -> tuple[list[dict[str, Any]], bool]:
+        """Read under the instance's lock until ``fetch.min.bytes``, ``max_bytes`` or the deadline (done), or until
+        a join answer waits for the lock (not done: the caller lets it through)."""
         out: list[dict[str, Any]] = []
         min_bytes = max(1, inst.config.fetch_min_bytes)
         size = 0
         while True:
+            if inst.apply_wanted.is_set():
+                return out, False
             if inst.mode == "subscribe":
                 self._lose_if_expired(inst)  # the coordinator may have expired us: then read nothing
             partitions = sorted(inst.assigned)
             if not partitions:  # nothing assigned (more members than partitions): wait as a long-poll would
-                await asyncio.sleep(max(0.0, deadline - time.monotonic()))
-                return out
-            for tp in partitions:
-                if tp not in inst.positions:
-                    try:
-                        await self._resolve(inst, tp)
-                    except OdradekError as exc:
-                        if not exc.retriable:
-                            raise
-                        log.debug("no position for %s yet: %s", tp, exc)
+                await _wait(inst.apply_wanted, deadline)
+                return out, not inst.apply_wanted.is_set()
+            await self._resolve(inst, [tp for tp in partitions if tp not in inst.positions])
+            if not any(tp in inst.positions for tp in partitions):  # lookups failed retriably: back off a little
+                await _wait(inst.apply_wanted, min(deadline, time.monotonic() + READ_RETRY_BACKOFF_MS / 1000))
+                if time.monotonic() >= deadline:
+                    return out, True
+                continue
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             batches = await self._read_some(inst, partitions, remaining_ms, max(1, max_bytes - size))
             for tp, records, next_offset in batches:
@@ -498,26 +558,28 @@ class RestInstanceManager:
                     rendered = record_json(tp.topic, tp.partition, r, inst.config.format)
                     cost = len(r.key or b"") + len(r.value or b"") + 64
                     if out and size + cost > max_bytes:
-                        return out
+                        return out, True
                     out.append(rendered)
                     size += cost
                     inst.positions[tp] = r.offset + 1
                 # All of this fetch was handed out: skip past control batches and compaction gaps too.
                 inst.positions[tp] = max(inst.positions[tp], next_offset)
             if size >= min_bytes or time.monotonic() >= deadline:
-                return out
+                return out, True
 
     async def _read_some(self, inst: ConsumerInstance, partitions: list[TopicPartition], timeout_ms: int,
                          max_bytes: int) -> list[tuple[TopicPartition, list[Any], int]]:
-        """Read every partition at once; return when the first brings records (or all came back empty)."""
+        """Read every partition at once; return when the first brings records (or all came back empty), or when
+        a join answer waits for the instance's lock (with what came back so far)."""
         tasks = {asyncio.create_task(self._read_partition(inst, tp, inst.positions[tp], max_bytes, timeout_ms)): tp
                  for tp in partitions if tp in inst.positions}
         results: list[tuple[TopicPartition, list[Any], int]] = []
         pending = set(tasks)
+        interrupt = asyncio.create_task(inst.apply_wanted.wait())
         try:
             while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for t in done:
+                done, pending = await asyncio.wait(pending | {interrupt}, return_when=asyncio.FIRST_COMPLETED)
+                for t in done - {interrupt}:
                     try:
                         results.append(t.result())
                     except OffsetOutOfRangeError as exc:
@@ -526,10 +588,11 @@ class RestInstanceManager:
                         if not exc.retriable:
                             raise
                         log.debug("read of %s failed: %s", tasks[t], exc)
-                if any(recs for _, recs, _ in results):
+                pending.discard(interrupt)
+                if any(recs for _, recs, _ in results) or interrupt.done():
                     break
         finally:
-            for t in pending:
+            for t in (*pending, interrupt):
                 t.cancel()
         return results
 
@@ -558,25 +621,70 @@ class RestInstanceManager:
             raise exc
         inst.positions.pop(tp, None)
         inst.resets[tp] = reset
-        await self._resolve(inst, tp)
+        await self._resolve(inst, [tp])
 
-    async def _resolve(self, inst: ConsumerInstance, tp: TopicPartition) -> None:
-        """A position from a pending seek to beginning/end, else the group's committed offset, else
-        ``auto.offset.reset``."""
-        strategy = inst.resets.pop(tp, None)
-        if strategy is None:
-            committed = await self._committed(inst.group, {tp.topic})
-            if tp in committed:
-                inst.positions[tp] = committed[tp][0]
-                return
-            strategy = inst.config.auto_offset_reset
-        if strategy == "none":
-            raise OffsetOutOfRangeError(f"{tp} has no committed offset and auto.offset.reset is none",
-                                        topic=tp.topic, partition=tp.partition)
-        begin, end = await self.bounds(tp)
-        inst.positions[tp] = begin if strategy == "earliest" else end
+    async def _resolve(self, inst: ConsumerInstance, partitions: list[TopicPartition]) -> None:
+        """Positions for ``partitions``, as Kafka's consumer finds them: a pending seek to beginning/end, else the
+        group's committed offset (one lookup for all; a group that does not exist has committed nothing, so an
+        assign-only instance needs no group), else ``auto.offset.reset``. A lookup that fails retriably leaves
+        the positions unset (the next round tries again).
+
+        Raises:
+            OffsetOutOfRangeError: some have no committed offset and the policy is none (Kafka's
+                NoOffsetForPartitionException, with its message).
+        """
+        seeks = {tp: inst.resets.pop(tp) for tp in partitions if tp in inst.resets}
+        strategies = dict(seeks)
+        unknown = [tp for tp in partitions if tp not in strategies]
+        if unknown:
+            try:
+                committed = await self._committed(inst.group, {tp.topic for tp in unknown})
+            except OdradekError as exc:
+                if not exc.retriable:
+                    raise
+                log.debug("no committed offsets for %s/%s yet: %s", inst.group, inst.name, exc)
+                unknown = []
+            for tp in unknown:
+                if tp in committed:
+                    inst.positions[tp] = committed[tp][0]
+                else:
+                    strategies[tp] = inst.config.auto_offset_reset
+        undefined = sorted(tp for tp, s in strategies.items() if s == "none")
+        if undefined:
+            raise OffsetOutOfRangeError("Undefined offset with no reset policy for partitions: [" + ", ".join(
+                f"{tp.topic}-{tp.partition}" for tp in undefined) + "]", topic=undefined[0].topic,
+                partition=undefined[0].partition)
+        for tp, strategy in strategies.items():
+            try:
+                begin, end = await self.bounds(tp)
+            except OdradekError as exc:
+                if not exc.retriable:
+                    raise
+                if tp in seeks:
+                    inst.resets.setdefault(tp, seeks[tp])  # the seek still waits: the next round tries again
+                log.debug("no offsets for %s yet: %s", tp, exc)
+                continue
+            inst.positions[tp] = begin if strategy == "earliest" else end
 
     async def bounds(self, tp: TopicPartition) -> tuple[int, int]:
         """(log start offset, high watermark) from the leader, wherever it is (the offsets service's REST read)."""
         offsets = await self.broker.offsets.list_offsets(ListOffsetsRequest(tp.topic, tp.partition))
         return offsets.log_start_offset, offsets.end_offset
+
+
+async def _wait(event: asyncio.Event, deadline: float) -> bool:
+    """Whether ``event`` is set, waiting for it until ``deadline`` (monotonic)."""
+    if not event.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), max(0.0, deadline - time.monotonic()))
+    return event.is_set()
+
+
+async def _acquire(lock: asyncio.Lock, deadline: float) -> bool:
+    """Whether ``lock`` was acquired before ``deadline`` (monotonic); the caller releases it."""
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # a free lock is taken even at 0
+            await lock.acquire()
+    except TimeoutError:
+        return False
+    return True

@@ -284,12 +284,10 @@ async def records(request: web.Request) -> web.StreamResponse:
     content_type = _records_format(found, request.headers.get("Accept", ""))
     timeout_ms = int_param(request, "timeout", found.config.request_timeout_ms)
     max_bytes = min(int_param(request, "max_bytes", MAX_RECORDS_BYTES, minimum=1), MAX_RECORDS_BYTES)
-    async with found.lock:
-        if found.mode is None:
-            raise IllegalStateError("Illegal state: Consumer is not subscribed to any topics or assigned any "
-                                    "partitions")
-        out = await _manager(request).read(found, min(timeout_ms, 300_000), max_bytes)
-        found.touch()
+    # The service takes the instance's lock itself: not while the first join answer is awaited (it is applied
+    # under that lock), and it lets a later one through during the long-poll.
+    out = await _manager(request).read(found, min(timeout_ms, 300_000), max_bytes)
+    found.touch()
     return json_response(out, content_type=content_type)
 
 
