@@ -8,7 +8,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from tests.harness.wait import SLOW_MACHINE_S
+
+V2 = "application/vnd.kafka.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 
 
 def request(method: str, url: str, body: Any = None, *, content_type: str = "application/json",
@@ -81,3 +85,23 @@ def read_all(url: str, topic: str, partition: int = 0, *, start: int = 0) -> lis
         if body["next_offset"] >= body["high_watermark"]:
             return out
         offset = body["next_offset"]
+
+
+def v2_call(method: str, url: str, body: Any = None, accept: str | None = None,
+            timeout: float = SLOW_MACHINE_S) -> tuple[int, Any]:
+    """A REST Proxy v2 call (v2 request and answer types unless ``accept`` says): (status, parsed body)."""
+    status, payload, _ = request(method, url, body, content_type=V2, accept=accept or V2, timeout=timeout)
+    return status, payload
+
+
+def read_records(base: str, n: int, accept: str = JSON_V2, within_s: float = SLOW_MACHINE_S) -> list[dict[str, Any]]:
+    """A consumer instance's records until ``n`` came back: each call a 1 s long-poll, the whole within
+    ``within_s``."""
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + within_s
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} records: {out}"
+        status, records = v2_call("GET", f"{base}/records?timeout=1000", accept=accept)
+        assert status == 200, records
+        out.extend(records)
+    return out

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 import pytest
 
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
-from tests.harness.http import create_topic, produce, request
-from tests.harness.wait import SLOW_MACHINE_S
+from tests.harness.http import JSON_V2, create_topic, produce, read_records
+from tests.harness.http import v2_call as call
 
 pytestmark = pytest.mark.cluster
 
-V2 = "application/vnd.kafka.v2+json"
-JSON_V2 = "application/vnd.kafka.json.v2+json"
 
 
 @pytest.fixture
@@ -27,28 +24,10 @@ def cluster(make_cluster: MakeCluster) -> LocalProcessBackend:
     return make_cluster(brokers=3)
 
 
-def call(method: str, url: str, body: Any = None, accept: str | None = None,
-         timeout: float = SLOW_MACHINE_S) -> tuple[int, Any]:
-    status, payload, _ = request(method, url, body, content_type=V2, accept=accept or V2, timeout=timeout)
-    return status, payload
-
-
 def new_instance(url: str, group: str, **config: str) -> str:
     status, created = call("POST", f"{url}/consumers/{group}", {"format": "json", **config})
     assert status == 200, created
     return str(created["base_uri"])
-
-
-def read_n(base: str, n: int) -> list[dict[str, Any]]:
-    """Records until ``n`` came back (each call's own long-poll bounds it; the whole within SLOW_MACHINE_S)."""
-    out: list[dict[str, Any]] = []
-    deadline = time.monotonic() + SLOW_MACHINE_S
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} records: {out}"
-        status, records = call("GET", f"{base}/records?timeout=1000", accept=JSON_V2)
-        assert status == 200, records
-        out.extend(records)
-    return out
 
 
 def test_manual_assignment_in_a_group_that_never_existed(cluster: LocalProcessBackend) -> None:
@@ -83,7 +62,7 @@ def test_manual_assignment_in_a_group_that_never_existed(cluster: LocalProcessBa
     assert call("POST", f"{reader}/assignments", {"partitions": tps})[0] == 204
     status, first = call("GET", f"{reader}/records?timeout=5000", accept=JSON_V2)
     assert status == 200 and first, (status, first)
-    records = first + read_n(reader, 8 - len(first))
+    records = first + read_records(reader, 8 - len(first))
     assert sorted((r["partition"], r["offset"]) for r in records) == [(p, o) for p in (0, 1) for o in range(4)]
     assert sorted((r["value"]["p"], r["value"]["i"]) for r in records) == [(p, i) for p in (0, 1) for i in range(4)]
 
@@ -101,9 +80,9 @@ def test_manual_assignment_in_a_group_that_never_existed(cluster: LocalProcessBa
 
     # ...where an instance with auto.offset.reset=none now finds its position.
     assert produce(b1, topic, 0, [{"p": 0, "i": 4}])[0] == 200
-    records = read_n(strict, 1)
+    records = read_records(strict, 1)
     assert [(r["partition"], r["offset"]) for r in records] == [(0, 4)]
-    assert [(r["partition"], r["offset"]) for r in read_n(tail, 1)] == [(0, 4)]
+    assert [(r["partition"], r["offset"]) for r in read_records(tail, 1)] == [(0, 4)]
     for base in (strict, reader, tail):
         assert call("DELETE", base)[0] == 204
 
@@ -134,7 +113,7 @@ def test_the_read_that_starts_the_join_returns_the_records(cluster: LocalProcess
     # The property: the call returned once the records were there, not when its timeout ran out.
     assert elapsed < timeout_ms / 1000 / 2, f"the first read took {elapsed:.1f} s of its {timeout_ms} ms"
     assert all(r["topic"] == topic for r in records)
-    rest = read_n(base, 10 - len(records))
+    rest = read_records(base, 10 - len(records))
     assert sorted((r["partition"], r["offset"]) for r in records + rest) == [(p, o) for p in (0, 1)
                                                                               for o in range(5)]
     assert call("DELETE", base)[0] == 204

@@ -13,36 +13,18 @@ import pytest
 
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend, wait_until
-from tests.harness.http import create_topic, produce, request
+from tests.harness.http import BINARY_V2, JSON_V2, V2, create_topic, produce, read_records, request
+from tests.harness.http import v2_call as call
 from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
-V2 = "application/vnd.kafka.v2+json"
-JSON_V2 = "application/vnd.kafka.json.v2+json"
-BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 EXPIRY_MS = 3000
 
 
 @pytest.fixture
 def cluster(make_cluster: MakeCluster) -> LocalProcessBackend:
     return make_cluster(brokers=3, broker_args=["--consumer-instance-timeout-ms", str(EXPIRY_MS)])
-
-
-def call(method: str, url: str, body: Any = None, accept: str | None = None) -> tuple[int, Any]:
-    status, payload, _ = request(method, url, body, content_type=V2, accept=accept or V2)
-    return status, payload
-
-
-def read_until(url: str, accept: str, n: int, timeout: float = SLOW_MACHINE_S) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
-        status, records = call("GET", f"{url}/records?timeout=1000", accept=accept)
-        assert status == 200, records
-        out.extend(records)
-    return out
 
 
 def test_instance_lifecycle_across_brokers(cluster: LocalProcessBackend) -> None:
@@ -74,7 +56,7 @@ def test_instance_lifecycle_across_brokers(cluster: LocalProcessBackend) -> None
 
     status, body = call("GET", f"{base}/records", accept=BINARY_V2)
     assert (status, body["error_code"]) == (406, 40601)  # a json instance cannot answer binary
-    records = read_until(via_b2, JSON_V2, 10)  # long-polls, through the forwarding broker
+    records = read_records(via_b2, 10, JSON_V2)  # long-polls, through the forwarding broker
     assert sorted(r["value"]["n"] for r in records) == [*range(5), *range(100, 105)]
     assert all(r["topic"] == topic and isinstance(r["offset"], int) for r in records)
     status, body = call("GET", f"{base}/assignments")
@@ -128,11 +110,11 @@ def test_binary_instance_with_manual_assignment_and_seeks(cluster: LocalProcessB
     assert call("POST", f"{base}/positions/beginning", {"partitions": [tp]})[0] == 204
     status, body = call("GET", f"{base}/records", accept=JSON_V2)
     assert (status, body["error_code"]) == (406, 40601)
-    records = read_until(base, BINARY_V2, 6)
+    records = read_records(base, 6, BINARY_V2)
     values = [json.loads(base64.b64decode(r["value"])) for r in records]
     assert values == [f"v{i}" for i in range(6)] and [r["offset"] for r in records] == list(range(6))
     assert call("POST", f"{base}/positions", {"offsets": [{**tp, "offset": 4}]})[0] == 204
-    again = read_until(base, BINARY_V2, 2)
+    again = read_records(base, 2, BINARY_V2)
     assert [r["offset"] for r in again] == [4, 5]
     assert call("POST", f"{base}/positions/end", {"partitions": [tp]})[0] == 204
     status, body = call("GET", f"{base}/records?timeout=200", accept=BINARY_V2)

@@ -17,23 +17,17 @@ import pytest
 
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
-from tests.harness.http import create_topic, produce, request
+from tests.harness.http import JSON_V2, create_topic, produce
+from tests.harness.http import v2_call as call
 from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
-V2 = "application/vnd.kafka.v2+json"
-JSON_V2 = "application/vnd.kafka.json.v2+json"
 
 
 @pytest.fixture
 def cluster(make_cluster: MakeCluster) -> LocalProcessBackend:
     return make_cluster(brokers=1)
-
-
-def call(method: str, url: str, body: Any = None, accept: str = V2) -> tuple[int, Any]:
-    status, payload, _ = request(method, url, body, content_type=V2, accept=accept)
-    return status, payload
 
 
 def test_the_consumer_instance_flow_with_trailing_slashes(cluster: LocalProcessBackend) -> None:
