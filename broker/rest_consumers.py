@@ -506,6 +506,15 @@ class RestInstanceManager:
         finally:
             inst.reads -= 1
 
+    def rewind(self, inst: ConsumerInstance, offsets: dict[TopicPartition, int]) -> None:
+        """Move positions back to ``offsets``: records a read returned that the caller did not hand to its client
+        (REST Proxy v1 keeps a record that would reach the request's ``max_bytes`` for the next read, where
+        :meth:`read` always returns at least one). A partition no longer assigned, or already before the offset,
+        is left alone."""
+        for tp, offset in offsets.items():
+            if tp in inst.assigned and tp in inst.positions:
+                inst.positions[tp] = min(inst.positions[tp], offset)
+
     async def _read(self, inst: ConsumerInstance, deadline: float, max_bytes: int) -> list[dict[str, Any]]:
         while True:
             if inst.mode is None:

@@ -12,18 +12,23 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
 from broker.api import (
+    acls_v3,
     admin_v3,
     consumers_v2,
     controller_ops,
     entity_configs,
     fetch,
     groups,
+    groups_v3,
     metadata,
     ops,
     produce,
     producer_ids,
     reassignment,
+    reassignments_v3,
+    records_v3,
     transactions,
+    v1,
 )
 from broker.api.context import BROKER, OPENAPI
 from broker.api.errors import error_middleware, install_request_log_filter, is_v3
@@ -58,7 +63,9 @@ async def metrics_middleware(request: web.Request,
 def routes() -> list[web.RouteDef]:
     t, p = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
     c = "/v3/clusters/{cluster_id}"
-    return [
+    # REST Proxy v1 (broker/api/v1.py): its own paths added, and the paths it shares with v2 negotiated (a v1
+    # Content-Type or Accept gets v1's answer, anything else the v2 handler's).
+    return v1.sharing_paths([
         # The hot routes first: aiohttp tries every resource under a static prefix ("/topics") in registration
         # order, one regular expression each, so fetches and produces should not wait behind admin routes.
         web.get(f"{p}/batches", fetch.fetch_batches),
@@ -99,7 +106,12 @@ def routes() -> list[web.RouteDef]:
         *reassignment.routes(),
         *producer_ids.routes(),
         *transactions.routes(),
-    ]
+        # Confluent v3 consumer groups, produce, ACLs and reassignments (issue 24 point 7)
+        *groups_v3.routes(),
+        *records_v3.routes(),
+        *acls_v3.routes(),
+        *reassignments_v3.routes(),
+    ])
 
 
 def group_routes() -> list[web.RouteDef]:

@@ -10,7 +10,8 @@ import json
 import re
 from typing import Any
 
-from broker.api.openapi_schemas import OPERATIONS, SCHEMAS, V2_TYPES
+from broker.api.openapi_schemas import OPERATIONS, SCHEMAS, V2_TYPES, errors, query, ref
+from broker.api.schemas_v3 import V3_OPERATIONS, V3_SCHEMAS, V3_SUMMARIES
 
 SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/health"): "Broker health: id, cluster id, broker epoch, controller",
@@ -91,7 +92,45 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/consumers/{group}/instances/{instance}/records"): "Fetch records (v2) in the instance's format",
     ("POST", "/consumers/{group}/instances/{instance}/offsets"): "Commit offsets, or everything returned so far (v2)",
     ("GET", "/consumers/{group}/instances/{instance}/offsets"): "Committed offsets (v2)",
+    # REST Proxy v1 (broker/api/v1.py; docs/http-api.md#rest-proxy-v1). The produces, instance creation and the
+    # commit share v2's paths: a v1 Content-Type or Accept (application/vnd.kafka[.binary|.json].v1+json) gets v1.
+    ("GET", "/topics/{topic}/partitions/{partition}/messages"): (
+        "Read count records from offset (v1 simple consumer; ?offset= or ?timestamp=, &count=, default 1)"
+    ),
+    ("GET", "/consumers/{group}/instances/{instance}/topics/{topic}"): (
+        "Read a topic through a consumer instance (v1): the first read subscribes it; ?max_bytes="
+    ),
 }
+
+# REST Proxy v1's own operations (broker/api/v1.py): records are kafka-rest's v1 ConsumerRecord. Errors are
+# answered as v2's (application/vnd.kafka.v2+json envelope).
+_V1_READ_TYPES = ("application/vnd.kafka.binary.v1+json", "application/vnd.kafka.v1+json",
+                  "application/vnd.kafka+json", "application/json", "application/vnd.kafka.json.v1+json")
+V1_SCHEMAS: dict[str, Any] = {
+    "V1ConsumerRecord": {
+        "type": "object", "required": ["topic", "key", "value", "partition", "offset"],
+        "description": "kafka-rest v1 BinaryConsumerRecord / JsonConsumerRecord: base64 (binary) or JSON values",
+        "properties": {"topic": {"type": "string"}, "key": {"nullable": True}, "value": {"nullable": True},
+                       "partition": {"type": "integer", "minimum": 0}, "offset": {"type": "integer", "minimum": 0}},
+    },
+    "V1Records": {"type": "array", "items": ref("V1ConsumerRecord")},
+}
+V1_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/topics/{topic}/partitions/{partition}/messages"): {
+        "parameters": [query("offset", {"type": "integer", "minimum": 0}, "the first offset (or give timestamp)"),
+                       query("timestamp", {"type": "string"}, "ISO-8601 instant or ms: start at this time"),
+                       query("count", {"type": "integer", "maximum": 1000}, "records to read, default 1")],
+        "responses": {"200": {"description": "OK", "content": {t: {"schema": ref("V1Records")}
+                                                               for t in _V1_READ_TYPES}},
+                      **errors(400, 404, 406, 416, 422, 503)}},
+    ("GET", "/consumers/{group}/instances/{instance}/topics/{topic}"): {
+        "parameters": [query("max_bytes", {"type": "integer"}, "answer size bound; <= 0: the broker's")],
+        "responses": {"200": {"description": "OK", "content": {t: {"schema": ref("V1Records")}
+                                                               for t in _V1_READ_TYPES}},
+                      **errors(400, 404, 406, 409, 503)}},
+}
+
+SUMMARIES.update(V3_SUMMARIES)  # Confluent v3 groups, produce, ACLs, reassignments (broker/api/schemas_v3.py)
 
 _PARAM = re.compile(r"{(\w+)(?::([^}]*))?}")
 
@@ -112,7 +151,8 @@ def openapi_path(path: str) -> str:
 def _operation(method: str, path: str) -> dict[str, Any]:
     params = [{"name": name, "in": "path", "required": True, "schema": _path_schema(name, regex or None)}
               for name, regex in _PARAM.findall(path)]
-    described = OPERATIONS.get((method, path))
+    described = (OPERATIONS.get((method, path)) or V1_OPERATIONS.get((method, path))
+                 or V3_OPERATIONS.get((method, path)))
     if described is None:  # a route not in the schema table yet: described generically
         return {"summary": SUMMARIES.get((method, path), ""), "parameters": params, "responses": {
             "200": {"description": "OK"},
@@ -138,7 +178,7 @@ def spec(route_table: list[tuple[str, str]]) -> dict[str, Any]:
                  "description": "Confluent REST Proxy v2/v3 compatible produce, read and admin; statuses and error "
                                 "codes as Confluent answers them; see docs/http-api.md"},
         "paths": paths,
-        "components": {"schemas": SCHEMAS},
+        "components": {"schemas": {**SCHEMAS, **V1_SCHEMAS, **V3_SCHEMAS}},
     }
 
 

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
 from broker.config import BrokerConfig
+from odradek.protocol import media as media_types
 from odradek.protocol.errors import InvalidRequestError, MalformedJsonError, NotAcceptableError, RouteNotFoundError
 from transaction_coordinator.markers import READ_UNCOMMITTED, isolation_level
 
@@ -192,3 +193,21 @@ def negotiate(request: web.Request, offered: Sequence[str]) -> str:
         raise NotAcceptableError(f"HTTP 406 Not Acceptable: cannot answer with {accept}; this endpoint answers "
                                  f"{', '.join(offered)}")
     return chosen
+
+
+def _media_type(header: str) -> str:
+    return header.split(";")[0].strip().lower()
+
+
+def is_v1(request: web.Request) -> bool:
+    """Whether a request on a path REST Proxy v1 and v2 share is a v1 request: its Content-Type is a v1 type
+    (``media.V1_TYPES``), or it names no version and its Accept names a v1 type and no v2 one (the Node client
+    commits with a v1 Content-Type and no body; the Python ones send only a v1 Accept). Everything else is v2,
+    unchanged."""
+    content_type = _media_type(request.headers.get("Content-Type", ""))
+    if content_type in media_types.V1_TYPES:
+        return True
+    if ".v2+" in content_type or content_type == media_types.KAFKA_V2:
+        return False
+    accepted = [_media_type(part) for part in request.headers.get("Accept", "").split(",")]
+    return any(kind in media_types.V1_TYPES for kind in accepted) and not any(".v2+" in kind for kind in accepted)

@@ -147,6 +147,7 @@ def _fetch_rule(request: web.Request) -> Rule:
 _T, _P = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
 _C = "/v3/clusters/{cluster_id}"
 _G, _I = "/groups/{group}", "/consumers/{group}/instances/{instance}"
+_CG = f"{_C}/consumer-groups/{{group}}"
 _SUBSCRIBE = rule(Need("Read", "Group", GROUP), Need("Read", "Topic", _body_topics), owner=True)
 
 TABLE: dict[tuple[str, str], Rule] = {
@@ -164,6 +165,7 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("POST", _P): topic("Write"),
     ("GET", f"{_P}/offsets"): topic("Describe"),
     ("GET", f"{_P}/records"): topic("Read"),
+    ("GET", f"{_P}/messages"): topic("Read"),  # REST Proxy v1's simple consumer (broker/api/v1.py)
     ("GET", f"{_P}/batches"): Rule(choose=_fetch_rule),
     ("POST", f"{_P}/batches"): rule(Need("Write", "Topic", TOPIC),
                                     Need("IdempotentWrite", "Cluster", _idempotent_batches)),
@@ -195,6 +197,8 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("DELETE", f"{_G}/offsets"): rule(Need("Delete", "Group", GROUP), Need("Read", "Topic", _query_topic)),
     ("POST", "/consumers/{group}"): group("Read"),
     ("DELETE", _I): group("Read", owner=True),
+    # REST Proxy v1's subscribe-and-read in one call: the group's and the topic's Read, as subscribe then read
+    ("GET", f"{_I}/topics/{{topic}}"): rule(Need("Read", "Group", GROUP), Need("Read", "Topic", TOPIC), owner=True),
     ("POST", f"{_I}/subscription"): _SUBSCRIBE,
     ("GET", f"{_I}/subscription"): group("Read", owner=True),
     ("DELETE", f"{_I}/subscription"): group("Read", owner=True),
@@ -213,6 +217,26 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("GET", f"{_C}/{{entity_type:clients|users}}"): cluster("DescribeConfigs"),
     ("GET", f"{_C}/{{entity_type:clients|users}}/{{name}}/configs"): cluster("DescribeConfigs"),
     ("POST", f"{_C}/{{entity_type:clients|users}}/{{name}}/configs:alter"): cluster("AlterConfigs"),
+    # Confluent v3 groups, produce, ACLs, reassignments (broker/api/*_v3.py): Kafka's DescribeGroups and OffsetFetch
+    # (Group Describe; lags show only topics the caller may Describe), Produce, Describe/Create/DeleteAcls and
+    # ListPartitionReassignments rules.
+    ("GET", f"{_C}/consumer-groups"): AUTHENTICATED,  # Cluster Describe sees every group, others those they may
+    ("GET", f"{_CG}"): group("Describe"),
+    ("GET", f"{_CG}/consumers"): group("Describe"),
+    ("GET", f"{_CG}/consumers/{{consumer}}"): group("Describe"),
+    ("GET", f"{_CG}/consumers/{{consumer}}/assignments"): group("Describe"),
+    ("GET", f"{_CG}/consumers/{{consumer}}/assignments/{{topic}}/partitions/{{partition}}"): group("Describe"),
+    ("GET", f"{_CG}/lags"): group("Describe"),
+    ("GET", f"{_CG}/lags/{{topic}}/partitions/{{partition}}"): group("Describe"),
+    ("GET", f"{_CG}/lag-summary"): group("Describe"),
+    ("POST", f"{_C}/topics/{{topic}}/records"): topic("Write"),
+    ("GET", f"{_C}/acls"): cluster("Describe"),
+    ("POST", f"{_C}/acls"): cluster("Alter"),
+    ("POST", f"{_C}/acls:batch"): cluster("Alter"),
+    ("DELETE", f"{_C}/acls"): cluster("Alter"),
+    ("GET", f"{_C}/topics/-/partitions/-/reassignment"): cluster("Describe"),
+    ("GET", f"{_C}/topics/{{topic}}/partitions/-/reassignment"): cluster("Describe"),
+    ("GET", f"{_C}/topics/{{topic}}/partitions/{{partition}}/reassignment"): cluster("Describe"),
     ("GET", "/admin/reassign_partitions"): cluster("Describe"),
     ("POST", "/admin/reassign_partitions"): cluster("Alter"),
     ("POST", "/admin/reassign_partitions/cancel"): cluster("Alter"),

@@ -4,6 +4,9 @@ Confluent's REST Proxy names the embedded format in the media type (``applicatio
 its API reference says that when the embedded format is omitted (``application/vnd.kafka.v2+json``,
 ``application/vnd.kafka+json``, plain ``application/json``, ``application/octet-stream``) binary is assumed, so
 keys and values are base64. ``SCHEMA_V2`` lists the formats that need a Schema Registry.
+
+REST Proxy v1 (Confluent 5.x, kafka-rest ``Versions.java``) names its types the same way with ``v1``; a request
+whose Content-Type or Accept names one of ``V1_TYPES`` gets v1's answers (broker/api/v1.py).
 """
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -18,8 +21,15 @@ PLAIN_JSON = "application/json"
 OCTET_STREAM = "application/octet-stream"
 # Produce bodies without an embedded format: binary (base64), as Confluent's API reference says.
 FORMATLESS = (KAFKA_V2, KAFKA_DEFAULT, PLAIN_JSON, OCTET_STREAM)
-# What metadata and error bodies may be negotiated as (v2 answers KAFKA_V2; v3 answers plain JSON).
-METADATA_TYPES = (KAFKA_V2, KAFKA_DEFAULT, PLAIN_JSON)
+# REST Proxy v1 (kafka-rest Versions.java): the embedded formats, and the type without one.
+KAFKA_V1 = "application/vnd.kafka.v1+json"
+BINARY_V1 = "application/vnd.kafka.binary.v1+json"
+JSON_V1 = "application/vnd.kafka.json.v1+json"
+AVRO_V1 = "application/vnd.kafka.avro.v1+json"
+V1_TYPES = (KAFKA_V1, BINARY_V1, JSON_V1, AVRO_V1)
+# What metadata and error bodies may be negotiated as (v2 answers KAFKA_V2; v3 answers plain JSON; v1's topic,
+# partition and broker bodies are v2's, so a v1 Accept gets them as KAFKA_V1).
+METADATA_TYPES = (KAFKA_V2, KAFKA_DEFAULT, PLAIN_JSON, KAFKA_V1)
 BATCHES = "application/vnd.odradek.batches.v2"
 
 HIGH_WATERMARK = "Odradek-High-Watermark"
