@@ -23,4 +23,4 @@ fi
 # the project and to discover pyspark_odradek (pkgutil.iter_modules does not see setuptools' editable finder).
 .venv/bin/pip install -q --disable-pip-version-check -e ".[test,spark,verify]" --config-settings editable_mode=compat
 # Confluent's Node REST Proxy client (npm kafka-rest, pinned in tests/clients/node/package.json) for tests/integration/test_rest_v1.py.
-if command -v node >/dev/null && command -v npm >/dev/null && [ ! -d tests/clients/node/node_modules ]; then npm install --prefix tests/clients/node --no-audit --no-fund --loglevel=error; fi
+if command -v node >/dev/null && command -v npm >/dev/null && [ ! -d tests/clients/node/node_modules ]; then npm install --prefix tests/clients/node --no-audit --no-fund --loglevel=error || echo "setup: npm install of tests/clients/node failed: the Node client test will skip"; fi
