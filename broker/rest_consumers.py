@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.api.embedded import BINARY, JSON, record_json
-from broker.consumer_locator import ConsumerLocator
+from broker.consumer_locator import ConsumerLocator, generated_name, holder_in_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import FetchRequest
 from broker.group_router import GroupRouter
@@ -215,6 +215,23 @@ class RestInstanceManager:
         inst = ConsumerInstance(group, name, config, base)
         self.instances[(group, name)] = inst
         self.start()
+        return inst
+
+    async def open(self, group: str, name: str | None, config: InstanceConfig) -> ConsumerInstance:
+        """Create an instance on this broker and record where it lives (other brokers then forward its requests
+        here in one hop). ``name`` None: a generated name that says this broker holds it; a client-chosen name of
+        that form must name this broker, since other brokers trust it to find the holder without a lookup.
+
+        Raises:
+            InvalidRequestError: a bad name, or a generated-form name that names another broker.
+            ConsumerAlreadyExistsError: the group has an instance of that name.
+        """
+        broker_id = self.broker.broker_id
+        if name and holder_in_name(name) not in (None, broker_id):
+            raise InvalidRequestError("names of the form rest-consumer-<broker id>-<uuid> are the ids brokers "
+                                      "generate; this one names another broker")
+        inst = self.create(group, name or generated_name(broker_id), config)
+        await self.created(inst)
         return inst
 
     async def created(self, inst: ConsumerInstance) -> None:

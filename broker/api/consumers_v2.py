@@ -19,7 +19,6 @@ from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, JSON
 from broker.api.errors import error_response
 from broker.api.params import int_param, limits, load_json_object, parse_ascii_int
-from broker.consumer_locator import generated_name, holder_in_name
 from broker.interbroker import Request
 from broker.rest_consumers import ConsumerInstance, InstanceConfig, RestInstanceManager
 from broker.security.middleware import forwarded_identity
@@ -148,12 +147,7 @@ async def create_instance(request: web.Request) -> web.Response:
     name = body.get("name") if body.get("name") is not None else body.get("id")
     if name is not None and not isinstance(name, str):
         raise InvalidRequestError("name must be a string")
-    broker_id = request.app[BROKER].broker_id
-    if name and holder_in_name(name) not in (None, broker_id):
-        raise InvalidRequestError("names of the form rest-consumer-<broker id>-<uuid> are the ids brokers "
-                                  "generate; this one names another broker")
-    inst = manager.create(group, name or generated_name(broker_id), InstanceConfig.parse(body))
-    await manager.created(inst)
+    inst = await manager.open(group, name, InstanceConfig.parse(body))
     return _v2({"instance_id": inst.name, "base_uri": inst.base_uri})
 
 

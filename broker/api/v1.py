@@ -48,7 +48,6 @@ from broker.api.params import (
     partition_param,
     topic_param,
 )
-from broker.consumer_locator import generated_name, holder_in_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import DEFAULT_MAX_BYTES, FetchRequest
 from broker.produce.routing import deadline_after
@@ -248,12 +247,7 @@ async def create_instance(request: web.Request) -> web.Response:
     name = body.get("id") if body.get("id") is not None else body.get("name")
     if name is not None and not isinstance(name, str):
         raise InvalidRequestError("id and name must be strings")
-    broker_id = request.app[BROKER].broker_id
-    if name and holder_in_name(name) not in (None, broker_id):
-        raise InvalidRequestError("names of the form rest-consumer-<broker id>-<uuid> are the ids brokers "
-                                  "generate; this one names another broker")
-    inst = manager.create(group, name or generated_name(broker_id), InstanceConfig.parse(settings))
-    await manager.created(inst)
+    inst = await manager.open(group, name, InstanceConfig.parse(settings))
     return _v1({"instance_id": inst.name, "base_uri": inst.base_uri}, answer_type)
 
 
