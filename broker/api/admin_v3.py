@@ -19,9 +19,11 @@ from broker.api.params import INT32_MAX, int_param, is_json_type, limits, load_j
 from broker.security.visibility import describe_filter
 from odradek.protocol import media
 from odradek.protocol.errors import (
+    BrokerNotFoundError,
     ClusterNotFoundError,
     InvalidRequestError,
     PolicyViolationError,
+    UnknownPartitionError,
     UnknownTopicError,
     UnsupportedMediaTypeError,
 )
@@ -44,7 +46,10 @@ def _cluster(request: web.Request) -> dict[str, Any]:
         "kind": "KafkaCluster", "metadata": {"self": base, "resource_name": f"crn:///kafka={cid}"},
         "cluster_id": cid,
         "controller": {"related": f"{base}/brokers/{controller}"} if controller is not None else None,
-        "brokers": {"related": f"{base}/brokers"}, "topics": {"related": f"{base}/topics"},
+        "acls": {"related": f"{base}/acls"}, "brokers": {"related": f"{base}/brokers"},
+        "broker_configs": {"related": f"{base}/broker-configs"},
+        "consumer_groups": {"related": f"{base}/consumer-groups"}, "topics": {"related": f"{base}/topics"},
+        "partition_reassignments": {"related": f"{base}/topics/-/partitions/-/reassignment"},
     }
 
 
@@ -70,6 +75,7 @@ def _topic(request: web.Request, name: str) -> dict[str, Any]:
         "replication_factor": len(next(iter(assignment.partitions.values()), [])),
         "partitions_count": len(assignment.partitions),
         "partitions": {"related": f"{base}/partitions"}, "configs": {"related": f"{base}/configs"},
+        "partition_reassignments": {"related": f"{base}/partitions/-/reassignment"},
     }
 
 
@@ -153,6 +159,110 @@ async def list_clusters(request: web.Request) -> web.Response:
 async def get_cluster(request: web.Request) -> web.Response:
     _check_cluster(request)
     return _json(request, _cluster(request))
+
+
+def _broker(request: web.Request, cid: str, broker_id: int) -> dict[str, Any]:
+    """Confluent's BrokerData (resources/v3/BrokersResource.java): one registered broker, with its configs."""
+    info = request.app[BROKER].cache.brokers.get(broker_id)
+    if info is None:
+        raise BrokerNotFoundError(f"Broker {broker_id} could not be found.")
+    base = f"{_base(request)}/clusters/{cid}/brokers/{broker_id}"
+    return {"kind": "KafkaBroker",
+            "metadata": {"self": base, "resource_name": f"crn:///kafka={cid}/broker={broker_id}"},
+            "cluster_id": cid, "broker_id": broker_id, "host": info.host, "port": info.port, "rack": info.rack,
+            "configs": {"related": f"{base}/configs"}}
+
+
+async def list_brokers(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    ids = sorted(request.app[BROKER].cache.brokers)
+    return _json(request, {"kind": "KafkaBrokerList",
+                           "metadata": {"self": f"{_base(request)}/clusters/{cid}/brokers"},
+                           "data": [_broker(request, cid, b) for b in ids]})
+
+
+async def get_broker(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    raw = request.match_info["broker_id"]
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10):
+        raise BrokerNotFoundError(f"Broker {raw} could not be found.")
+    return _json(request, _broker(request, cid, int(raw)))
+
+
+def _partition_ids(request: web.Request, topic: str) -> list[int]:
+    assignment = request.app[BROKER].cache.topics.get(topic)
+    if assignment is None:
+        raise UnknownTopicError(f"topic '{topic}' does not exist")
+    return sorted(assignment.partitions)
+
+
+def _path_partition(request: web.Request, topic: str) -> int:
+    raw = request.match_info["partition"]
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or int(raw) not in _partition_ids(request, topic):
+        raise UnknownPartitionError(f"partition {raw} of topic '{topic}' does not exist")
+    return int(raw)
+
+
+def _partition(request: web.Request, cid: str, topic: str, partition: int) -> dict[str, Any]:
+    """Confluent's PartitionData (resources/v3/PartitionsResource.java): the leader as a link to its replica."""
+    info = request.app[BROKER].cache.partitions.get((topic, partition))
+    base = f"{_base(request)}/clusters/{cid}/topics/{topic}/partitions/{partition}"
+    leader = info.leader if info is not None and info.leader >= 0 else None
+    return {"kind": "KafkaPartition",
+            "metadata": {"self": base, "resource_name": f"crn:///kafka={cid}/topic={topic}/partition={partition}"},
+            "cluster_id": cid, "topic_name": topic, "partition_id": partition,
+            "leader": {"related": f"{base}/replicas/{leader}"} if leader is not None else None,
+            "replicas": {"related": f"{base}/replicas"}, "reassignment": {"related": f"{base}/reassignment"}}
+
+
+def _replica(request: web.Request, cid: str, topic: str, partition: int, broker_id: int) -> dict[str, Any]:
+    """Confluent's ReplicaData (resources/v3/ReplicasResource.java)."""
+    info = request.app[BROKER].cache.partitions.get((topic, partition))
+    base = f"{_base(request)}/clusters/{cid}/topics/{topic}/partitions/{partition}/replicas/{broker_id}"
+    return {"kind": "KafkaReplica",
+            "metadata": {"self": base, "resource_name":
+                         f"crn:///kafka={cid}/topic={topic}/partition={partition}/replica={broker_id}"},
+            "cluster_id": cid, "topic_name": topic, "partition_id": partition, "broker_id": broker_id,
+            "is_leader": info is not None and info.leader == broker_id,
+            "is_in_sync": info is not None and broker_id in info.isr,
+            "broker": {"related": f"{_base(request)}/clusters/{cid}/brokers/{broker_id}"}}
+
+
+def _replica_ids(request: web.Request, topic: str, partition: int) -> list[int]:
+    return list(request.app[BROKER].cache.topics[topic].partitions[partition])
+
+
+async def list_partitions(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    topic = request.match_info["topic"]
+    return _json(request, {"kind": "KafkaPartitionList",
+                           "metadata": {"self": f"{_base(request)}/clusters/{cid}/topics/{topic}/partitions"},
+                           "data": [_partition(request, cid, topic, p) for p in _partition_ids(request, topic)]})
+
+
+async def get_partition(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    topic = request.match_info["topic"]
+    return _json(request, _partition(request, cid, topic, _path_partition(request, topic)))
+
+
+async def list_replicas(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    topic = request.match_info["topic"]
+    p = _path_partition(request, topic)
+    return _json(request, {"kind": "KafkaReplicaList", "metadata": {
+        "self": f"{_base(request)}/clusters/{cid}/topics/{topic}/partitions/{p}/replicas"},
+        "data": [_replica(request, cid, topic, p, b) for b in _replica_ids(request, topic, p)]})
+
+
+async def get_replica(request: web.Request) -> web.Response:
+    cid = _check_cluster(request)
+    topic = request.match_info["topic"]
+    p = _path_partition(request, topic)
+    raw = request.match_info["broker_id"]
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or int(raw) not in _replica_ids(request, topic, p):
+        raise BrokerNotFoundError(f"Replica {raw} of {topic}-{p} could not be found.")
+    return _json(request, _replica(request, cid, topic, p, int(raw)))
 
 
 async def list_topics(request: web.Request) -> web.Response:

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from odradek.protocol import media
 from odradek.protocol.errors import (
+    BrokerNotFoundError,
     ClusterNotFoundError,
     GroupIdNotFoundError,
     InvalidRequestError,
@@ -50,6 +51,7 @@ _V3: dict[type[OdradekError], tuple[int, int]] = {
     UnknownTopicError: (404, 40403),
     UnknownPartitionError: (404, 40403),
     ClusterNotFoundError: (404, 404),
+    BrokerNotFoundError: (404, 404),
     GroupIdNotFoundError: (404, 404),  # v3 consumer groups: Confluent's NotFoundException ("could not be found")
 }
 

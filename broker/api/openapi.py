@@ -55,6 +55,13 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/admin/log_dirs"): "This broker's replicas with their sizes (DescribeLogDirs)",
     ("GET", "/v3/clusters"): "The cluster (v3)",
     ("GET", "/v3/clusters/{cluster_id}"): "The cluster (v3)",
+    ("GET", "/v3/clusters/{cluster_id}/brokers"): "The registered brokers (v3)",
+    ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/partitions"): "A topic's partitions (v3)",
+    ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition}"): "One partition, its leader linked (v3)",
+    ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition}/replicas"): "A partition's replicas (v3)",
+    ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition}/replicas/{broker_id}"): (
+        "One replica: leader, in sync (v3)"),
+    ("GET", "/v3/clusters/{cluster_id}/brokers/{broker_id}"): "One registered broker (v3; 404 when not registered)",
     ("GET", "/v3/clusters/{cluster_id}/topics"): "Topics (v3)",
     ("POST", "/v3/clusters/{cluster_id}/topics"): "Create a topic (v3)",
     ("GET", "/v3/clusters/{cluster_id}/topics/{topic}"): "A topic (v3)",

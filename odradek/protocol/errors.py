@@ -297,6 +297,14 @@ class ClusterNotFoundError(OdradekError):
     http_status = 404
 
 
+class BrokerNotFoundError(OdradekError):
+    """A v3 broker resource names a broker id that is not registered (Confluent's NotFoundException)."""
+
+    name = "BROKER_NOT_FOUND"
+    error_code = 404
+    http_status = 404
+
+
 class BrokerNotAvailableError(OdradekError):
     name = "BROKER_NOT_AVAILABLE"
     kafka_code = 8

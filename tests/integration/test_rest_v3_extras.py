@@ -451,3 +451,41 @@ def test_reassignments_show_while_a_move_runs(v3: LocalProcessBackend, tmp_path:
         assert status == 200, body
     wait_until(lambda: _get(f"{base}/-/partitions/-/reassignment")["data"] == [], SLOW_MACHINE_S,
                "the cancelled move gone")
+
+
+def test_every_related_link_of_the_cluster_topic_and_broker_objects_answers(guarded: LocalProcessBackend) -> None:
+    """Confluent's ClusterData (resources/v3/ClustersResource.java) links the controller, acls, brokers,
+    broker_configs, consumer_groups, topics and partition_reassignments; TopicData (TopicsResource.java) its
+    partitions, configs and partition_reassignments; BrokerData (BrokersResource.java) its configs. A client
+    navigates by these links, so each must answer 200 (with the authorizer on, where /acls is served)."""
+    url = guarded.broker_url(1)
+    cid = _cid(url)
+    create_topic(url, "linked", partitions=1)
+    cluster = _get(f"{url}/v3/clusters/{cid}")
+    for name in ("controller", "acls", "brokers", "broker_configs", "consumer_groups", "topics",
+                 "partition_reassignments"):
+        assert cluster.get(name), (name, cluster)
+    topic = _get(f"{url}/v3/clusters/{cid}/topics/linked")
+    brokers = _get(f"{url}/v3/clusters/{cid}/brokers")
+    assert brokers["kind"] == "KafkaBrokerList" and [b["broker_id"] for b in brokers["data"]] == [1], brokers
+    broker = brokers["data"][0]
+    assert broker["kind"] == "KafkaBroker" and broker["port"] > 0 and broker["metadata"]["self"].endswith(
+        f"/v3/clusters/{cid}/brokers/1"), broker
+    links = [v["related"] for obj in (cluster, topic, broker) for v in obj.values()
+             if isinstance(v, dict) and "related" in v]
+    assert len(links) == 11, links
+    for link in links:
+        _get(link)  # 200, application/json
+    assert _get(broker["metadata"]["self"]) == broker
+    # Down the topic: its partitions, each leader a link to its replica, each replica a link to its broker.
+    (partition,) = _get(topic["partitions"]["related"])["data"]
+    assert (partition["kind"], partition["partition_id"]) == ("KafkaPartition", 0), partition
+    leader = _get(partition["leader"]["related"])
+    assert (leader["kind"], leader["broker_id"], leader["is_leader"], leader["is_in_sync"]) == (
+        "KafkaReplica", 1, True, True), leader
+    assert [r["broker_id"] for r in _get(partition["replicas"]["related"])["data"]] == [1]
+    assert _get(leader["broker"]["related"]) == broker
+    _error(request("GET", partition["reassignment"]["related"]), 404, 404)  # no move under way
+    _error(request("GET", f"{url}/v3/clusters/{cid}/topics/linked/partitions/7"), 404, 40403)
+    _error(request("GET", f"{url}/v3/clusters/{cid}/brokers/999"), 404, 404)
+    _error(request("GET", f"{url}/v3/clusters/{cid}/brokers/x"), 404, 404)
