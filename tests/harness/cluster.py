@@ -9,6 +9,9 @@ testcontainers backend implements the same protocol with containers on the host 
 from __future__ import annotations
 
 import contextlib
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from odradek_local.cluster import LocalCluster
@@ -121,3 +124,16 @@ class LocalProcessBackend:
     def resume_broker_quietly(self, broker_id: int) -> None:
         with contextlib.suppress(Exception):
             self.cluster.resume_broker(broker_id)
+
+
+def shared_cluster(ensemble: ZkEnsemble, workdir: Path, name: str, brokers: int,
+                   broker_args: Sequence[str] = ()) -> LocalProcessBackend:
+    """A running cluster of ``brokers`` on the suite's ZooKeeper ensemble, under a chroot of its own, for a module-
+    or session-scoped fixture to share (the fixture closes it)."""
+    from tests.conftest import SESSION_TIMEOUT_MS
+    from tests.harness.ports import free_port_block
+
+    cluster = LocalCluster(workdir, brokers=brokers, base_port=free_port_block(brokers),
+                           session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/{name}-{uuid.uuid4().hex[:8]}",
+                           ensemble=ensemble, broker_args=list(broker_args))
+    return LocalProcessBackend(cluster).up()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, request
 
 pytestmark = pytest.mark.cluster
@@ -37,16 +37,7 @@ BUDGET_S = 150.0
 
 @pytest.fixture(scope="module")
 def broker(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
-    import uuid
-
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    cluster = LocalCluster(tmp_path_factory.mktemp("openapi"), brokers=1, base_port=free_port_block(1),
-                           session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/openapi-{uuid.uuid4().hex[:8]}",
-                           ensemble=zk_ensemble)
-    backend = LocalProcessBackend(cluster).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("openapi"), "openapi", 1)
     yield backend
     backend.close()
 

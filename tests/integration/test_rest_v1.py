@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
@@ -39,14 +39,7 @@ NODE_DIR = Path(__file__).resolve().parents[1] / "clients" / "node"
 @pytest.fixture(scope="module")
 def v1(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     """Two brokers, so that instance requests reaching the other broker are forwarded to the instance's holder."""
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    cluster = LocalCluster(tmp_path_factory.mktemp("rest-v1"), brokers=2, base_port=free_port_block(2),
-                           session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/v1-{uuid.uuid4().hex[:8]}",
-                           ensemble=zk_ensemble)
-    backend = LocalProcessBackend(cluster).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("rest-v1"), "v1", 2)
     yield backend
     backend.close()
 

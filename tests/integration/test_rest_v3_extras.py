@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, metadata, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
@@ -33,16 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory, name: str, brokers: int,
              args: list[str]) -> LocalProcessBackend:
-    import uuid
-
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    cluster = LocalCluster(tmp_path_factory.mktemp(name), brokers=brokers, base_port=free_port_block(brokers),
-                           session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/{name}-{uuid.uuid4().hex[:8]}",
-                           ensemble=zk_ensemble, broker_args=args)
-    return LocalProcessBackend(cluster).up()
+    return shared_cluster(zk_ensemble, tmp_path_factory.mktemp(name), name, brokers, args)
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,8 @@ from typing import Any
 
 import pytest
 
-from odradek_local.cluster import LocalCluster
-from tests.conftest import SESSION_TIMEOUT_MS
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic
-from tests.harness.ports import free_port_block
 
 
 @pytest.fixture(scope="session")
@@ -52,10 +49,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     """Three brokers shared by the Spark tests that leave it intact (each uses topics of its own)."""
-    local = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, base_port=free_port_block(3),
-                         session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/spark-{uuid.uuid4().hex[:8]}",
-                         ensemble=zk_ensemble)
-    backend = LocalProcessBackend(local).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("spark-cluster"), "spark", 3)
     yield backend
     backend.close()
 
