@@ -34,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
               .option("maxOffsetsPerTrigger", str(args.per_trigger)).load()
               .selectExpr("key", "value").writeStream.format("odradek")
               .option("bootstrap.servers", args.bootstrap).option("topic", args.sink)
-              .option("exactlyOnce", "true").option("checkpointLocation", args.checkpoint))
+              .option("exactlyOnce", "true").option("checkpointLocation", args.checkpoint)
+              # A transaction a killed attempt left open holds read_committed readers back until it times out:
+              # two minutes, not the default ten (a micro-batch here takes seconds).
+              .option("kafka.transaction.timeout.ms", "120000"))
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()

@@ -32,14 +32,15 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_ONLY = SinkLayout(topic_column=False, key_column=False, partition_column=False, headers_column=False)
 # Generous deadlines for a loaded 2-core machine (a cold Spark start alone is 5-10 s there).
-PROGRESS_DEADLINE_S = 300.0
+PROGRESS_DEADLINE_S = 600.0
 STOP_FEEDER_S = 60.0
 CATCH_UP_DEADLINE_S = 600
 
 
-def committed_values(c: LocalProcessBackend, topic: str, partitions: int) -> list[bytes]:
-    """Every value a read_committed reader sees, read to the end."""
-    consumer = Consumer(bootstrap(c), isolation_level="read_committed", auto_offset_reset="earliest")
+def committed_values(c: LocalProcessBackend, topic: str, partitions: int, *,
+                     isolation: str = "read_committed") -> list[bytes]:
+    """Every value a read_committed reader sees (or, for a diagnosis, a read_uncommitted one), read to the end."""
+    consumer = Consumer(bootstrap(c), isolation_level=isolation, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     out: list[bytes] = []
     try:
@@ -170,7 +171,14 @@ def test_a_killed_and_restarted_streaming_query_leaves_each_record_once(
         feeder.committed_seen = committed
         return committed >= kill_after and feeder.produced > committed
 
-    wait_until(mid_stream, PROGRESS_DEADLINE_S, f"{kill_after} records committed with a backlog still unread")
+    try:
+        wait_until(mid_stream, PROGRESS_DEADLINE_S, f"{kill_after} records committed with a backlog still unread")
+    except AssertionError as e:  # say where the stream stood: written but not committed, or not written at all
+        batches = sorted((Path(checkpoint) / "commits").glob("[0-9]*"), key=lambda f: int(f.name))
+        raise AssertionError(
+            f"{e}; source produced {feeder.produced}, sink read_committed {feeder.committed_seen}, read_uncommitted "
+            f"{len(committed_values(cluster, sink, 2, isolation='read_uncommitted'))}; the job's checkpoint has "
+            f"{len(batches)} committed micro-batches") from None
     os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, wherever they are in a micro-batch
     first.wait(30)
     killed_at = len(committed_values(cluster, sink, 2))
