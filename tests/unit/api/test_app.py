@@ -16,21 +16,11 @@ from broker.api.context import BROKER
 from broker.api.params import LIMITS
 from broker.config import BrokerConfig
 from broker.security.middleware import SECURITY
-
-
-class _Counter:
-    def labels(self, *names: str) -> _Counter:
-        return self
-
-    def inc(self) -> None:
-        return None
-
-    def observe(self, value: float) -> None:
-        return None
+from tests.unit.fakes.metrics import null_metrics
 
 
 def _broker() -> Any:
-    return SimpleNamespace(metrics=SimpleNamespace(requests=_Counter(), latency=_Counter()),
+    return SimpleNamespace(metrics=null_metrics(),
                            cache=SimpleNamespace(brokers={2: object(), 1: object()}))
 
 

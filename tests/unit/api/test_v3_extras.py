@@ -40,6 +40,7 @@ from odradek.protocol.errors import (
     UnknownTopicError,
 )
 from odradek.protocol.model import TopicPartition
+from tests.unit.fakes.metrics import null_metrics
 
 LINKS = V3("http://b1:8082/v3", "c1")
 
@@ -234,17 +235,6 @@ def test_the_object_stream_splits_concatenated_json_fed_in_pieces() -> None:
 # ------------------------------------------------------------------------ the handlers, over service doubles
 
 
-class _Counter:
-    def labels(self, *names: str) -> _Counter:
-        return self
-
-    def inc(self) -> None:
-        return None
-
-    def observe(self, value: float) -> None:
-        return None
-
-
 class _FakeProduce:
     """Two partitions of topic ``t``: each produce appends the rows of a partition after its log end."""
 
@@ -275,7 +265,7 @@ class _FakeProduce:
 
 
 def _app(**services: Any) -> web.Application:
-    broker = SimpleNamespace(metrics=SimpleNamespace(requests=_Counter(), latency=_Counter()), cluster_id="c1",
+    broker = SimpleNamespace(metrics=null_metrics(), cluster_id="c1",
                              info=lambda: SimpleNamespace(url="http://b1:8082"), **services)
     config = BrokerConfig(1, "zk:2181", "127.0.0.1", 8082, Path("."))
     return create_app(broker, config=config, security=None, quotas=None)  # type: ignore[arg-type]
