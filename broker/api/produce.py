@@ -54,17 +54,7 @@ async def produce_json(request: web.Request) -> web.Response:
         results = await broker.produce.produce_encoded(topic, encoded[0], acks, timeout_ms, deadline)
     if all(r.error is None for r in results.values()):
         return _rendered(partitions, results, acks)
-    seen: dict[int, int] = {}
-    offsets = []
-    for p in partitions:
-        r = results[p]
-        index = seen.get(p, 0)
-        seen[p] = index + 1
-        if r.error is not None:
-            offsets.append({"partition": p, "offset": None, **record_error(r.error)})
-        else:
-            offset = None if acks == 0 or r.base_offset is None or r.base_offset < 0 else r.base_offset + index
-            offsets.append({"partition": p, "offset": offset, "error_code": None, "error": None})
+    offsets = record_offsets(partitions, results, acks)
     leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     response = json_response({"key_schema_id": None, "value_schema_id": None, "offsets": offsets},
                              content_type=media.KAFKA_V2)
@@ -114,3 +104,22 @@ def idempotency_key(request: web.Request) -> str | None:
         raise InvalidRequestError(f"the {media.IDEMPOTENCY_KEY} header is longer than 200 characters")
     return key
 
+
+
+def record_offsets(partitions: list[int], results: dict[int, PartitionResult], acks: int, *,
+                   name_failed_partition: bool = True) -> list[dict[str, object]]:
+    """One answer per record, in request order: its partition and offset (None with acks=0), or its partition's
+    error. v1 names neither the partition nor the offset of a failed record (``name_failed_partition=False``)."""
+    seen: dict[int, int] = {}
+    offsets = []
+    for p in partitions:
+        r = results[p]
+        index = seen.get(p, 0)
+        seen[p] = index + 1
+        if r.error is not None:
+            offsets.append({"partition": p if name_failed_partition else None, "offset": None,
+                            **record_error(r.error)})
+        else:
+            offset = None if acks == 0 or r.base_offset is None or r.base_offset < 0 else r.base_offset + index
+            offsets.append({"partition": p, "offset": offset, "error_code": None, "error": None})
+    return offsets

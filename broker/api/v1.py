@@ -35,7 +35,7 @@ from aiohttp import web
 
 from broker.api import consumers_v2
 from broker.api.context import BROKER, json_response
-from broker.api.embedded import BINARY, JSON, parse_produce_body, record_error, record_json
+from broker.api.embedded import BINARY, JSON, parse_produce_body, record_json
 from broker.api.params import (
     INT32_MAX,
     INT64_MIN,
@@ -48,6 +48,7 @@ from broker.api.params import (
     partition_param,
     topic_param,
 )
+from broker.api.produce import record_offsets
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import DEFAULT_MAX_BYTES, FetchRequest
 from broker.produce.routing import deadline_after
@@ -139,17 +140,7 @@ async def produce(request: web.Request) -> web.Response:
         raise _schema_registry_needed("produce")
     partitions = broker.produce.choose_partitions(topic, rows, named, fixed)
     results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline)
-    seen: dict[int, int] = {}
-    offsets = []
-    for p in partitions:
-        r = results[p]
-        index = seen.get(p, 0)
-        seen[p] = index + 1
-        if r.error is not None:  # v1 names neither the partition nor the offset of a failed record
-            offsets.append({"partition": None, "offset": None, **record_error(r.error)})
-        else:
-            offset = None if acks == 0 or r.base_offset is None or r.base_offset < 0 else r.base_offset + index
-            offsets.append({"partition": p, "offset": offset, "error_code": None, "error": None})
+    offsets = record_offsets(partitions, results, acks, name_failed_partition=False)
     response = _v1({"offsets": offsets, "key_schema_id": None, "value_schema_id": None}, answer_type)
     leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     if leaders:
