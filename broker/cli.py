@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         unsafe_ack_before_isr=args.unsafe_ack_before_isr,
+        unsafe_read_uncommitted_as_committed=args.unsafe_read_uncommitted_as_committed,
+        unsafe_partial_commit_markers=args.unsafe_partial_commit_markers,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
         log_file=Path(args.log_file) if args.log_file else None,
         security=security,
@@ -97,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
         print("odradek broker: WARNING: --unsafe-ack-before-isr is on: acks=all is acknowledged before the ISR "
               "has the write, and acknowledged writes can be lost (a planted bug for testing odradek verify only)",
               file=sys.stderr, flush=True)
+    for on, flag in ((config.unsafe_read_uncommitted_as_committed, "--unsafe-read-uncommitted-as-committed"),
+                     (config.unsafe_partial_commit_markers, "--unsafe-partial-commit-markers")):
+        if on:
+            print(f"odradek broker: WARNING: {flag} is on: a planted transaction bug for testing odradek verify "
+                  "only; read_committed readers will see what they must not", file=sys.stderr, flush=True)
     return run_broker(config)
 
 
@@ -155,6 +162,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a fetch session unused this long may be evicted for a new one (Kafka's name)")
     p.add_argument("--unsafe-ack-before-isr", action="store_true",
                    help="testing odradek verify only: acknowledges writes the ISR may not have (never in production)")
+    # Hidden: planted transaction bugs for odradek verify's self-test (docs/verify.md, "A checker that can fail").
+    p.add_argument("--unsafe-read-uncommitted-as-committed", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--unsafe-partial-commit-markers", action="store_true", help=argparse.SUPPRESS)
 
 
 def build_parser(prog: str = "odradek broker") -> argparse.ArgumentParser:

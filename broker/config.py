@@ -50,6 +50,11 @@ class BrokerConfig:
     # lost. It exists only so that `odradek verify`'s self-test can prove the checker catches lost writes
     # (docs/verify.md, "A checker that can fail"); nothing else may set it.
     unsafe_ack_before_isr: bool = False
+    # NOT FOR PRODUCTION either, two more planted bugs for the transactional checks (docs/verify.md): read_committed
+    # reads served as read_uncommitted (aborted and open transactions' records: G1a), and a commit's marker left
+    # off its last partition (a torn transaction).
+    unsafe_read_uncommitted_as_committed: bool = False
+    unsafe_partial_commit_markers: bool = False
     # Request limits (docs/http-api.md, "Limits"). Each bounds what one request from an allowed client may cost
     # the broker; a request over a limit is refused with a 4xx before anything is written.
     # Kafka's queued.max.request.bytes: request bytes being read at once, over all connections.

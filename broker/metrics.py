@@ -90,6 +90,9 @@ class BrokerMetrics:
         self.loop_lag = Histogram("odradek_event_loop_lag_seconds",
                                   "How late the event loop ran a timer (time spent elsewhere: a stall)",
                                   registry=self.registry, buckets=LAG_BUCKETS)
+        self.gc_pause = Histogram("odradek_gc_pause_seconds",
+                                  "Cyclic garbage collections, by generation: each stops the event loop",
+                                  ["generation"], registry=self.registry, buckets=LAG_BUCKETS)
         self.registry.register(_PartitionCollector(partitions))
         self._fetch_sessions = _FetchSessionCollector()
         self.registry.register(self._fetch_sessions)

@@ -61,6 +61,7 @@ from broker.security.middleware import PRINCIPAL_KEY, SECURITY
 CLIENT_ID = "Odradek-Client-Id"
 INTER_BROKER = "Odradek-Inter-Broker"  # a broker's own request (value: its id); believed only as described above
 THROTTLE_TIME_MS = "Odradek-Throttle-Time-Ms"
+BODY_BYTES = "odradek.body_bytes"  # a request's body size as read (a chunked body has no Content-Length)
 DEFAULT = "<default>"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 KINDS = (PRODUCE, FETCH, REQUEST)
@@ -284,7 +285,10 @@ def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]
         throttle_ms = 0
         if data is not None:
             if kind == PRODUCE:
-                amount = request.content_length or 0
+                # Content-Length, or what was read of a chunked body (set by the limits middleware or a
+                # handler that streams its body)
+                amount = request.content_length if request.content_length is not None else \
+                    int(request.get(BODY_BYTES, 0))
             else:
                 body = getattr(response, "body", None)
                 # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts

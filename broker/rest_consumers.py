@@ -30,10 +30,11 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.api.embedded import BINARY, JSON, record_json
+from broker.api.embedded import BINARY, JSON, SCHEMA_TYPES, record_json
 from broker.consumer_locator import ConsumerLocator, generated_name, holder_in_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import FetchRequest
@@ -49,6 +50,7 @@ from odradek.protocol.errors import (
     OdradekError,
     OffsetOutOfRangeError,
     RebalanceInProgressError,
+    RecordDeserializationError,
     RequestTimedOutError,
     UnknownMemberIdError,
 )
@@ -96,8 +98,8 @@ class InstanceConfig:
     def parse(body: dict[str, Any]) -> InstanceConfig:
         """The create request's settings, validated (Confluent names; strings or natives accepted)."""
         fmt = str(body.get("format") or BINARY).lower()
-        if fmt not in (BINARY, JSON):
-            raise InvalidRequestError(f"format must be binary or json, not {fmt!r}")
+        if fmt not in (BINARY, JSON) and fmt not in SCHEMA_TYPES:
+            raise InvalidRequestError(f"format must be binary, json, avro, jsonschema or protobuf, not {fmt!r}")
         reset = str(body.get("auto.offset.reset") or "latest").lower()
         if reset == "smallest":
             reset = "earliest"
@@ -553,12 +555,22 @@ class RestInstanceManager:
                 return out
             # A join answer wants the lock: the lock is fair, so it is applied before we hold the lock again.
 
+    def _decoder(self, fmt: str) -> Callable[[bytes | None], Any] | None:
+        """The avro/jsonschema/protobuf formats' decoding of a framed key or value by its schema id, through the
+        registry service (kafka-rest's v2 consumers deserialize with Confluent's deserializers); None for
+        binary and json."""
+        if fmt not in SCHEMA_TYPES:
+            return None
+        registry, schema_type = self.broker.schema_registry, SCHEMA_TYPES[fmt]
+        return lambda data: registry.decode_framed(data, schema_type)
+
     async def _read_locked(self, inst: ConsumerInstance, deadline: float, max_bytes: int
                            ) -> tuple[list[dict[str, Any]], bool]:
         """Read under the instance's lock until ``fetch.min.bytes``, ``max_bytes`` or the deadline (done), or until
         a join answer waits for the lock (not done: the caller lets it through)."""
         out: list[dict[str, Any]] = []
         min_bytes = max(1, inst.config.fetch_min_bytes)
+        decode = self._decoder(inst.config.format)
         size = 0
         while True:
             if inst.apply_wanted.is_set():
@@ -577,11 +589,19 @@ class RestInstanceManager:
                 continue
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             batches = await self._read_some(inst, partitions, remaining_ms, max(1, max_bytes - size))
+            if decode is not None:  # the registry's copy may trail a registration made on another broker
+                await self.broker.schema_registry.await_ids([d for _, records, _ in batches for r in records
+                                                             for d in (r.key, r.value)])
             for tp, records, next_offset in batches:
                 if inst.positions.get(tp) is None or tp not in inst.assigned:
                     continue  # revoked while we read
                 for r in records:
-                    rendered = record_json(tp.topic, tp.partition, r, inst.config.format)
+                    try:
+                        rendered = record_json(tp.topic, tp.partition, r, inst.config.format, decode)
+                    except RecordDeserializationError:
+                        if out:  # answer what decoded; the position stays on this record for the next read
+                            return out, True
+                        raise
                     cost = len(r.key or b"") + len(r.value or b"") + 64
                     if out and size + cost > max_bytes:
                         return out, True

@@ -217,8 +217,16 @@ class LocalCluster:
             raise
 
     def down(self, timeout: float = 30.0) -> None:
-        """SIGTERM every broker (clean shutdown), then the ensemble if ours; SIGKILL what lingers."""
-        terminate_all([p for p in self._procs.values() if p.is_alive()], timeout=timeout)
+        """SIGTERM every broker (clean shutdown), the controller last, then the ensemble if ours; SIGKILL what
+        lingers. The controller goes last as in a rolling restart: each other broker's controlled shutdown is then
+        answered at once, where with every broker leaving together each asked brokers that were leaving too and
+        retried after its backoff."""
+        alive = {b: p for b, p in self._procs.items() if p.is_alive()}
+        deadline = time.monotonic() + timeout
+        controller = self._controller() if len(alive) > 1 else None
+        terminate_all([p for b, p in alive.items() if b != controller], timeout=timeout)
+        terminate_all([p for b, p in alive.items() if b == controller and p.is_alive()],
+                      timeout=max(1.0, deadline - time.monotonic()))
         if self.owns_ensemble:
             self.ensemble.stop()
             self.ensemble.save()
@@ -371,6 +379,21 @@ class LocalCluster:
                 if time.monotonic() >= deadline:
                     raise ClusterError(f"brokers {missing} did not register within {timeout:.0f} s")
                 time.sleep(0.05)
+        finally:
+            client.close()
+
+    def _controller(self) -> int | None:
+        """The controller's broker id, or None if ZooKeeper does not say within a second."""
+        try:
+            client = ZkClient(self.zk_connect, session_timeout_s=4.0, connect_timeout_s=1.0, digest=self.zk_digest,
+                              set_acl=bool(self.zk_digest))
+            client.start()
+        except Exception:
+            return None
+        try:
+            return client.get_controller()
+        except Exception:
+            return None
         finally:
             client.close()
 

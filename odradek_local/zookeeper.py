@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek_local.processes import ManagedProcess, log_tail, terminate_all
+from zk.ensemble import four_letter_word
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -86,24 +87,6 @@ class ZkNode:
     @property
     def log_path(self) -> Path:
         return self.dir / "zookeeper.log"
-
-
-def four_letter_word(host: str, port: int, cmd: str, timeout: float = 1.0) -> str:
-    """Send a ZooKeeper four-letter command over a plain socket and return the whole reply.
-
-    The server closes the connection after replying, so we read until EOF. `nc` is not installed here.
-    """
-    deadline = time.monotonic() + timeout
-    chunks: list[bytes] = []
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(cmd.encode("ascii"))
-        while True:
-            sock.settimeout(max(0.001, deadline - time.monotonic()))
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def parse_mode(srvr_reply: str) -> str | None:

@@ -20,11 +20,14 @@ from odradek_spark.security import SecurityOptionError, SecurityPairs, parse_sec
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "ColumnFormat",
     "OffsetSpec",
     "OptionError",
     "SinkOptions",
     "SourceOptions",
     "TimestampSpec",
+    "parse_formats",
+    "parse_reader_formats",
     "parse_sink_options",
     "parse_source_options",
 ]
@@ -77,6 +80,21 @@ class TimestampSpec:
 
 
 @dataclass(frozen=True)
+class ColumnFormat:
+    """``key.format``/``value.format=avro`` (odradek_spark/avro.py), ``json_schema`` (odradek_spark/json_schema.py)
+    or ``protobuf`` (odradek_spark/protobuf.py): the column's subject (None: Confluent's TopicNameStrategy,
+    ``<topic>-<column>``), the reader's schema version (None: the latest), ``mode``, the format (``kind``) and,
+    for Protobuf, the message read (``<column>.protobuf.message``; None: the file's first message)."""
+
+    column: str
+    subject: str | None = None
+    version: int | None = None
+    mode: str = "FAILFAST"
+    kind: str = "avro"
+    message: str | None = None
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     bootstrap: tuple[str, ...]
     # Exactly one of the three is set.
@@ -100,6 +118,10 @@ class SourceOptions:
     read_committed: bool = False
     # TLS and credentials (odradek_spark/security.py): kafka.security.protocol, kafka.ssl.truststore.location, ...
     security: SecurityPairs = field(default=(), repr=False)
+    # Confluent-framed Avro columns: as asked, then as resolved against the registry on the driver (AvroColumn).
+    formats: tuple[ColumnFormat, ...] = ()
+    registry: tuple[str, ...] = ()
+    avro: tuple[Any, ...] = ()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: the topic of some assigned partition)."""
@@ -126,6 +148,9 @@ class SinkOptions:
     transactional_id_prefix: str | None = None  # default: "spark-<query id>" (streaming) or a job's own uuid
     transaction_timeout_ms: int = 600_000
     security: SecurityPairs = field(default=(), repr=False)  # TLS and credentials, as the source's
+    formats: tuple[ColumnFormat, ...] = ()  # as the source's; resolved (registered) on the driver into ``avro``
+    registry: tuple[str, ...] = ()
+    avro: tuple[Any, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -266,6 +291,80 @@ def _isolation(opts: Mapping[str, str]) -> bool:
     return level == "read_committed"
 
 
+_FORMATS = ("binary", "avro", "json_schema", "protobuf")
+_WRITTEN = ("avro", "json_schema")  # the formats the sink writes (Protobuf is read only)
+_MODES = ("FAILFAST", "PERMISSIVE")
+
+
+def parse_formats(opts: Mapping[str, str], topics: tuple[str, ...] | None, *, reader: bool,
+                  bootstrap: tuple[str, ...]) -> tuple[tuple[ColumnFormat, ...], tuple[str, ...]]:
+    """``key.format``/``value.format`` (``binary``, the default, ``avro``, ``json_schema`` or ``protobuf``), their
+    subjects and reader versions, ``<column>.protobuf.message``, ``mode`` and ``schema.registry.url`` (default:
+    the bootstrap servers, which serve the registry); ``topics``: the one topic a default subject is named after
+    (None: not known, e.g. a topic column)."""
+    formats = []
+    for column in ("key", "value"):
+        kind = opts.get(f"{column}.format", "binary").strip().lower()
+        if kind not in _FORMATS:
+            raise OptionError(f"option '{column}.format' must be binary or avro or json_schema or protobuf, "
+                              f"not {kind!r}")
+        if kind == "binary":
+            for extra in (f"{column}.subject", f"{column}.schema.version"):
+                if extra in opts:
+                    raise OptionError(f"option '{extra}' needs {column}.format=avro, json_schema or protobuf")
+        message = opts.get(f"{column}.protobuf.message", "").strip() or None
+        if f"{column}.protobuf.message" in opts and (kind != "protobuf" or message is None):
+            raise OptionError(f"option '{column}.protobuf.message' names a message (full name or simple name) of a "
+                              f"{column}.format=protobuf column's schema")
+        if kind == "binary":
+            continue
+        if not reader and kind not in _WRITTEN:
+            raise OptionError(f"{column}.format={kind} is for reading: the sink writes binary, string, avro or "
+                              "json_schema columns")
+        subject = opts.get(f"{column}.subject", "").strip() or None
+        if subject is None and (topics is None or len(topics) != 1):
+            raise OptionError(f"{column}.format={kind} names its subject after the topic (<topic>-{column}): with "
+                              f"{'several topics' if topics else 'no topic option'}, set '{column}.subject'")
+        raw_version = opts.get(f"{column}.schema.version", "latest").strip().lower()
+        if not reader and f"{column}.schema.version" in opts:
+            raise OptionError(f"option '{column}.schema.version' is for reading: the sink registers the "
+                              "DataFrame's own schema")
+        version = None
+        if raw_version != "latest":
+            version = _int(opts, f"{column}.schema.version", None)  # an error names the option
+        mode = opts.get("mode", "FAILFAST").strip().upper()
+        if mode not in _MODES:
+            raise OptionError(f"option 'mode' must be FAILFAST or PERMISSIVE, not {mode!r}")
+        if subject is None:
+            assert topics is not None
+            subject = f"{topics[0]}-{column}"
+        formats.append(ColumnFormat(column, subject, version, mode, kind, message))
+    urls = tuple(u.strip().rstrip("/") for u in opts.get("schema.registry.url", "").split(",") if u.strip())
+    for u in urls:
+        if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", u):
+            raise OptionError(f"option 'schema.registry.url': {u!r} is not an http(s) URL")
+    return tuple(formats), urls or bootstrap
+
+
+def parse_reader_formats(options: Mapping[str, Any]) -> SourceOptions | None:
+    """What the source's schema depends on, for ``DataSource.schema()`` (which cannot know whether the query is
+    a batch or a streaming one): options carrying only the Avro columns, registry and transport settings; None
+    when both columns are binary."""
+    opts = _lower(options)
+    if all(opts.get(f"{c}.format", "binary").strip().lower() == "binary" for c in ("key", "value")):
+        return None
+    bootstrap = _bootstrap(opts)
+    topics: tuple[str, ...] | None = None
+    if opts.get("subscribe", "").strip():
+        topics = tuple(dict.fromkeys(t.strip() for t in opts["subscribe"].split(",") if t.strip()))
+    elif opts.get("assign", "").strip():
+        topics = tuple(_json_object("assign", opts["assign"]))
+    formats, registry = parse_formats(opts, topics, reader=True, bootstrap=bootstrap)
+    return SourceOptions(bootstrap=bootstrap, subscribe=topics, formats=formats, registry=registry,
+                         request_timeout_ms=_req_int(opts, "kafka.request.timeout.ms", 30_000, minimum=100),
+                         security=_security(opts))
+
+
 def _timestamp(key: str, raw: str) -> int:
     try:
         value = int(raw.strip())
@@ -354,7 +453,12 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         ts_spec = TimestampSpec(per_partition=per, strategy=strategy)
 
     max_offsets = _int(opts, "maxoffsetspertrigger", None)
+    one_topic = subscribe if subscribe is not None else \
+        tuple(dict.fromkeys(t for t, _ in assign)) if assign is not None else None
+    formats, registry = parse_formats(opts, one_topic, reader=True, bootstrap=bootstrap)
     return SourceOptions(
+        formats=formats,
+        registry=registry,
         bootstrap=bootstrap,
         assign=assign,
         subscribe=subscribe,
@@ -401,8 +505,12 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     exactly_once = _bool(opts, "exactlyonce", prefix is not None)
     if exactly_once and acks not in ("all", "-1"):
         raise OptionError("option 'exactlyOnce' needs kafka.acks=all (a transactional producer is idempotent)")
+    bootstrap = _bootstrap(opts)
+    formats, registry = parse_formats(opts, (topic,) if topic else None, reader=False, bootstrap=bootstrap)
     return SinkOptions(
-        bootstrap=_bootstrap(opts),
+        formats=formats,
+        registry=registry,
+        bootstrap=bootstrap,
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,
         transaction_timeout_ms=_req_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1000),

@@ -20,6 +20,11 @@ Reader options (names case-insensitive, as in Spark):
 * ``maxOffsetsPerTrigger`` (streaming): at most this many offsets per micro-batch, shared across partitions in
   proportion to their backlog; also honoured by ``Trigger.AvailableNow``;
 * ``minPartitions`` / ``maxRecordsPerPartition``: split large partitions into several Spark tasks;
+* ``key.format``/``value.format``: ``binary`` (default), ``avro``, ``json_schema`` or ``protobuf``:
+  Confluent-framed records read into the type of the subject's version (``value.subject``, default
+  ``<topic>-value``; ``value.schema.version``, default the latest; ``mode`` FAILFAST or PERMISSIVE;
+  ``schema.registry.url``, default the cluster's own; ``value.protobuf.message``, default the file's first
+  message): see :mod:`odradek_spark.avro`, :mod:`odradek_spark.json_schema`, :mod:`odradek_spark.protobuf`;
 * ``kafkaConsumer.pollTimeoutMs`` (120000): how long a task waits without progress (leader election, ...);
   ``kafka.max.partition.fetch.bytes`` (4 MiB) per fetch; ``kafka.request.timeout.ms`` (30000);
   ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs`` (1000) for the driver's offset lookups.
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -68,7 +73,13 @@ from pyspark.sql.types import (
 )
 
 from odradek_spark.cluster import Cluster
-from odradek_spark.options import OptionError, SourceOptions, parse_sink_options, parse_source_options
+from odradek_spark.options import (
+    OptionError,
+    SourceOptions,
+    parse_reader_formats,
+    parse_sink_options,
+    parse_source_options,
+)
 from odradek_spark.planning import (
     DataLossError,
     OffsetRange,
@@ -88,10 +99,12 @@ __all__ = ["DataLossError", "OdradekDataSource", "OdradekInputPartition", "sourc
 log = logging.getLogger(__name__)
 
 
-def source_schema(include_headers: bool) -> StructType:
+def source_schema(include_headers: bool, avro: Sequence[Any] = ()) -> StructType:
+    """Spark's Kafka source schema; a column read as Avro (odradek_spark/avro.py) has its reader schema's type."""
+    typed = {c.column: c.spark_field() for c in avro}
     fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        typed.get("key", StructField("key", BinaryType())),
+        typed.get("value", StructField("value", BinaryType())),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -167,14 +180,66 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     cluster = _cluster(options)
     try:
         rng = OffsetRange(partition.topic, partition.partition, partition.from_offset, partition.until_offset)
-        yield from read_range(cluster, options, rng, partition.leader_url)
+        batches = read_range(cluster, options, rng, partition.leader_url)
+        if options.avro:
+            from odradek_spark.avro import decode_columns
+
+            batches = decode_columns(batches, options, f"{partition.topic}-{partition.partition}")
+        yield from batches
     finally:
         cluster.close()
 
 
+def resolve_avro(options: SourceOptions) -> SourceOptions:
+    """On the driver: the reader schema of each typed column (its subject's version), from the registry: an
+    AvroColumn, a JsonSchemaColumn or a ProtobufColumn (odradek_spark/avro.py, json_schema.py, protobuf.py)."""
+    if not options.formats:
+        return options
+    from odradek_spark.avro import AvroColumn
+    from odradek_spark.schema_registry import RegistryClient
+
+    columns: list[Any] = []
+    with RegistryClient(options.registry, options.request_timeout_ms, options.security) as registry:
+        for f in options.formats:
+            assert f.subject is not None
+            if f.kind == "json_schema":
+                columns.append(_json_schema_column(registry, f))
+            elif f.kind == "protobuf":
+                from odradek_spark.protobuf import ProtobufSchemaError, resolve_column
+
+                try:
+                    columns.append(resolve_column(registry, f))
+                except ProtobufSchemaError as e:
+                    raise OptionError(f"{f.column}.format=protobuf (subject {f.subject}): {e}") from None
+            else:
+                schema_id, version, text = registry.version(f.subject, f.version or "latest")
+                columns.append(AvroColumn(f.column, f.subject, version, schema_id, text, f.mode))
+    return replace(options, avro=tuple(columns))
+
+
+def _json_schema_column(registry: Any, f: Any) -> Any:
+    from odradek_spark.json_schema import JsonSchemaColumn, JsonSchemaError
+
+    body = registry.version_info(f.subject, f.version or "latest")
+    kind = body.get("schemaType", "AVRO")
+    if kind != "JSON":
+        raise OptionError(f"{f.column}.format=json_schema: subject {f.subject!r} version {body['version']} is a "
+                          f"{kind} schema, not JSON")
+    column = JsonSchemaColumn(f.column, f.subject, int(body["version"]), int(body["id"]), str(body["schema"]), f.mode)
+    try:
+        column.spark_field()  # refuses what has no Spark type now, when the query is defined
+    except (JsonSchemaError, ValueError) as e:
+        raise OptionError(f"{f.column}.format=json_schema (subject {f.subject} version {column.version}): {e}"
+                          ) from None
+    return column
+
+
 def _check_schema(schema: StructType, options: SourceOptions) -> None:
-    expected = source_schema(options.include_headers)
+    expected = source_schema(options.include_headers, options.avro)
     if schema != expected:
+        if options.avro:
+            raise OptionError("the Avro columns' schemas changed while the query was being defined (a new version "
+                              f"was registered): define it again; now {expected.simpleString()}")
         raise OptionError("the odradek source has a fixed schema and takes no user-specified one: "
                           f"{expected.simpleString()}")
 
@@ -313,28 +378,31 @@ class OdradekDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return source_schema(include)
+        formats = parse_reader_formats(self.options)
+        return source_schema(include, resolve_avro(formats).avro if formats is not None else ())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = parse_source_options(self.options, streaming=False)
+        options = resolve_avro(parse_source_options(self.options, streaming=False))
         _check_schema(schema, options)
         return OdradekBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        options = parse_source_options(self.options, streaming=True)
+        options = resolve_avro(parse_source_options(self.options, streaming=True))
         _check_schema(schema, options)
         return OdradekStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from odradek_spark.writer import OdradekBatchWriter, sink_layout
+        from odradek_spark.writer import OdradekBatchWriter, register_avro, sink_layout
 
         if overwrite:
             raise OptionError("save mode 'overwrite' is not possible on a log; use mode('append')")
         options = parse_sink_options(self.options)
-        return OdradekBatchWriter(options, sink_layout(schema, options))
+        layout = sink_layout(schema, options)
+        return OdradekBatchWriter(register_avro(options, schema), layout)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from odradek_spark.writer import OdradekStreamWriter, sink_layout
+        from odradek_spark.writer import OdradekStreamWriter, register_avro, sink_layout
 
         options = parse_sink_options(self.options)
-        return OdradekStreamWriter(options, sink_layout(schema, options))
+        layout = sink_layout(schema, options)
+        return OdradekStreamWriter(register_avro(options, schema), layout)

@@ -9,6 +9,11 @@ Input columns (others are ignored):
   records, Kafka's sticky partitioner for keyless ones),
 * ``headers`` (optional ``array<struct<key: string, value: binary>>``).
 
+With ``value.format=avro`` (or ``key.format``) the column may be any type Avro carries (a struct becomes a
+record): it is registered under ``<topic>-value`` on the driver and written framed (:mod:`odradek_spark.avro`);
+``json_schema`` likewise writes it as JSON text under the JSON Schema derived from its type
+(:mod:`odradek_spark.json_schema`). Protobuf columns are read only.
+
 Delivery is **at least once** by default, as with Spark's Kafka sink (``exactlyOnce=true`` or a
 ``transactional.id.prefix`` makes it exactly once for streaming queries: odradek_spark/exactly_once.py).
 Each Spark task sends its rows through one :class:`odradek.Producer` (``acks=all`` by default) and succeeds
@@ -21,10 +26,11 @@ the record.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -53,7 +59,8 @@ from odradek_spark.options import OptionError, SinkOptions
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["OdradekBatchWriter", "OdradekCommitMessage", "OdradekStreamWriter", "SinkLayout", "sink_layout"]
+__all__ = ["OdradekBatchWriter", "OdradekCommitMessage", "OdradekStreamWriter", "SinkLayout", "register_avro",
+           "sink_layout"]
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +93,19 @@ def sink_layout(schema: StructType, options: SinkOptions) -> SinkLayout:
         OptionError: a required column is missing or a column has the wrong type.
     """
     fields = {f.name.lower(): f for f in schema.fields}
+    avro = {f.column: f.kind for f in options.formats}  # Confluent-framed Avro or JSON: any type they carry
     value = fields.get("value")
     if value is None:
         raise OptionError("the DataFrame to write needs a 'value' column (string or binary)")
-    if not _is(value.dataType, StringType, BinaryType):
-        raise OptionError(f"column 'value' must be string or binary, not {value.dataType.simpleString()}")
+    if "value" not in avro and not _is(value.dataType, StringType, BinaryType):
+        raise OptionError(f"column 'value' must be string or binary, not {value.dataType.simpleString()} (or set "
+                          "value.format=avro)")
     key = fields.get("key")
-    if key is not None and not _is(key.dataType, StringType, BinaryType):
-        raise OptionError(f"column 'key' must be string or binary, not {key.dataType.simpleString()}")
+    if "key" in avro and key is None:
+        raise OptionError(f"key.format={avro['key']} needs a 'key' column")
+    if key is not None and "key" not in avro and not _is(key.dataType, StringType, BinaryType):
+        raise OptionError(f"column 'key' must be string or binary, not {key.dataType.simpleString()} (or set "
+                          "key.format=avro)")
     topic = fields.get("topic")
     if topic is not None and not _is(topic.dataType, StringType):
         raise OptionError(f"column 'topic' must be a string, not {topic.dataType.simpleString()}")
@@ -121,6 +133,43 @@ def sink_layout(schema: StructType, options: SinkOptions) -> SinkLayout:
         partition_column=partition is not None,
         headers_column=headers is not None,
     )
+
+
+def register_avro(options: SinkOptions, schema: StructType) -> SinkOptions:
+    """On the driver, before any task: each Avro column's schema (as Spark's ``to_avro`` derives it from the
+    column's type) registered under its subject; the registry's refusal (an incompatible change) fails the
+    query here with the registry's message."""
+    if not options.formats:
+        return options
+    from odradek_spark.avro import AvroColumn, avro_schema_for
+    from odradek_spark.schema_registry import RegistryClient
+
+    fields = {f.name.lower(): f for f in schema.fields}
+    columns = []
+    with RegistryClient(options.registry, options.request_timeout_ms, options.security) as registry:
+        for f in options.formats:
+            assert f.subject is not None
+            if f.kind == "json_schema":
+                from odradek_spark.json_schema import JsonSchemaColumn, JsonSchemaError, json_schema_for
+
+                try:
+                    text = json.dumps(json_schema_for(fields[f.column].dataType))
+                except JsonSchemaError as e:
+                    raise OptionError(f"{f.column}.format=json_schema: {e}") from None
+                schema_id, version = registry.register_typed(f.subject, text, "JSON")
+                columns.append(JsonSchemaColumn(f.column, f.subject, version, schema_id, text))
+                continue
+            avro = avro_schema_for(fields[f.column].dataType)
+            schema_id, version = registry.register(f.subject, avro)
+            columns.append(AvroColumn(f.column, f.subject, version, schema_id, json.dumps(avro)))
+    return replace(options, avro=tuple(columns))
+
+
+def _encoders(options: SinkOptions, batch: pa.RecordBatch) -> dict[str, Any]:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    types = {f.name.lower(): f.type for f in batch.schema}
+    return {c.column: c.encoder(from_arrow_type(types[c.column])) for c in options.avro}
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
@@ -167,12 +216,19 @@ def send_rows(producer: Any, options: SinkOptions, layout: SinkLayout,
                 errors.append(exc)
 
     sent = 0
+    encoders: dict[str, Any] | None = None
     for batch in batches:
         n = batch.num_rows
         if not n:
             continue
+        if encoders is None:
+            encoders = _encoders(options, batch)
         values = _column(batch, "value")
         keys = _column(batch, "key") if layout.key_column else [None] * n
+        if "value" in encoders:
+            values = encoders["value"].encode(values)
+        if "key" in encoders:
+            keys = encoders["key"].encode(keys)
         topics = _column(batch, "topic") if layout.topic_column else [options.topic] * n
         parts = _column(batch, "partition") if layout.partition_column else [None] * n
         headers = _column(batch, "headers") if layout.headers_column else None

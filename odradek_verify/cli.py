@@ -18,20 +18,45 @@ from pathlib import Path
 from typing import Any
 
 from odradek_local.cluster import listen_port_range
-from odradek_verify import checker, clockshift, report
+from odradek_verify import checker, clockshift, report, txn_checker
 from odradek_verify.cluster import LoopDisk, VerifyCluster
 from odradek_verify.nemesis import ALL_KINDS, CLOCK_KINDS, NETWORK_KINDS, SCENARIOS, Nemesis, NemesisConfig
 from odradek_verify.netns import CLIENT, NetLab, cleanup_leftovers, netns_supported
+from odradek_verify.txn import (
+    ClientProcessor,
+    ClientReader,
+    ClientTxnWriter,
+    KafkaProcessor,
+    KafkaReader,
+    KafkaTxnWriter,
+    final_read_committed,
+    txn_topics,
+)
 from odradek_verify.workload import (
     ClientProducerWorker,
     GroupMemberWorker,
     History,
+    KafkaGroupMemberWorker,
+    KafkaProducerWorker,
     RestProducerWorker,
     group_consumer_usable,
+    kafka_client_usable,
 )
 
-# The brokers' planted bug (BrokerConfig.unsafe_ack_before_isr): only this self-test turns it on.
+# The brokers' planted bugs (BrokerConfig.unsafe_*): only this self-test turns them on, each by the broker flag of
+# the same name (docs/verify.md, "A checker that can fail").
 UNSAFE_BROKER_FLAG = "--unsafe-ack-before-isr"
+UNSAFE_BROKER_FLAGS = (UNSAFE_BROKER_FLAG, "--unsafe-read-uncommitted-as-committed", "--unsafe-partial-commit-markers")
+WORKLOADS = ("queue", "txn")
+
+
+def _unsafe(args: argparse.Namespace) -> list[str]:
+    """The planted-bug broker flags this run gives its brokers."""
+    return [f for f in UNSAFE_BROKER_FLAGS if getattr(args, f[2:].replace("-", "_"), False)]
+
+
+def workloads(args: argparse.Namespace) -> list[str]:
+    return [w for w in WORKLOADS if w in {x.strip() for x in args.workload.split(",")}]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--faults", default=None, help=f"comma-separated kinds instead: {','.join(ALL_KINDS)}")
     p.add_argument("--concurrency", type=int, default=1, help="faults in force at once (default 1)")
     p.add_argument("--quiet", default="1,3", help="seconds between faults, MIN,MAX (default 1,3)")
-    p.add_argument("--via", choices=("client", "rest"), default="client", help="producers' path")
+    p.add_argument("--via", choices=("client", "rest", "kafka"), default="client",
+                   help="producers' path: the Python client (binary), REST v2, or librdkafka (confluent-kafka) "
+                        "on the Kafka listeners, whose group members are then librdkafka consumers too")
+    p.add_argument("--kafka-idempotence", choices=("on", "off"), default="on",
+                   help="with --via kafka: librdkafka's enable.idempotence (default on: duplicates fail the run)")
+    p.add_argument("--workload", default="queue",
+                   help="queue (unique values, a consumer group), txn (transactions over two topics, "
+                        "read_committed readers) or queue,txn (both at once; default queue)")
+    p.add_argument("--txn-producers", type=int, default=2, help="with txn: transactional writers")
+    p.add_argument("--txn-processors", type=int, default=1,
+                   help="with txn: consume-transform-produce workers (send_offsets_to_transaction)")
+    p.add_argument("--txn-readers", type=int, default=1, help="with txn: read_committed readers polling throughout")
+    p.add_argument("--txn-abort-every", type=int, default=5,
+                   help="with txn: 1 transaction in N is aborted on purpose (0: none)")
     p.add_argument("--producers", type=int, default=3)
     p.add_argument("--rate", type=float, default=120.0, help="writes per second over all producers")
     p.add_argument("--group-members", type=int, default=2, help="consumer-group members (0: no group)")
@@ -67,12 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run hosts in network namespaces (needed for partitions; auto: when root)")
     p.add_argument("--disk", choices=("auto", "on", "off"), default="auto", help="loop-mounted disk for disk-full")
     p.add_argument("--bootstrap-server", default=None, help="check an existing cluster instead of starting one")
+    p.add_argument("--kafka-bootstrap-server", default=None,
+                   help="with --bootstrap-server and --via kafka: the cluster's Kafka listeners (host:port,...)")
     p.add_argument("--cluster-dir", type=Path, default=None,
                    help="with --bootstrap-server: the `odradek cluster` data dir, for process faults")
     p.add_argument("--cleanup", type=Path, default=None, help="remove what a killed run in DIR left, and exit")
     # Hidden: the self-test of the checker (docs/verify.md, "A checker that can fail"). The run's brokers get
     # --unsafe-ack-before-isr, a planted bug that acknowledges acks=all before the ISR has the write.
     p.add_argument("--unsafe-ack-before-isr", action="store_true", help=argparse.SUPPRESS)
+    # Hidden too, the transactional checks' planted bugs: read_committed served as read_uncommitted (G1a), and
+    # a commit's marker left off its last partition (torn transactions, lost writes).
+    p.add_argument("--unsafe-read-uncommitted-as-committed", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--unsafe-partial-commit-markers", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -115,6 +159,7 @@ class Run:
         self.owns_cluster = args.bootstrap_server is None
         self.skipped: dict[str, str] = {}
         self._root_ns: int | None = None
+        self.kafka_bootstrap: str | None = None
 
     # ----------------------------------------------------------------------------------------- set-up
 
@@ -154,8 +199,7 @@ class Run:
                     self.skipped[k] = why_not
         base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
         broker_args = ["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)]
-        if a.unsafe_ack_before_isr:
-            broker_args.append(UNSAFE_BROKER_FLAG)  # every broker of the run, restarts included
+        broker_args += _unsafe(a)  # every broker of the run, restarts included
         self.cluster = VerifyCluster(
             self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,
             zk_base_port=zk_base, tick_ms=a.tick_ms, session_timeout_ms=a.session_timeout_ms,
@@ -181,8 +225,8 @@ class Run:
 
     def _attach(self, kinds: list[str]) -> None:
         """An existing cluster: process faults only through its `odradek cluster` state, if given."""
-        if self.args.unsafe_ack_before_isr:
-            raise RunError("--unsafe-ack-before-isr plants the bug in brokers this run starts; "
+        if unsafe := _unsafe(self.args):
+            raise RunError(f"{unsafe[0]} plants the bug in brokers this run starts; "
                            "it cannot be used with --bootstrap-server")
         if self.args.cluster_dir is not None:
             from odradek_local.cluster import LocalCluster
@@ -199,6 +243,15 @@ class Run:
             for k in kinds:
                 self.skipped[k] = "the cluster is not local (no --cluster-dir): checks only"
 
+    def _kafka_bootstrap(self) -> str:
+        """librdkafka's bootstrap.servers: the brokers' Kafka listeners (the run's own cluster starts them on the
+        lab hosts' addresses, reachable from the client namespace exactly as the HTTP ones are)."""
+        found = self.args.kafka_bootstrap_server or getattr(self.cluster, "kafka_bootstrap", None)
+        if not found:
+            raise RunError("--via kafka needs the brokers' Kafka listeners: give --kafka-bootstrap-server "
+                           "(or --cluster-dir of a cluster started with them)")
+        return str(found)
+
     # ------------------------------------------------------------------------------------------- run
 
     def execute(self) -> dict[str, Any]:
@@ -211,6 +264,13 @@ class Run:
 
             shutil.rmtree(old)
         kinds = self._kinds()
+        chosen = workloads(self.args)
+        if not chosen or len(chosen) != len([x for x in self.args.workload.split(",") if x.strip()]):
+            raise RunError(f"--workload {self.args.workload!r}: give queue, txn or queue,txn")
+        if "txn" in chosen and self.args.via == "rest":
+            raise RunError("--workload txn: REST v2 produce has no transactions; use --via client or --via kafka")
+        if self.args.via == "kafka" and (why := kafka_client_usable()):
+            raise RunError(f"--via kafka: {why}")
         self.disk_broker: int | None = None
         print(f"odradek verify: seed {self.seed}, output in {self.out}", flush=True)
         try:
@@ -221,6 +281,8 @@ class Run:
             else:
                 self._attach(kinds)
                 bootstrap = self.args.bootstrap_server
+            if self.args.via == "kafka":
+                self.kafka_bootstrap = self._kafka_bootstrap()
             return self._workload_and_check(bootstrap, kinds)
         finally:
             self._teardown()
@@ -230,26 +292,43 @@ class Run:
 
         a = self.args
         urls = [u if "://" in u else f"http://{u}" for u in bootstrap.split(",")]
+        chosen = workloads(a)
+        topics = [self.topic, *(txn_topics(self.topic) if "txn" in chosen else ())]
         with AdminClient(bootstrap) as admin:
-            admin.create_topic(self.topic, partitions=a.partitions, replication_factor=a.replication_factor,
-                               configs={"min.insync.replicas": str(a.min_insync_replicas),
-                                        "retention.ms": str(a.retention_ms)})
+            for topic in topics:
+                admin.create_topic(topic, partitions=a.partitions, replication_factor=a.replication_factor,
+                                   configs={"min.insync.replicas": str(a.min_insync_replicas),
+                                            "retention.ms": str(a.retention_ms)})
         history = History()
         stop = threading.Event()
         workers: list[Any] = []
         per = a.rate / max(1, a.producers)
-        for i in range(a.producers):
+        for i in range(a.producers if "queue" in chosen else 0):
             name = f"p{i}"
             if a.via == "rest":
                 workers.append(RestProducerWorker(name, urls, self.topic, a.partitions, per, history, stop,
                                                   self.seed + i))
+            elif a.via == "kafka":
+                assert self.kafka_bootstrap is not None
+                workers.append(KafkaProducerWorker(name, self.kafka_bootstrap, self.topic, a.partitions, per, history,
+                                                   stop, self.seed + i, idempotent=a.kafka_idempotence == "on"))
             else:
                 workers.append(ClientProducerWorker(name, bootstrap, self.topic, a.partitions, per, history, stop,
                                                     self.seed + i))
         group_skipped = group_consumer_usable() if a.group_members > 0 else "--group-members 0"
-        members: list[GroupMemberWorker] = []
+        if "queue" not in chosen:
+            group_skipped = "--workload txn"
+        members: list[GroupMemberWorker | KafkaGroupMemberWorker] = []
         group_stop = threading.Event()
-        if group_skipped is None:
+        if "queue" not in chosen:
+            pass
+        elif a.via == "kafka" and a.group_members > 0:  # librdkafka's group members, over the Kafka listeners
+            assert self.kafka_bootstrap is not None
+            group_skipped = None
+            members = [KafkaGroupMemberWorker(f"m{i}", self.kafka_bootstrap, self.topic, f"verify-group-{self.seed}",
+                                              history, group_stop, session_timeout_ms=6000)
+                       for i in range(a.group_members)]
+        elif group_skipped is None:
             members = [GroupMemberWorker(f"m{i}", bootstrap, self.topic, f"verify-group-{self.seed}", history,
                                          group_stop, session_timeout_ms=6000) for i in range(a.group_members)]
         nemesis = None
@@ -259,7 +338,9 @@ class Run:
                                    a.replica_lag_time_max_ms, self.seed, dict(self.skipped),
                                    max_clock_step_s=clockshift.max_step_s(a.retention_ms))
             nemesis = Nemesis(self.cluster, self.topic, a.partitions, config, history, self.disk, self.disk_broker)
-        for w in [*workers, *members]:
+        txn_workers, txn_readers = self._txn_workers(bootstrap, history, stop, group_stop) if "txn" in chosen \
+            else ([], [])
+        for w in [*workers, *members, *txn_workers, *txn_readers]:
             w.start()
         if nemesis is not None:
             nemesis.start()
@@ -278,34 +359,60 @@ class Run:
         time.sleep(5.0)  # writes after the heal: every partition must serve again
         stop.set()
         t_writes_end = history.now()
+        # where the run's time goes after the heal: each phase's end, in seconds since the start
+        phases: dict[str, float] = {"healed": t_healed, "writes_stopped": t_writes_end}
         for w in workers:
             w.join(10)
             w.finish(40.0)
-        time.sleep(3.0)  # let the group consume the tail
+        phases["producers_finished"] = history.now()
+        for t in txn_workers:  # each ends the transaction it is in
+            t.finish(60.0)
+        phases["txn_workers_finished"] = history.now()
+        time.sleep(3.0)  # let the group and the read_committed readers consume the tail
         group_stop.set()
-        for m in members:
+        for m in [*members, *txn_readers]:
             m.finish(30.0)
         t_end = history.now()
+        phases["consumers_finished"] = t_end
         states = self._wait_isr_full(a.partitions, nemesis)
+        phases["isr_full"] = history.now()
         ends, reads, final_read = checker.final_read(urls, bootstrap, self.topic, a.partitions)
         committed = self._committed(f"verify-group-{self.seed}", a.partitions) if members else {}
+        txn_result: dict[str, Any] | None = None
+        if "txn" in chosen:
+            txn_reads, txn_final = final_read_committed(urls, bootstrap, txn_topics(self.topic), a.partitions)
+            txn_result = txn_checker.check_txn(history, txn_reads)
+            txn_result["final_read_notes"] = txn_final
+        phases["final_read"] = history.now()
         events = nemesis.events_json() if nemesis is not None else []
         if nemesis is not None:
             nemesis.close()
         replicas: dict[int, dict[int, dict[int, str]]] = {}
+        queue = checker.check_queue(history, reads)
         if self.cluster is not None:
             if self.owns_cluster:
                 self.cluster.down()
-            replicas = checker.read_replicas({b: s.data_dir for b, s in self.cluster.slots.items()}, self.topic,
-                                             a.partitions)
-        idempotent = bool(workers) and all(getattr(w, "idempotent", False) for w in workers)
+            data_dirs = {b: s.data_dir for b, s in self.cluster.slots.items()}
+            replicas = checker.read_replicas(data_dirs, self.topic, a.partitions)
+            if a.via == "kafka":
+                checker.split_duplicates(queue, data_dirs, self.topic)
+        queue.pop("duplicated_all", None)
+        # (no queue producers, --workload txn: the transactional producers are idempotent by definition)
+        idempotent = all(getattr(w, "idempotent", False) for w in workers) if workers else a.via != "rest"
         result: dict[str, Any] = {
             "seed": self.seed, "via": a.via, "idempotent_producer": idempotent, "netns": self.lab is not None,
             "topic": self.topic,
+            "kafka_bootstrap": self.kafka_bootstrap,
+            # librdkafka producer instances ended by a fatal error (a sequence desynchronisation: the broker
+            # lost what it had acknowledged, or fenced the producer); each was replaced by a new one
+            "kafka_fatal_errors": [e for w in workers for e in getattr(w, "fatal_errors", [])],
             "duration_s": t_end, "healed_at_s": t_healed, "bootstrap": bootstrap,
             "unsafe_ack_before_isr": bool(a.unsafe_ack_before_isr),
+            "unsafe_broker_flags": _unsafe(a),
+            "workloads": chosen,
+            "txn": txn_result,
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
-            "queue": checker.check_queue(history, reads),
+            "queue": queue,
             "replicas": (checker.check_divergence(replicas, ends, {p: s[1] for p, s in states.items()})
                          if replicas else {"divergent": 0, "offsets_compared": 0, "note": "no segment files"}),
             "group": checker.check_group(history, reads, committed) if members else None,
@@ -317,6 +424,7 @@ class Run:
             "heal_notes": heal_notes,
             "end_offsets": ends,
             "final_read": final_read,
+            "phases_s": {k: round(v, 3) for k, v in phases.items()},
             "notes": history.notes[:50],
         }
         result["recovery"] = checker.recovery_times(history, events, a.partitions)
@@ -327,6 +435,26 @@ class Run:
             print(f"odradek verify: no timeline: {why}")
         report.print_summary(result)
         return result
+
+    def _txn_workers(self, bootstrap: str, history: History, stop: threading.Event, readers_stop: threading.Event
+                     ) -> tuple[list[Any], list[Any]]:
+        """The transactional workload's writers and consume-transform-produce workers (stopped with the
+        producers) and its read_committed readers (stopped with the group, after the tail)."""
+        a = self.args
+        topics = txn_topics(self.topic)
+        kafka = a.via == "kafka"
+        where = self.kafka_bootstrap if kafka else bootstrap
+        assert where is not None
+        writer, processor, reader = ((KafkaTxnWriter, KafkaProcessor, KafkaReader) if kafka
+                                     else (ClientTxnWriter, ClientProcessor, ClientReader))
+        workers: list[Any] = [writer(f"tw{i}", where, topics, a.partitions, history, stop, self.seed + 100 + i,
+                                     abort_every=a.txn_abort_every) for i in range(a.txn_producers)]
+        workers += [processor(f"tp{i}", where, topics, a.partitions, history, stop, self.seed + 200 + i,
+                              group=f"verify-txn-{self.seed}-{i}", abort_every=a.txn_abort_every)
+                    for i in range(a.txn_processors)]
+        readers = [reader(f"tr{i}", where, topics, a.partitions, history, readers_stop)
+                   for i in range(a.txn_readers)]
+        return workers, readers
 
     def _wait_isr_full(self, partitions: int, nemesis: Nemesis | None, timeout: float = 60.0
                        ) -> dict[int, tuple[int, list[int]]]:

@@ -60,18 +60,27 @@ class LabEnsemble(ZkEnsemble):
         return hosts + ("/" + chroot.strip("/") if chroot else "")
 
 
+# In a lab every broker has a host (an address) of its own: fixed ports, broker i's Kafka listener on 9191 + i
+# beside its HTTP listener on 9091 + i (no port on the machine itself is taken).
+LAB_KAFKA_PORT = 9192
+
+
 class VerifyCluster(LocalCluster):
     """``LocalCluster`` plus a command prefix per broker: its namespace (in a lab) and the clock shim (when
-    clock faults are on). Broker ``i`` runs in host ``b<i>`` and advertises that address."""
+    clock faults are on). Broker ``i`` runs in host ``b<i>`` and listens on, and advertises, that address: its
+    HTTP listener and its Kafka listener (PLAINTEXT), so both are reachable from the ``client`` host the
+    workload runs in (and cut by the same iptables rules)."""
 
     def __init__(self, data_dir: Path, *, lab: NetLab | None, brokers: int, zookeepers: int, base_port: int,
                  zk_base_port: int, tick_ms: int, session_timeout_ms: int, broker_args: list[str],
                  clock_lib: Path | None) -> None:
         ensemble = (LabEnsemble(lab, Path(data_dir).absolute() / "zookeeper", zookeepers, tick_ms)
                     if lab is not None else None)
+        # Without a lab LocalCluster picks free ports for the Kafka listeners (brokers share 127.0.0.1).
         super().__init__(data_dir, brokers=brokers, base_port=base_port, zookeepers=zookeepers,
                          zk_base_port=zk_base_port, tick_ms=tick_ms, session_timeout_ms=session_timeout_ms,
-                         ensemble=ensemble, broker_args=broker_args)
+                         ensemble=ensemble, broker_args=broker_args,
+                         kafka_base_port=None if lab is None else LAB_KAFKA_PORT)
         self.owns_ensemble = True
         self.lab = lab
         self.clock_lib = clock_lib  # the built clockshift library, or None: no clock faults
@@ -83,6 +92,19 @@ class VerifyCluster(LocalCluster):
         if self.lab is None:
             return super().broker_url(broker_id)
         return f"http://{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
+
+    def kafka_address(self, broker_id: int) -> str | None:
+        slot = self.slots[broker_id]
+        if self.lab is None or slot.kafka_port is None:
+            return super().kafka_address(broker_id)
+        return f"{self.lab.addr(self.host_of(broker_id))}:{slot.kafka_port}"
+
+    @property
+    def kafka_bootstrap(self) -> str | None:
+        """``bootstrap.servers`` for Kafka clients (librdkafka): every broker's Kafka listener, as reachable from
+        the workload (its lab address in a lab)."""
+        addresses = [a for b in sorted(self.slots) if (a := self.kafka_address(b))]
+        return ",".join(addresses) or None
 
     def clock_file(self, broker_id: int) -> Path:
         return self.slots[broker_id].dir / "clock.offset"
@@ -98,6 +120,9 @@ class VerifyCluster(LocalCluster):
         if self.lab is not None:
             i = cmd.index("--listen")
             cmd[i + 1] = f"{self.lab.addr(self.host_of(broker_id))}:{self.slots[broker_id].port}"
+            if "--kafka-listeners" in cmd:  # bound (and so advertised) on the host's address, not 127.0.0.1
+                i = cmd.index("--kafka-listeners")
+                cmd[i + 1] = f"PLAINTEXT://{self.kafka_address(broker_id)}"
         prefix: list[str] = []
         if self.clock_lib is not None:
             clock = self.clock_file(broker_id)

@@ -3,7 +3,8 @@
 The verdict is computed here, once: a run fails when anything acknowledged was lost, misplaced or reordered,
 when replicas diverge, or when the consumer group skipped, went backwards or committed beyond what it had
 processed. Duplicates fail a run whose producers were idempotent (the client's ``Producer``, the default
-``--via client``); through REST v2 produce (no idempotence, as in Confluent's REST Proxy) they are reported only.
+``--via client``, or librdkafka's with ``--via kafka``); through REST v2 produce (no idempotence, as in
+Confluent's REST Proxy) they are reported only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from odradek_verify.txn_checker import failed_checks
 from odradek_verify.workload import History
 
 FAILING = ("lost", "misplaced", "reordered", "unexpected", "divergent", "poll_skips", "nonmonotonic_polls",
@@ -29,7 +31,28 @@ def duplicates_fail(report: dict[str, Any]) -> bool:
 def verdict(report: dict[str, Any]) -> list[str]:
     """The names of the checks that failed (empty: the run passed)."""
     flat = {**report["queue"], **report["replicas"], **(report.get("group") or {})}
-    return [k for k in (FAILING_IDEMPOTENT if duplicates_fail(report) else FAILING) if flat.get(k)]
+    return ([k for k in (FAILING_IDEMPOTENT if duplicates_fail(report) else FAILING) if flat.get(k)]
+            + failed_checks(report.get("txn")))
+
+
+def txn_lines(t: dict[str, Any]) -> list[str]:
+    """The transactional workload's lines: outcomes, then every check with its count (and the cycles found)."""
+    checks = t["checks"]
+    lines = [f"transactions: {t['transactions']} ({t['consume_transform_produce']} consume-transform-produce), "
+             f"committed {t['committed']}, aborted {t['aborted']} ({t['aborted_on_purpose']} on purpose), "
+             f"unknown {t['unknown']}; read_committed polls {t['polled']}, final read {t['final_read']}",
+             "txn checks: " + "  ".join(f"{k} {c['count']}" + ("" if c["fails"] else " (reported)")
+                                        for k, c in checks.items())]
+    for name in ("G0", "G1c", "G2"):
+        for c in checks[name]["examples"][:2]:
+            lines.append(f"  {name} cycle: {c['text'][:300]}")
+    for name in ("G1a", "torn-transaction", "lost-write"):
+        for e in checks[name]["examples"][:2]:
+            lines.append(f"  {name}: {json.dumps(e, default=str)[:240]}")
+    stuck = (t.get("final_read_notes") or {}).get("stuck")
+    if stuck:
+        lines.append(f"  last stable offset below the high watermark after the run (transactions left open): {stuck}")
+    return lines
 
 
 def write_json(out_dir: Path, report: dict[str, Any], history: History) -> None:
@@ -47,12 +70,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"network lab: {'yes' if report['netns'] else 'no'}, faults: {len(report['faults'])}",
         "faults by kind: " + (", ".join(f"{k} {n}" for k, n in report["faults_by_kind"].items()) or "none"),
         f"writes: sent {q['sent']}, acknowledged {q['acknowledged']}, failed {q['failed']}, pending {q['pending']}; "
-        f"read back {q['read']}",
+        f"read back {q['read']}" + (f" ({n} acknowledged without an offset)"
+                                   if (n := q.get("acknowledged_without_offset")) else ""),
         f"lost {q['lost']}  duplicated {q['duplicated']}  misplaced {q['misplaced']}  reordered {q['reordered']}  "
         f"unexpected {q['unexpected']}  divergent {r['divergent']} (of {r['offsets_compared']} offsets)",
     ]
     if q["lost"] or q["misplaced"]:
         lines.extend(_loss_lines(report))
+    if n := q.get("duplicated_across_epochs"):
+        lines.append(f"duplicated across producer epochs {n} (not failing: the client re-sent a write after bumping "
+                     "its epoch, which no broker can refuse; librdkafka#4953): "
+                     + ", ".join(f"{v} at {c}" for v, c in list(q["duplicated_across_epochs_examples"].items())[:3]))
     if g:
         lines.append(f"group: polled {g['polled']} (last at {g.get('last_poll_s', 0):.0f} s), "
                      f"commits {g['commits']} (failed {g['commit_failures']}); "
@@ -65,6 +93,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     rec = report["recovery"]
     if rec:
         lines.append("median recovery: " + ", ".join(f"{k} {v['median_recovery_s']:.1f} s" for k, v in rec.items()))
+    if fatal := report.get("kafka_fatal_errors"):
+        lines.append(f"librdkafka fatal errors (producer replaced): {len(fatal)}, first: {fatal[0][:150]}")
+    if report.get("txn"):
+        lines.extend(txn_lines(report["txn"]))
     for kind, why in report.get("skipped_faults", {}).items():
         lines.append(f"skipped {kind}: {why}")
     strict = duplicates_fail(report)
@@ -72,7 +104,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         why = REST_DUPLICATES if report.get("via") == "rest" else "not failing: no idempotent producer wrote"
         lines.append(f"duplicated {q['duplicated']}: {why}")
     passed = "PASS (0 lost, 0 duplicated, " if strict else "PASS (0 lost, "
-    lines.append("VERDICT: " + (passed + "0 misplaced, 0 reordered, 0 divergent)" if not failed
+    txn = "".join(f", 0 {k}" for k, c in (report.get("txn") or {}).get("checks", {}).items() if c["fails"])
+    lines.append("VERDICT: " + (passed + f"0 misplaced, 0 reordered, 0 divergent{txn})" if not failed
                                 else "FAIL: " + ", ".join(failed)))
     return lines
 
@@ -99,10 +132,13 @@ def print_summary(report: dict[str, Any]) -> None:
     lines = summary_lines(report)
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.panel import Panel
 
         style = "green" if not verdict(report) else "red"
-        Console().print(Panel("\n".join(lines[:-1]) + f"\n[bold {style}]{lines[-1]}[/]", title="odradek verify"))
+        # escaped: lines carry lists and the cycles' edge labels in brackets, which rich would take for markup
+        Console().print(Panel(escape("\n".join(lines[:-1])) + f"\n[bold {style}]{escape(lines[-1])}[/]",
+                              title="odradek verify"))
     except Exception:  # rich is a dependency, but a summary must print even on a bare terminal
         print("\n".join(lines))
 

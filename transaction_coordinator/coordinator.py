@@ -52,6 +52,11 @@ def now_ms() -> int:
 
 
 class TxnCoordinator:
+    # A PLANTED BUG, off by default (BrokerConfig.unsafe_partial_commit_markers; docs/verify.md): a commit of
+    # several partitions writes no marker on its last partition, so the transaction is torn (and that partition's
+    # LSO stuck). Only the broker's hidden flag sets it, for `odradek verify`'s self-test.
+    unsafe_partial_commit_markers = False
+
     def __init__(self, broker_id: int, zk: ZkClient, broker_epoch: Callable[[], int | None],
                  next_producer_id: Callable[[], int], write_marker: MarkerWriter,
                  sweep_interval_s: float = 1.0) -> None:
@@ -241,8 +246,11 @@ class TxnCoordinator:
         """Markers on every partition (in parallel), the group offsets of a commit, then Complete*."""
         commit = st.state == s.PREPARE_COMMIT
         coordinator_epoch = self._broker_epoch() or 0
+        partitions = list(st.partitions)
+        if commit and self.unsafe_partial_commit_markers and len(partitions) > 1:
+            partitions = partitions[:-1]  # the planted bug: one partition never gets its COMMIT marker
         await asyncio.gather(*(self._write_marker(t, p, st.producer_id, st.producer_epoch, commit,
-                                                  coordinator_epoch) for t, p in st.partitions))
+                                                  coordinator_epoch) for t, p in partitions))
         if commit and st.offsets:
             ts = now_ms()
             for o in st.offsets:

@@ -49,7 +49,7 @@ import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -87,6 +87,8 @@ from zk.znodes import (
     DeleteTopicZNode,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
+    SchemaRegistryElectionZNode,
+    SchemaRegistryWriterZNode,
     TopicNameClaimsZNode,
     TopicNameClaimZNode,
     TopicPartitionStateZNode,
@@ -100,6 +102,7 @@ __all__ = ["CONNECTED", "LOST", "SUSPENDED", "ControllerClaim", "StateWrites", "
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Watch = Callable[[], None]
 StateListener = Callable[[str], None]
 
@@ -385,6 +388,62 @@ class ZkClient:
 
     def controller_election(self, identifier: str) -> ControllerElection:
         return ControllerElection(self._kazoo, ControllerElectionZNode.path, identifier)
+
+    def schema_registry_election(self, identifier: str) -> ControllerElection:
+        """The Schema Registry primary's election (SchemaRegistryElectionZNode), the same recipe as the
+        controller's."""
+        return ControllerElection(self._kazoo, SchemaRegistryElectionZNode.path, identifier)
+
+    def claim_schema_registry_writer(self, new_producer_id: Callable[[], int]) -> tuple[int, int]:
+        """The next (producer id, epoch) for ``_schemas`` writes (SchemaRegistryWriterZNode): the epoch one
+        more than the last primary's, written conditionally on the node's version; a new producer id (from
+        ``new_producer_id``) with epoch 0 the first time and when the epoch would pass Kafka's maximum, as Kafka
+        does for an exhausted epoch."""
+
+        def claim(data: bytes) -> tuple[bytes, tuple[int, int]]:
+            last = SchemaRegistryWriterZNode.decode(data)
+            claimed = (new_producer_id(), 0) if last is None or last[1] >= SchemaRegistryWriterZNode.MAX_EPOCH \
+                else (last[0], last[1] + 1)
+            return SchemaRegistryWriterZNode.encode(*claimed), claimed
+
+        return self.update_conditionally(SchemaRegistryWriterZNode.path, claim)
+
+    def update_conditionally(self, path: str, update: Callable[[bytes], tuple[bytes, T]]) -> T:
+        """Read ``path`` (created empty when missing), write ``update(data)[0]`` conditionally on the version
+        read, and answer ``update(data)[1]``; another writer first (BADVERSION) makes it read and update again.
+        So no two callers ever build on the same version. A retried set whose first attempt in fact succeeded
+        fails BADVERSION too and updates once more: ``update`` must claim something new each time (a block, an
+        epoch), never re-apply a delta it cannot repeat."""
+        k = self._kazoo
+
+        def attempt() -> tuple[T] | None:
+            try:
+                data, stat = k.get(path)
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    k.create(path, b"", makepath=True)
+                return None
+            new, answer = update(data)
+            try:
+                k.set(path, new, version=stat.version)
+            except BadVersionError:
+                return None  # another writer meanwhile: read again
+            return (answer,)
+
+        while True:
+            done = self.retrying(attempt)
+            if done is not None:
+                return done[0]
+
+    def get_schema_registry_primary(self) -> int | None:
+        """The broker id leading the Schema Registry's election (the first contender), None while nobody does."""
+        contenders = self.retrying(self._kazoo.Election(SchemaRegistryElectionZNode.path).contenders)
+        for c in contenders:
+            try:
+                return int(c)
+            except ValueError:
+                continue
+        return None
 
     def get_controller(self, watch: Watch | None = None) -> int | None:
         """The active controller's broker id, arming ``watch`` for its creation, change or deletion."""

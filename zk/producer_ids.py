@@ -11,10 +11,7 @@ only when a block runs out). Blocking: asyncio callers use ``asyncio.to_thread``
 
 from __future__ import annotations
 
-import contextlib
 import threading
-
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zk.client import ZkClient
 from zk.znodes import LatestProducerIdBlockZNode
@@ -46,31 +43,15 @@ class ProducerIdManager:
             return pid
 
     def _claim_block(self) -> tuple[int, int]:
-        """Write the block after the latest one, conditionally on the node's version; re-read on a race."""
-        path = LatestProducerIdBlockZNode.path
-        k = self._zk.kazoo
+        """Write the block after the latest one, conditionally on the node's version (re-read on a race; a
+        retried write whose first attempt succeeded claims the next block: a wasted block, never a shared one)."""
 
-        def attempt() -> tuple[int, int] | None:
-            try:
-                data, stat = k.get(path)
-            except NoNodeError:
-                with contextlib.suppress(NodeExistsError):
-                    k.create(path, b"", makepath=True)
-                return None
+        def claim(data: bytes) -> tuple[bytes, tuple[int, int]]:
             latest = LatestProducerIdBlockZNode.decode(data)
             start = 0 if latest is None else latest[2] + 1
             end = start + self._block_size - 1
             if end > MAX_PRODUCER_ID:
                 raise ProducerIdExhaustedError("the producer id space is exhausted")
-            try:
-                k.set(path, LatestProducerIdBlockZNode.encode(self._broker_id, start, end), version=stat.version)
-            except BadVersionError:
-                return None  # another broker claimed a block meanwhile: read again
-            return start, end
+            return LatestProducerIdBlockZNode.encode(self._broker_id, start, end), (start, end)
 
-        while True:
-            # A retried set whose first attempt in fact succeeded would fail BADVERSION and claim the next
-            # block: a wasted block, never a shared one.
-            block = self._zk.retrying(attempt)
-            if block is not None:
-                return block
+        return self._zk.update_conditionally(LatestProducerIdBlockZNode.path, claim)

@@ -105,6 +105,37 @@ class ControllerElectionZNode:
     path = "/controller_election"
 
 
+class SchemaRegistryElectionZNode:
+    """kazoo's Election recipe for the Schema Registry's primary (broker/schema_registry/): contenders are
+    sequential ephemeral children named by the recipe, their data the broker id; the first child leads. Only
+    the primary writes the ``_schemas`` topic and allocates schema ids."""
+
+    path = "/schema_registry/primary_election"
+
+
+class SchemaRegistryWriterZNode:
+    """Persistent: the producer id and epoch the Schema Registry's primary writes ``_schemas`` with. Each new
+    primary bumps the epoch, conditionally on the zkVersion (so no two primaries ever hold one epoch), and
+    appends a fence record with it before its first change: the partition's producer state then refuses any
+    later batch of an older epoch (a deposed primary's), and every batch that came before the fence is in the
+    log the new primary reads before it plans a change."""
+
+    path = "/schema_registry/writer"
+    MAX_EPOCH = 32766  # a producer epoch is an int16; past this a new producer id starts at 0
+
+    @staticmethod
+    def encode(producer_id: int, producer_epoch: int) -> bytes:
+        return _dumps({"version": 1, "producer_id": producer_id, "producer_epoch": producer_epoch})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int] | None:
+        """(producer id, epoch), or None for a node not written yet."""
+        if not data:
+            return None
+        obj = _loads(data)
+        return int(obj["producer_id"]), int(obj["producer_epoch"])
+
+
 # -------------------------------------------------------------------------------------------------- brokers
 
 

@@ -14,6 +14,7 @@ from aiohttp.web_server import Server
 from broker.api import (
     acls_v3,
     admin_v3,
+    console,
     consumers_v2,
     controller_ops,
     entity_configs,
@@ -27,6 +28,7 @@ from broker.api import (
     reassignment,
     reassignments_v3,
     records_v3,
+    schema_registry,
     transactions,
     v1,
 )
@@ -35,8 +37,8 @@ from broker.api.errors import error_middleware, install_request_log_filter, is_v
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
-from broker.quotas import ClientQuotaManager, quota_middleware
-from broker.security.middleware import SECURITY, SecurityService, issue_token, security_middleware
+from broker.quotas import BODY_BYTES, ClientQuotaManager, quota_middleware
+from broker.security.middleware import BODY_STREAMED, SECURITY, SecurityService, issue_token, security_middleware
 from odradek.protocol import media
 from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError, UnsupportedMediaTypeError
 
@@ -117,6 +119,8 @@ def routes() -> list[web.RouteDef]:
         *records_v3.routes(),
         *acls_v3.routes(),
         *reassignments_v3.routes(),
+        *schema_registry.routes(),  # Confluent Schema Registry (issue 26, docs/schema-registry.md)
+        *console.routes(),  # the web console at /ui (issue 29, docs/console.md)
     ])
 
 
@@ -163,12 +167,19 @@ class ReadBudget:
             self._released.notify_all()
 
 
+# Handlers that read their own body as it arrives (the limits and security middlewares leave it to them); their
+# routes' authorization rules name resources from the path only.
+STREAMED_BODIES = frozenset({records_v3.produce_records})
+
+
 @web.middleware
 async def limits_middleware(request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     """Before any handler: the path's topic and partition are checked (broker/api/params.py), and the body is
     read here, within the body timeout and the read budget, so no handler waits on a slow client or holds
-    more request bytes than the broker allows."""
+    more request bytes than the broker allows. The one exception is a handler in ``STREAMED_BODIES``: it reads
+    its body itself, chunk by chunk, each within the body timeout, holding one bounded group of it at a time
+    (v3's streaming produce answers each record while the client is still sending the next)."""
     check_path_params(request)
     if not request.body_exists:
         return await handler(request)
@@ -177,6 +188,10 @@ async def limits_middleware(request: web.Request,
         # any web page can send cross-origin without a preflight, so it must not change anything.
         raise UnsupportedMediaTypeError(
             f"v3 requests take {media.PLAIN_JSON}, not {request.content_type or '(no Content-Type)'}")
+    if request.match_info.handler in STREAMED_BODIES:
+        request[BODY_STREAMED] = True  # the security middleware then reads nothing of it either
+        request[BODY_BYTES] = 0  # counted by the handler as it reads, for the produce quota
+        return await handler(request)
     config = request.app[LIMITS]
     size = request.content_length if request.content_length is not None else request.app[MAX_BODY]
     budget = request.app[READ_BUDGET]
@@ -184,11 +199,12 @@ async def limits_middleware(request: web.Request,
     await budget.reserve(size, timeout_s)
     try:
         try:
-            await asyncio.wait_for(request.read(), timeout_s)  # cached: handlers' read() returns these bytes
+            body = await asyncio.wait_for(request.read(), timeout_s)  # cached: handlers' read() returns these
         except TimeoutError:
             raise RequestReadTimeoutError(
                 f"the request body did not arrive within {config.request_body_timeout_ms} ms "
                 "(--request-body-timeout-ms)") from None
+        request[BODY_BYTES] = len(body)
         return await handler(request)
     finally:
         await budget.release(size)

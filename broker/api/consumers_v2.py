@@ -41,7 +41,8 @@ HOLDER = "Odradek-Consumer-Broker"
 GROUP_RE = re.compile(r"^[A-Za-z0-9._\-]{1,249}$")
 MAX_RECORDS_BYTES = 64 * 1024 * 1024
 
-_FORMAT_TYPES = {BINARY: media.BINARY_V2, JSON: media.JSON_V2}
+_FORMAT_TYPES = {BINARY: media.BINARY_V2, JSON: media.JSON_V2, "avro": media.AVRO_V2,
+                 "jsonschema": media.JSONSCHEMA_V2, "protobuf": media.PROTOBUF_V2}
 
 
 def _manager(request: web.Request) -> RestInstanceManager:

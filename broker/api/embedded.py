@@ -11,13 +11,17 @@ Header values are base64 (or null) in every format, as REST Proxy v3 carries the
 Statuses follow Confluent: a body that is not JSON is 400 (rest-utils' JsonParseExceptionMapper); JSON that is
 not a valid request (no or empty ``records``, an unknown field, a wrong type, bad base64) is 422
 (ConstraintViolationExceptionMapper, and ``ConstraintViolations.simpleException`` for base64 in kafka-rest's
-``BinaryTopicProduceRequest``); the schema-registry formats are 422 with Confluent's 42206.
+``BinaryTopicProduceRequest``). The schema formats ``avro``, ``jsonschema`` and ``protobuf`` are backed by the
+cluster's own Schema Registry (broker/schema_registry/, docs/schema-registry.md): keys and values are JSON,
+registered or looked up and Confluent-framed by the registry service (Protobuf: the schema's first message, as
+kafka-rest writes it), and rendered back as JSON on reads.
 """
 
 from __future__ import annotations
 
 import binascii
 from base64 import b64decode, b64encode
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -39,6 +43,8 @@ from odradek.protocol.speedups import RawTexts
 
 JSON = "json"
 BINARY = "binary"
+# The embedded formats the registry backs, and the registry's schemaType for each.
+SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 
 # Confluent's per-record produce codes (its Errors.java): a Kafka error, and one the client may retry.
 KAFKA_ERROR = 50002
@@ -60,8 +66,9 @@ def produce_format(content_type: str) -> str:
 
 
 def require_supported(fmt: str, topic: str, topic_exists: bool) -> None:
-    """Refuse the schema-registry formats, after the topic check: an unknown topic is 404 whatever the format."""
-    if fmt in (JSON, BINARY):
+    """Refuse an embedded format the registry does not back (none today: avro, jsonschema and protobuf all
+    are), after the topic check: an unknown topic is 404 whatever the format."""
+    if fmt in (JSON, BINARY) or fmt in SCHEMA_TYPES:
         return
     if not topic_exists:
         raise UnknownTopicError(f"topic '{topic}' does not exist")
@@ -86,6 +93,8 @@ def read_format(accept: str) -> tuple[str, str]:
             return JSON, media.JSON_V2
         if kind == media.BINARY_V2:
             return BINARY, media.BINARY_V2
+        if media.SCHEMA_V2.get(kind) in SCHEMA_TYPES:
+            return media.SCHEMA_V2[kind], kind
         if kind in (media.PLAIN_JSON, media.KAFKA_V2, "*/*", "application/*"):
             return BINARY, media.PLAIN_JSON
     raise NotAcceptableError(f"cannot answer with {accept}; accept {media.JSON_V2} or {media.BINARY_V2}")
@@ -257,8 +266,42 @@ def _parse_full(rec: dict[str, Any], i: int, fmt: str, texts: raw_json.RawPair) 
     return row, partition
 
 
-def record_json(topic: str, partition: int, r: Record, fmt: str) -> dict[str, Any]:
-    if fmt == JSON:
+def parse_schema_body(body: bytes, max_records: int) -> tuple[dict[str, Any], list[Any], list[Any],
+                                                              list[int | None] | None]:
+    """A schema-format produce (kafka-rest's SchemaTopicProduceRequest): the request (its ``*_schema`` and
+    ``*_schema_id`` fields), each record's JSON key and value (None when absent or null) and the partitions
+    they name (None when none does). The request-level checks are ``checked_records``'; a record has
+    ``key``, ``value`` and ``partition`` only, as Confluent's does."""
+    records = checked_records(body, max_records)
+    doc = orjson.loads(body)
+    keys: list[Any] = []
+    values: list[Any] = []
+    partitions: list[int | None] = []
+    for i, rec in enumerate(records):
+        if type(rec) is not dict:
+            raise ConstraintViolationError(f"records[{i}] must be an object")
+        unknown = set(rec) - {"key", "value", "partition"}
+        if unknown:
+            raise ConstraintViolationError(f"records[{i}] has unknown fields {sorted(unknown)}; a schema-format "
+                                           "record has key, value and partition")
+        partition = rec.get("partition")
+        if partition is not None and (type(partition) is not int or partition < 0):
+            raise ConstraintViolationError(f"records[{i}].partition must be a non-negative integer")
+        keys.append(rec.get("key"))
+        values.append(rec.get("value"))
+        partitions.append(partition)
+    named = partitions if any(p is not None for p in partitions) else None
+    return doc, keys, values, named
+
+
+def record_json(topic: str, partition: int, r: Record, fmt: str,
+                decode: Callable[[bytes | None], Any] | None = None) -> dict[str, Any]:
+    """A record as a v2 read renders it; a schema format's keys and values go through ``decode`` (the
+    registry's ``decode_framed``), which raises when one is not Confluent-framed."""
+    if decode is not None:
+        key = decode(r.key)
+        value = decode(r.value)
+    elif fmt == JSON:
         key = _json_or_str(r.key)
         value = _json_or_str(r.value)
     else:

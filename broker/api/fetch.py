@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
 from broker.api.context import BROKER, json_response
-from broker.api.embedded import BINARY, read_format, record_json
+from broker.api.embedded import BINARY, SCHEMA_TYPES, read_format, record_json
 from broker.api.params import INT32_MAX, int_param, isolation_param, optional_int_param, partition_param, wait_param
 from broker.fetch.service import (
     DEFAULT_MAX_BYTES,
@@ -54,7 +54,15 @@ async def read_records(request: web.Request) -> web.Response:
         next_offset = max(next_offset, min(header.next_offset, hw))
     answer = {"topic": topic, "partition": partition, "high_watermark": hw, "log_start_offset": lso,
               "next_offset": next_offset}
-    if speedups.COMPILED:
+    if fmt in SCHEMA_TYPES:  # avro, jsonschema: each key and value decoded by its schema id from the registry
+        registry, schema_type = broker.schema_registry, SCHEMA_TYPES[fmt]
+        records = [r for r in decode_records(data) if r.offset >= offset]
+        await registry.await_ids([r.key for r in records] + [r.value for r in records])
+        answer["records"] = [record_json(topic, partition, r, fmt,
+                                         lambda data: registry.decode_framed(data, schema_type))
+                             for r in records]
+        body = orjson.dumps(answer)
+    elif speedups.COMPILED:
         # One C pass from the batches to the whole body, written once: the answer's other fields (orjson, as
         # json_response would write them) are its head, ``records`` is last. Byte for byte json_response's.
         body = speedups.render_records(data, offset, speedups.read_prefix(topic, partition), fmt == BINARY,

@@ -17,6 +17,10 @@ SUMMARIES: dict[tuple[str, str], str] = {
     ("GET", "/health"): "Broker health: id, cluster id, broker epoch, controller",
     ("GET", "/metrics"): "Prometheus metrics",
     ("GET", "/openapi.json"): "This document",
+    ("GET", "/ui"): "The web console's page (docs/console.md)",
+    ("GET", "/ui/{asset}"): "The web console's script, style and icon",
+    ("GET", "/ui/api/brokers"): "The web console's view of every broker: its health, log dirs and metrics",
+    ("GET", "/ui/api/zookeeper"): "The ZooKeeper ensemble: each server's mode, zxid and load (its srvr answer)",
     ("GET", "/metadata"): "Brokers, topics, partition leaders and ISRs (what clients route by)",
     ("GET", "/brokers"): "Broker ids (REST Proxy v2)",
     ("GET", "/topics"): "Topic names (REST Proxy v2)",
@@ -137,7 +141,43 @@ V1_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                       **errors(400, 404, 406, 409, 503)}},
 }
 
-SUMMARIES.update(V3_SUMMARIES)  # Confluent v3 groups, produce, ACLs, reassignments (broker/api/schemas_v3.py)
+SUMMARIES.update(V3_SUMMARIES)
+# Confluent Schema Registry (broker/api/schema_registry.py, docs/schema-registry.md); its answers are
+# application/vnd.schemaregistry.v1+json, its errors Confluent's codes (40401, 40402, 40403, 409, 42201, ...).
+_S, _SV, _I = "/subjects/{subject}", "/subjects/{subject}/versions/{version}", "/schemas/ids/{id}"
+SUMMARIES.update({
+    ("GET", "/subjects"): "Schema Registry: subjects (?deleted=true, ?subjectPrefix=)",
+    ("POST", _S): "Schema Registry: look a schema up under a subject (its version and id)",
+    ("DELETE", _S): "Schema Registry: delete a subject (soft; ?permanent=true after a soft delete)",
+    ("GET", f"{_S}/versions"): "Schema Registry: a subject's versions",
+    ("POST", f"{_S}/versions"): "Schema Registry: register a schema (the same schema answers the same id)",
+    ("GET", _SV): "Schema Registry: one version (or latest) of a subject",
+    ("DELETE", _SV): "Schema Registry: delete a version (soft; ?permanent=true after a soft delete)",
+    ("GET", f"{_SV}/schema"): "Schema Registry: a version's schema text",
+    ("GET", f"{_SV}/referencedby"): "Schema Registry: ids of schemas referencing this version",
+    ("GET", "/schemas/types"): "Schema Registry: the schema types served (AVRO, JSON)",
+    ("GET", _I): "Schema Registry: a schema by id",
+    ("GET", f"{_I}/schema"): "Schema Registry: a schema's text by id",
+    ("GET", f"{_I}/versions"): "Schema Registry: the subject versions holding a schema id",
+    ("GET", f"{_I}/subjects"): "Schema Registry: the subjects holding a schema id",
+    ("GET", "/config"): "Schema Registry: the global compatibility level",
+    ("PUT", "/config"): "Schema Registry: set the global compatibility level",
+    ("DELETE", "/config"): "Schema Registry: reset the global compatibility level",
+    ("GET", "/config/{subject}"): "Schema Registry: a subject's compatibility level (?defaultToGlobal=true)",
+    ("PUT", "/config/{subject}"): "Schema Registry: set a subject's compatibility level",
+    ("DELETE", "/config/{subject}"): "Schema Registry: remove a subject's compatibility level",
+    ("GET", "/mode"): "Schema Registry: the global mode (READWRITE, READONLY, IMPORT)",
+    ("PUT", "/mode"): "Schema Registry: set the global mode",
+    ("DELETE", "/mode"): "Schema Registry: reset the global mode",
+    ("GET", "/mode/{subject}"): "Schema Registry: a subject's mode (?defaultToGlobal=true)",
+    ("PUT", "/mode/{subject}"): "Schema Registry: set a subject's mode",
+    ("DELETE", "/mode/{subject}"): "Schema Registry: remove a subject's mode",
+    ("POST", "/compatibility/subjects/{subject}/versions"): (
+        "Schema Registry: is a schema compatible with the subject's versions (?verbose=true)"),
+    ("POST", "/compatibility/subjects/{subject}/versions/{version}"): (
+        "Schema Registry: is a schema compatible with one version (or latest; ?verbose=true)"),
+    ("POST", "/schema_registry/writes"): "Broker to broker: a Schema Registry write forwarded to the primary",
+})  # Confluent v3 groups, produce, ACLs, reassignments (broker/api/schemas_v3.py)
 
 _PARAM = re.compile(r"{(\w+)(?::([^}]*))?}")
 

@@ -145,8 +145,10 @@ _ERRORS = {
     413: "request body over the broker's limit (41301), batch over max.message.bytes (41302)",
     415: "unsupported Content-Type (41501); v3 requests take only application/json",
     416: "offset out of range (41601)",
-    422: "valid JSON but not a valid request (422), a schema-registry format (42206), a corrupt batch (42201), "
-         "a record timestamp outside message.timestamp.difference.max.ms (42211)",
+    422: "valid JSON but not a valid request (422), an avro/jsonschema/protobuf produce "
+         "without its key or value schema (42201, 42202), with a record that does not fit it (42203) or a schema "
+         "that does not parse (42205), a corrupt batch (42201), a record timestamp outside "
+         "message.timestamp.difference.max.ms (42211)",
     500: "internal error (50001)",
     503: "retriable: no leader, not enough replicas, ZooKeeper unavailable (503xx)",
     504: "retriable: request timed out (50801)",

@@ -13,7 +13,9 @@ from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import (
     BINARY,
+    SCHEMA_TYPES,
     parse_produce_body,
+    parse_schema_body,
     plain_records,
     produce_format,
     record_error,
@@ -21,7 +23,7 @@ from broker.api.embedded import (
 )
 from broker.api.params import INT32_MAX, int_param, limits, partition_param
 from broker.produce.routing import deadline_after
-from broker.produce.service import PartitionResult, parse_acks
+from broker.produce.service import PartitionResult, Row, parse_acks
 from odradek.protocol import media, speedups
 from odradek.protocol.errors import InvalidRequestError, UnsupportedMediaTypeError
 
@@ -36,6 +38,8 @@ async def produce_json(request: web.Request) -> web.Response:
     timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
     body = await request.read()
     max_records = limits(request).max_records_per_request
+    if fmt in SCHEMA_TYPES:
+        return await _produce_schema(request, topic, fixed, fmt, body, acks, timeout_ms, max_records)
     # The compiled codec's single pass (plain records, known topic); else the reference path, which names errors.
     key = idempotency_key(request)
     plain = None if key is not None else plain_records(body, fmt, max_records)  # keyed: the seeded partitioner
@@ -58,6 +62,29 @@ async def produce_json(request: web.Request) -> web.Response:
     leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     response = json_response({"key_schema_id": None, "value_schema_id": None, "offsets": offsets},
                              content_type=media.KAFKA_V2)
+    if leaders:
+        response.headers[media.LEADER] = ",".join(map(str, leaders))
+    return response
+
+
+async def _produce_schema(request: web.Request, topic: str, fixed: int | None, fmt: str, body: bytes, acks: int,
+                          timeout_ms: int, max_records: int) -> web.Response:
+    """An avro or jsonschema produce (kafka-rest's ProduceToTopicAction / ProduceToPartitionAction with a
+    SchemaTopicProduceRequest): the schema registry service registers or looks up the schemas (topic-name
+    strategy) and frames every record before anything is appended; the answer names the schema ids."""
+    broker = request.app[BROKER]
+    doc, keys, values, named = parse_schema_body(body, max_records)
+    deadline = deadline_after(timeout_ms)
+    await broker.produce.await_topic(topic, deadline)  # an unknown topic is 404 whatever the format
+    key_id, value_id, framed_keys, framed_values = await broker.schema_registry.encode_embedded(
+        topic, SCHEMA_TYPES[fmt], doc, keys, values)
+    rows: list[Row] = [(k, v, None, []) for k, v in zip(framed_keys, framed_values, strict=True)]
+    broker.produce.check_timestamps(topic, rows)
+    partitions = broker.produce.choose_partitions(topic, rows, named, fixed)
+    results = await broker.produce.produce(topic, rows, partitions, acks, timeout_ms, deadline)
+    response = json_response({"key_schema_id": key_id, "value_schema_id": value_id,
+                              "offsets": record_offsets(partitions, results, acks)}, content_type=media.KAFKA_V2)
+    leaders = sorted({r.leader for r in results.values() if r.leader is not None})
     if leaders:
         response.headers[media.LEADER] = ",".join(map(str, leaders))
     return response

@@ -18,11 +18,18 @@ records came, each followed by a newline:
 RecordMetadata); the timestamp is the record's (the request's, else the broker's time when it was taken).
 Errors: a request object that is not a record (not an object, an unknown field, data of the wrong type, bad
 base64) is 400 for that record and the stream goes on; a body that stops being JSON ends the stream with one
-400 report (Confluent's hasNext failure); a schema type (AVRO, JSONSCHEMA, PROTOBUF, or no ``type``, which means
-"look the schema up") needs a Schema Registry: 42206; a partition the topic does not have is 40403; a record the
+400 report (Confluent's hasNext failure); a partition the topic does not have is 40403; a record the
 leader refused is 50002, or 50003 when it may be retried (the v2 produce's codes, Confluent's
 KafkaExceptionMapper). Whole-request errors come before the stream starts, as plain v3 errors: an unknown cluster
 404, an unknown topic 404/40403, a non-JSON content type 415.
+
+Schema types (kafka-rest's v3 ProduceAction with SchemaManagerImpl and SchemaRecordSerializerImpl): a key or
+value of type AVRO, JSONSCHEMA or PROTOBUF, or with no ``type`` (look the schema up), and ``schema_id``,
+``schema_version``, ``schema`` and ``subject``, is encoded and Confluent-framed by the cluster's own Schema
+Registry (the registry service's ``encode_v3``; the topic-name strategy); its report adds ``subject``,
+``schema_id`` and ``schema_version``. A record that does not fit its schema, or a schema that does not parse, is
+400 for that record (SchemaRecordSerializerImpl's BadRequestException), an unknown schema id or subject the
+registry's 40403/40401.
 
 Records are produced in groups: whatever complete request objects the body holds when the previous group is
 done (at most ``--max-records-per-request``), one batch per partition through the produce service, so a group's
@@ -56,10 +63,13 @@ from broker.api.links_v3 import check_cluster
 from broker.api.params import limits, topic_param
 from broker.produce.routing import deadline_after
 from broker.produce.service import Row
+from broker.quotas import BODY_BYTES
 from odradek.protocol import media
 from odradek.protocol.errors import (
+    EmbeddedSchemaInvalidError,
     InvalidPayloadError,
     InvalidRequestError,
+    JsonConversionError,
     MalformedJsonError,
     OdradekError,
     RequestReadTimeoutError,
@@ -81,8 +91,11 @@ MAX_HEADERS = 1000
 _WS = re.compile(r"[ \t\n\r]*")
 # Per-record error codes where v3 answers differently from the error's own: Jackson's mapping errors are 400
 # (StreamingResponse's JsonMappingExceptionMapper), an unknown topic or partition 40403 (as every v3 route).
+# A schema-typed record that does not encode is 400, as SchemaRecordSerializerImpl's BadRequestException.
 _CODES: dict[type[OdradekError], int] = {InvalidRequestError: 400, MalformedJsonError: 400,
-                                         UnknownTopicError: 40403, UnknownPartitionError: 40403}
+                                         UnknownTopicError: 40403, UnknownPartitionError: 40403,
+                                         JsonConversionError: 400, EmbeddedSchemaInvalidError: 400}
+REGISTRY_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")  # the schema types the cluster's registry encodes
 
 
 # ------------------------------------------------------------------------------------------- pure helpers
@@ -126,6 +139,16 @@ def _utf8(text: str, what: str) -> bytes:
         raise InvalidRequestError(f'"{what}" holds a lone UTF-16 surrogate, which is not text') from None
 
 
+def needs_registry(raw: Any) -> bool:
+    """Whether a key or value names a schema the cluster's registry encodes (AVRO, JSONSCHEMA, PROTOBUF, or no
+    ``type`` with or without schema fields): resolved by the registry service before ``parse_record``. The
+    schema fields on a BINARY/JSON/STRING value are left to ``_data``, which refuses them."""
+    if not isinstance(raw, dict) or set(raw) - DATA_FIELDS:
+        return False
+    kind = raw.get("type")
+    return kind is None or (isinstance(kind, str) and kind.upper() in REGISTRY_TYPES)
+
+
 def _data(raw: Any, what: str) -> tuple[bytes | None, dict[str, Any] | None]:
     """A key or value: its bytes and its report (``{"type", "size"}``); (None, None) when not given."""
     if raw is None:
@@ -140,8 +163,9 @@ def _data(raw: Any, what: str) -> tuple[bytes | None, dict[str, Any] | None]:
         raise InvalidRequestError(f'"{what}.type" must be one of {", ".join(TYPES + SCHEMA_TYPES)}')
     kind = kind.upper() if kind else None
     if kind is None or kind in SCHEMA_TYPES or any(raw.get(f) is not None for f in DATA_FIELDS - {"type", "data"}):
-        raise InvalidPayloadError(f'"{what}" names a schema (type {kind or "unset"}): producing with a schema needs '
-                                  "a Schema Registry, which this broker does not have; use BINARY, JSON or STRING")
+        raise InvalidPayloadError(f'"{what}" names a schema (type {kind or "unset"}) this broker cannot encode: the '
+                                  "registry serves AVRO, JSONSCHEMA and PROTOBUF; BINARY, JSON and STRING take no "
+                                  "schema")
     if kind not in TYPES:
         raise InvalidRequestError(f'"{what}.type" must be one of {", ".join(TYPES + SCHEMA_TYPES)}, not {kind[:40]!r}')
     data = raw.get("data")
@@ -164,8 +188,10 @@ def _data(raw: Any, what: str) -> tuple[bytes | None, dict[str, Any] | None]:
     return encoded, {"type": kind, "size": -1 if encoded is None else len(encoded)}
 
 
-def parse_record(obj: Any, now_ms: int) -> ParsedRecord:
-    """One request object as a record (InvalidRequestError, InvalidPayloadError naming what is wrong)."""
+def parse_record(obj: Any, now_ms: int,
+                 encoded: dict[str, tuple[bytes | None, dict[str, Any]]] | None = None) -> ParsedRecord:
+    """One request object as a record (InvalidRequestError, InvalidPayloadError naming what is wrong);
+    ``encoded`` holds the key and value the registry already encoded (``needs_registry``)."""
     if not isinstance(obj, dict):
         raise InvalidRequestError("each request object must be a JSON object (a record)")
     unknown = sorted(set(obj) - FIELDS)
@@ -193,8 +219,9 @@ def parse_record(obj: Any, now_ms: int) -> ParsedRecord:
         _utf8(h["name"], "headers.name")
         headers.append((h["name"], value))
     ts = now_ms if obj.get("timestamp") is None else parse_timestamp(obj["timestamp"])
-    key, key_report = _data(obj.get("key"), "key")
-    value, value_report = _data(obj.get("value"), "value")
+    done = encoded or {}
+    key, key_report = done["key"] if "key" in done else _data(obj.get("key"), "key")
+    value, value_report = done["value"] if "value" in done else _data(obj.get("value"), "value")
     return ParsedRecord((key, value, ts, headers), partition, key_report, value_report)
 
 
@@ -288,6 +315,7 @@ async def _chunks(request: web.Request) -> AsyncIterator[bytes]:
                                           "(--request-body-timeout-ms)") from None
         if not chunk:
             return
+        request[BODY_BYTES] = request.get(BODY_BYTES, 0) + len(chunk)  # the produce quota's measure
         yield chunk
 
 
@@ -302,7 +330,12 @@ async def _produce_group(request: web.Request, cluster_id: str, topic: str, obje
         try:
             if isinstance(obj, OdradekError):  # what the parser made of a broken stream
                 raise obj
-            record = parse_record(obj, now_ms)
+            encoded = {}
+            if isinstance(obj, dict) and not set(obj) - FIELDS:
+                for part in ("key", "value"):
+                    if needs_registry(obj.get(part)):
+                        encoded[part] = await request.app[BROKER].schema_registry.encode_v3(topic, part, obj[part])
+            record = parse_record(obj, now_ms, encoded)
             service.check_timestamps(topic, [record.row])
             partition = service.choose_partitions(topic, [record.row], [record.partition], None)[0]
         except OdradekError as e:

@@ -245,7 +245,10 @@ async def create_instance(request: web.Request) -> web.Response:
 def _read_type(inst: ConsumerInstance, request: web.Request) -> str:
     """The answer's media type: the instance's embedded format first; another embedded type is 40601, as
     Confluent's ConsumerManager refuses a read whose format is not the instance's."""
-    own = _TYPE_OF[inst.config.format]
+    own = _TYPE_OF.get(inst.config.format)
+    if own is None:  # an avro/jsonschema instance made through v2: v1 does not render the schema formats
+        raise ConsumerFormatMismatchError(f"The requested embedded data format does not match the deserializer "
+                                          f"for this consumer instance ({inst.config.format}, read it through v2)")
     others = tuple(t for t in _EMBEDDED if t != own)
     chosen = negotiate(request, (own, *_ANSWER_TYPES, *others))
     if chosen in others:

@@ -429,7 +429,12 @@ class Controller:
             tp: leadership.controlled_shutdown_decision(self.replicas_of(*tp), broker, live, shutting_down, epoch)
             for tp in hosted
         })
-        remaining = [(tp.topic, tp.partition) for tp in hosted if self.ctx.states[tp][0].leader == broker]
+        # What the broker still leads and a retry could move, as Kafka counts it (replicatedPartitionsBrokerLeads:
+        # a single-replica partition has nowhere to go and is not counted). Beyond Kafka, a partition none of whose
+        # other replicas is live and staying is not counted either: until a broker starts, a retry cannot move it,
+        # and waiting out the retries only delays the shutdown (the last broker of a cluster going down).
+        remaining = [(tp.topic, tp.partition) for tp in hosted if self.ctx.states[tp][0].leader == broker
+                     and any(r != broker and r in live and r not in shutting_down for r in self.replicas_of(*tp))]
         log.info("controller: controlled shutdown of broker %d; it still leads %s", broker, remaining)
         if not event.reply.done():
             event.reply.set_result(remaining)

@@ -155,6 +155,11 @@ class FetchService:
     """``max_forwarded_polls``: upstream long-polls forwarded reads may hold at once (each one forward connection
     of the inter-broker client, shared by every identical read waiting here)."""
 
+    # A PLANTED BUG, off by default (BrokerConfig.unsafe_read_uncommitted_as_committed; docs/verify.md): a
+    # read_committed read is served as read_uncommitted, past the LSO and with aborted batches, so that `odradek
+    # verify` can prove it catches aborted reads (G1a). Only the broker's hidden flag sets it.
+    unsafe_read_uncommitted_as_committed = False
+
     def __init__(self, broker_id: int, router: LeaderRouter, follower_fetches: FollowerFetchService,
                  interbroker: InterBrokerClient, *, max_forwarded_polls: int = DEFAULT_MAX_FLIGHTS) -> None:
         self._broker_id = broker_id
@@ -218,7 +223,8 @@ class FetchService:
                 leader_epoch=part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch,
                 offset=offset, max_bytes=request.max_bytes, timeout_ms=poll_ms)
             result = await self._followers.fetch(part, fetch, zero_copy=zero_copy)
-        elif request.isolation_level == READ_COMMITTED:  # filtered per batch: bytes, never file ranges
+        elif request.isolation_level == READ_COMMITTED and not self.unsafe_read_uncommitted_as_committed:
+            # filtered per batch: bytes, never file ranges
             result = await part.read_committed(offset, request.max_bytes, poll_ms)
             aborted = tuple(AbortedTransaction(pid, first)
                             for pid, first, _marker in part.aborted_between(offset, result.next_offset))

@@ -25,6 +25,13 @@ size. A session that can evict nobody is not created: its fetch is answered sess
 Partitions are plain (topic, partition) keys and :class:`PartitionFetch` values, not Kafka wire classes, so the
 replication channel's follower fetches can keep sessions in the same cache (``privileged``).
 
+Topic ids (Fetch v13+, KIP-516): a session's topic keys are what its requests name topics by, the topic's name
+before v13 and its id from v13 (Kafka keys sessions by ``TopicIdPartition``), so a topic deleted and created again
+under the same name is another topic to a v13 session, and an id no topic has stays in the session (answered
+UNKNOWN_TOPIC_ID until the fetcher forgets it, or resolved once the topic is known). The session does not care
+which kind of key it holds, but it holds one kind only (``uses_topic_ids``): an incremental request of the other
+kind is refused with FETCH_SESSION_TOPIC_ID_ERROR, as Kafka refuses it (the fetcher starts a new session).
+
 Concurrency: the cache belongs to the broker's event loop; :meth:`FetchSessionCache.new_context` and
 :meth:`FetchContext.respond` never await. The fetch between them does, so ``respond`` checks the session's epoch
 again, as Kafka does: a duplicate request on another connection may have moved it meanwhile.
@@ -38,7 +45,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from odradek.protocol.errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, OdradekError
+from odradek.protocol.errors import (
+    FetchSessionIdNotFoundError,
+    FetchSessionTopicIdError,
+    InvalidFetchSessionEpochError,
+    OdradekError,
+)
 
 __all__ = [
     "DEFAULT_EVICTION_MS", "DEFAULT_MAX_SESSIONS", "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID",
@@ -124,6 +136,7 @@ class FetchSession:
     last_used_ms: int
     epoch: int = 1
     partitions: OrderedDict[Key, _Cached] = field(default_factory=OrderedDict)
+    uses_topic_ids: bool = False  # its topic keys are ids (Fetch v13+), not names
 
     @property
     def size(self) -> int:
@@ -172,7 +185,7 @@ class FetchContext:
 
     def __init__(self, cache: FetchSessionCache, kind: str, partitions: list[PartitionFetch], *,
                  session: FetchSession | None = None, epoch: int = FINAL_EPOCH, privileged: bool = False,
-                 error: OdradekError | None = None) -> None:
+                 error: OdradekError | None = None, topic_ids: bool = False) -> None:
         self._cache = cache
         self.kind = kind
         self.partitions = partitions
@@ -180,6 +193,7 @@ class FetchContext:
         self._session = session
         self._epoch = epoch
         self._privileged = privileged
+        self._topic_ids = topic_ids
 
     def respond(self, outcomes: Sequence[PartitionOutcome]) -> FetchReply:
         """The answer for ``outcomes`` (one per :attr:`partitions`, same order): a full fetch opens its session
@@ -190,7 +204,8 @@ class FetchContext:
         if self.kind == SESSIONLESS:
             return FetchReply(None, INVALID_SESSION_ID, everything)
         if self.kind == FULL:
-            return FetchReply(None, self._cache.create(self._privileged, self.partitions, outcomes), everything)
+            return FetchReply(None, self._cache.create(self._privileged, self.partitions, outcomes,
+                                                       topic_ids=self._topic_ids), everything)
         session = self._session
         assert session is not None
         if session.epoch != next_epoch(self._epoch):
@@ -233,14 +248,17 @@ class FetchSessionCache:
                             dict(self._contexts))
 
     def new_context(self, session_id: int, epoch: int, wanted: Sequence[PartitionFetch],
-                    forgotten: Iterable[Key] = (), *, privileged: bool = False) -> FetchContext:
+                    forgotten: Iterable[Key] = (), *, privileged: bool = False,
+                    topic_ids: bool = False) -> FetchContext:
         """The context of a request carrying ``(session_id, epoch)``, ``wanted`` partitions (in request order) and
-        ``forgotten`` ones (Kafka's ``FetchManager.newContext``)."""
+        ``forgotten`` ones (Kafka's ``FetchManager.newContext``); ``topic_ids``: the request names topics by id
+        (Fetch v13+), so its keys are ids (see the module docstring)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: any session it names is closed
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
             kind = FULL if epoch == INITIAL_EPOCH else SESSIONLESS
-            return self._counted(FetchContext(self, kind, _distinct(wanted), privileged=privileged))
+            return self._counted(FetchContext(self, kind, _distinct(wanted), privileged=privileged,
+                                              topic_ids=topic_ids))
         session = self._sessions.get(session_id)
         if session is None:
             return self._counted(FetchContext(self, ERROR, [], error=FetchSessionIdNotFoundError(
@@ -248,6 +266,11 @@ class FetchSessionCache:
         if session.epoch != epoch:
             return self._counted(FetchContext(self, ERROR, [], error=InvalidFetchSessionEpochError(
                 f"fetch session {session_id} expects epoch {session.epoch}, not {epoch}")))
+        if session.uses_topic_ids != topic_ids:
+            held, asked = ("ids", "names") if session.uses_topic_ids else ("names", "ids")
+            return self._counted(FetchContext(self, ERROR, [], error=FetchSessionTopicIdError(
+                f"fetch session {session_id} names topics by {held}; a request naming them by {asked} cannot "
+                "continue it: start a new session")))
         session.update(wanted, forgotten)
         if not session.partitions:
             self.remove(session_id)
@@ -258,7 +281,7 @@ class FetchSessionCache:
                                           session=session, epoch=epoch))
 
     def create(self, privileged: bool, partitions: Sequence[PartitionFetch],
-               outcomes: Sequence[PartitionOutcome]) -> int:
+               outcomes: Sequence[PartitionOutcome], *, topic_ids: bool = False) -> int:
         """A new session holding ``partitions`` as just answered with ``outcomes``; its id, or 0 when there is no
         room and nothing may be evicted for it (Kafka's ``maybeCreateSession``)."""
         if not partitions:
@@ -266,7 +289,7 @@ class FetchSessionCache:
         now = self._clock_ms()
         if len(self._sessions) >= self.max_sessions and not self._evict_for(privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_id(), privileged, now, now)
+        session = FetchSession(self._new_id(), privileged, now, now, uses_topic_ids=topic_ids)
         for p, outcome in zip(partitions, outcomes, strict=True):
             session.partitions[p.key] = _Cached(p, -1 if outcome.error else outcome.high_watermark,
                                                 outcome.log_start_offset)

@@ -32,9 +32,10 @@ from broker.admin.topics import validate_topic_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
 from broker.fetch.service import READ_UNCOMMITTED as FETCH_READ_UNCOMMITTED
+from broker.fetch.service import ReplicaFetch
 from broker.fetch.sessions import FINAL_EPOCH, PartitionFetch, PartitionOutcome
 from broker.kafka import codec
-from broker.kafka.authorization import TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
+from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.errors import NONE, code, typed
@@ -57,6 +58,7 @@ from odradek.protocol.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicError,
+    UnknownTopicIdError,
     UnsupportedVersionError,
 )
 
@@ -379,37 +381,57 @@ class KafkaApis:
 
     async def handle_fetch(self, conn: Connection, request: Request) -> Any:
         """Fetch with incremental fetch sessions (KIP-227, broker/fetch/sessions.py): the session context says
-        which partitions are read (an incremental request's are the session's) and which the answer carries."""
+        which partitions are read (an incremental request's are the session's) and which the answer carries.
+
+        Topic ids (v13+, KIP-516): a request names topics by id only, resolved to names through the metadata
+        cache at each request (as Kafka's ``topicIdsToNames``); an id no topic has is UNKNOWN_TOPIC_ID for its
+        partitions, and the answer names topics by id again. The session keys those partitions by id (see
+        broker/fetch/sessions.py), so a topic recreated under its name is not the one a v13 fetcher asked for.
+
+        A replica's fetch (``replica_id`` >= 0 up to v14, ``replica_state.replica_id`` from v15, KIP-903) needs
+        ClusterAction on the cluster; without it every partition is TOPIC_AUTHORIZATION_FAILED, which is Kafka's
+        answer (KafkaApis.handleFetchRequest: per partition, no top-level error). Each partition then goes to the
+        follower-fetch service through the fetch service, which decides everything of a follower's fetch (see
+        broker/kafka/fetch.py for when the answer goes out); its session is privileged. The broker epoch is
+        ``replica_state.replica_epoch`` at v15; before v15 a request carries none, and the service refuses a
+        fetch claiming none (STALE_BROKER_EPOCH, as over HTTP): a fetch that may move the ISR and the high
+        watermark must prove it comes from the broker's current incarnation, so a replica fetches at v15 (Kafka's
+        brokers send v15+ to each other since 3.5)."""
         version = request.header.api_version
         body = request.body
         cls = codec.response_class(FETCH, version)
-        committed = int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
+        replica_id, replica_epoch = _replica(body)
+        follower = replica_id >= 0
+        cluster_action = follower and self._auth.allowed(conn, "ClusterAction", CLUSTER, CLUSTER_NAME)
+        committed = not follower and int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
         max_bytes = int(getattr(body, "max_bytes", 2**31 - 1))
-        wanted = [PartitionFetch(str(t.topic), int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
-                                 int(getattr(p, "current_leader_epoch", -1)), int(getattr(p, "last_fetched_epoch", -1)),
-                                 int(getattr(p, "log_start_offset", -1)))
+        by_id = version >= 13
+        wanted = [PartitionFetch(_topic_key(t, by_id), int(p.partition), int(p.fetch_offset),
+                                 int(p.partition_max_bytes), int(getattr(p, "current_leader_epoch", -1)),
+                                 int(getattr(p, "last_fetched_epoch", -1)), int(getattr(p, "log_start_offset", -1)))
                   for t in body.topics for p in t.partitions]
         sessions = self._partitions.sessions
         if version >= 7:
-            forgotten = [(str(t.topic), int(p)) for t in body.forgotten_topics_data for p in t.partitions]
-            context = sessions.new_context(int(body.session_id), int(body.session_epoch), wanted, forgotten)
+            forgotten = [(_topic_key(t, by_id), int(p)) for t in body.forgotten_topics_data for p in t.partitions]
+            context = sessions.new_context(int(body.session_id), int(body.session_epoch), wanted, forgotten,
+                                           privileged=cluster_action, topic_ids=by_id)
         else:  # before KIP-227: every fetch is a full, sessionless one
             context = sessions.new_context(0, FINAL_EPOCH, wanted)
         if context.error is not None:
             return make(cls, throttle_time=NO_THROTTLE, error_code=code(context.error), session_id=0, responses=())
         partitions = context.partitions
-        follower = (InvalidRequestError("replicas fetch over the inter-broker HTTP API, not the Kafka listener")
-                    if int(body.replica_id) >= 0 else None)
+        names = self._topic_names(p.topic for p in partitions) if by_id else {p.topic: p.topic for p in partitions}
         denied: dict[str, OdradekError | None] = {}
         wants: list[FetchWant] = []
         for p in partitions:
+            name = names.get(p.topic)
             if p.topic not in denied:
-                denied[p.topic] = follower or (None if self._auth.allowed(conn, "Read", TOPIC, p.topic) else
-                                               TopicAuthorizationFailedError(
-                                                   f"{self._auth.principal(conn)} may not Read topic {p.topic}"))
-            if denied[p.topic] is None:
-                wants.append(FetchWant(p.topic, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
-                                       p.current_leader_epoch))
+                denied[p.topic] = self._fetch_refusal(conn, p.topic, name, follower, cluster_action)
+            if denied[p.topic] is None and name is not None:
+                replica = None if not follower else ReplicaFetch(
+                    replica_id, replica_epoch, None if p.current_leader_epoch < 0 else p.current_leader_epoch)
+                wants.append(FetchWant(name, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
+                                       p.current_leader_epoch, replica))
         answers = iter(await fetch(self._partitions.fetches, wants,
                                    max_wait_ms=min(max(0, _ms(body.max_wait)), self._config.fetch_max_wait_ms),
                                    min_bytes=int(body.min_bytes), max_bytes=max_bytes, committed=committed))
@@ -435,11 +457,16 @@ class KafkaApis:
         responses: list[Any] = []
         topic: str | None = None
         entries: list[Any] = []
+
+        def close_topic() -> None:
+            if topic is not None:
+                responses.append(make(topic_cls, topic=names.get(topic) or "",
+                                      topic_id=uuid.UUID(topic) if by_id else None, partitions=tuple(entries)))
+
         for i in reply.carried:  # consecutive partitions of a topic under one topic entry, as Kafka's builder
             p = partitions[i]
             if p.topic != topic:
-                if topic is not None:
-                    responses.append(make(topic_cls, topic=topic, partitions=tuple(entries)))
+                close_topic()
                 topic, entries = p.topic, []
             error, read = results[i]
             if error is not None or read is None:
@@ -456,10 +483,55 @@ class KafkaApis:
                     aborted_transactions=tuple(make(aborted_cls, producer_id=a.producer_id, first_offset=a.first_offset)
                                                for a in read.aborted_transactions) if committed else None,
                     preferred_read_replica=-1, records=read.records))
-        if topic is not None:
-            responses.append(make(topic_cls, topic=topic, partitions=tuple(entries)))
+        close_topic()
         return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, session_id=reply.session_id,
                     responses=tuple(responses))
+
+    def _topic_names(self, keys: Iterable[str]) -> dict[str, str]:
+        """The names of the topics whose ids (session keys: the UUIDs' strings) are ``keys``, as the cache knows
+        them now; an id no topic has is left out. Ids are compared in their ZooKeeper form (url-safe base64, no
+        padding, Kafka's ``Uuid.toString``), so no topic's id is decoded; only an id not found so is looked for
+        as Metadata reads ids (``topic_uuid``), so every id Metadata names is found."""
+        topics = self._cache.topics
+        by_id = {a.topic_id.rstrip("="): name for name, a in topics.items() if a.topic_id}
+        out: dict[str, str] = {}
+        for key in set(keys):
+            name = by_id.get(base64.urlsafe_b64encode(uuid.UUID(key).bytes).decode().rstrip("="))
+            if name is None:
+                name = next((t for t, a in topics.items() if str(topic_uuid(a.topic_id)) == key), None)
+            if name is not None:
+                out[key] = name
+        return out
+
+    def _fetch_refusal(self, conn: Connection, key: str, name: str | None, follower: bool,
+                       cluster_action: bool) -> OdradekError | None:
+        """Why a topic's partitions are not read, in Kafka's order: a replica without ClusterAction, then a topic
+        id no topic has, then (a consumer) Read on the topic."""
+        principal = self._auth.principal(conn)
+        if follower and not cluster_action:
+            return TopicAuthorizationFailedError(
+                f"{principal} may not ClusterAction the cluster, which a replica's fetch needs")
+        if name is None:
+            return UnknownTopicIdError(f"no topic has id {key}")
+        if not follower and not self._auth.allowed(conn, "Read", TOPIC, name):
+            return TopicAuthorizationFailedError(f"{principal} may not Read topic {name}")
+        return None
+
+
+def _replica(body: Any) -> tuple[int, int]:
+    """Who fetches: (replica id, broker epoch); (-1, -1) for a consumer. v15 carries both in ``replica_state``
+    (KIP-903); before, the replica id alone is top-level and there is no broker epoch (-1)."""
+    state = getattr(body, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id), int(state.replica_epoch)
+    return int(getattr(body, "replica_id", -1)), -1
+
+
+def _topic_key(topic: Any, by_id: bool) -> str:
+    """A requested topic's session key: its name before v13, its id (the UUID's string) from v13."""
+    if not by_id:
+        return str(topic.topic)
+    return str(topic.topic_id or uuid.UUID(int=0))
 
 
 def _timestamp(ms: int | None) -> datetime.datetime | None:

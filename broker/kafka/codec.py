@@ -10,16 +10,18 @@ hand-written schema. What this module adds is Kafka's header rules:
   always answers with v0, so a client that does not know the broker's versions yet can read the answer;
 * ``SUPPORTED`` is what ``KafkaApis`` implements intersected with the versions kio has schemas for, request and
   response alike; it is what ApiVersions advertises, and nothing outside it is decoded.
+
+The client side of the same rules (``encode_request``, ``response_correlation_id``, ``decode_response``) is for a
+broker calling another broker's Kafka listener (broker/kafka/channel.py).
 """
 
 from __future__ import annotations
 
 import functools
-import io
 import struct
 import sys
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
@@ -50,13 +52,14 @@ LIST_TRANSACTIONS = 66
 
 # What KafkaApis implements, by API key: (lowest, highest) version. Bounds chosen on purpose:
 # Produce from v3 (the v2 record batch format), up to v11 (v12 asks the broker to add partitions to
-# transactions implicitly, KIP-890); Fetch from v4 (aborted transactions and the last stable offset) up to v12
-# (v13 names topics by id only); ListOffsets up to v7 (v7's max-timestamp query reads each segment's largest
+# transactions implicitly, KIP-890); Fetch from v4 (aborted transactions and the last stable offset) up to v15
+# (v13 names topics by id, v15 carries a replica's broker epoch, KIP-903; v16's node endpoints and v17's directory
+# ids are not served); ListOffsets up to v7 (v7's max-timestamp query reads each segment's largest
 # timestamp, kept in memory, then one batch; v8 and v9 are tiered storage's); Metadata up to v12; ApiVersions
 # v0-v4; OffsetForLeaderEpoch from v2 (kio has no v0-v1: librdkafka asks v2, the Java client v3-v4).
 IMPLEMENTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
-    FETCH: (4, 12),
+    FETCH: (4, 15),
     LIST_OFFSETS: (1, 7),
     OFFSET_FOR_LEADER_EPOCH: (0, 4),
     METADATA: (0, 12),
@@ -216,18 +219,23 @@ def _header_end(frame: bytes | memoryview, flexible: bool) -> int:
     return pos
 
 
+class _Pieces(list[Any]):
+    """What kio writes a response to: its pieces, joined once at the end. A fetch answer's record batches are
+    bytes of a megabyte each; written to a ``BytesIO`` they would be copied into it, again as it grows, and
+    once more out of it."""
+
+    write = list.append
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """The whole frame: size, the response header the schema names (v0 or v1), the body."""
     cls = type(body)
     header_cls = cls.__header_schema__
-    out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
-    entity_writer(cls)(out, body)
-    view = out.getbuffer()
-    _SIZE.pack_into(view, 0, len(view) - 4)
-    del view
-    return out.getvalue()
+    out = _Pieces([b""])  # the size, once known
+    entity_writer(header_cls)(cast(Any, out), header_cls(correlation_id=correlation_id))
+    entity_writer(cls)(cast(Any, out), body)
+    out[0] = _SIZE.pack(sum(map(len, out)))
+    return b"".join(out)
 
 
 def make(cls: type[Any], **values: Any) -> Any:
@@ -252,3 +260,75 @@ def nested(cls: type[Any], name: str) -> type[Any]:
 
 def has_field(cls: type[Any], name: str) -> bool:
     return name in _field_names(cls)
+
+
+# ------------------------------------------------------------------------------------------------ client side
+# The other end of the same rules, for a broker that calls another broker's Kafka listener (broker/kafka/channel.py):
+# a request goes out with the header its schema names (v1, or v2 when flexible; kio knows), an answer is read with
+# the response header its schema names (v0 or v1; ApiVersions' always v0).
+
+_CORRELATION = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
+_UNSUPPORTED_VERSION = 35
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """The whole request frame: size, the request header the schema names (v1 or v2), ``body``.
+
+    Raises:
+        UnsupportedVersionError: kio has no request schema for ``(api_key, version)``.
+        InvalidRequestError: ``body`` is not an instance of that schema (a caller's mistake, never sent).
+    """
+    try:
+        cls = request_class(api_key, version)
+    except Exception:
+        raise UnsupportedVersionError(f"no request schema for API {api_key} version {version}",
+                                      api_key=api_key, api_version=version) from None
+    if type(body) is not cls:
+        raise InvalidRequestError(f"a {type(body).__module__}.{type(body).__name__} is not a "
+                                  f"{api_key_map.get(api_key, api_key)} v{version} request")
+    header_cls = cls.__header_schema__
+    header = make(header_cls, request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
+                  client_id=client_id)
+    out = _Pieces([b""])
+    entity_writer(header_cls)(cast(Any, out), header)
+    entity_writer(cls)(cast(Any, out), body)
+    out[0] = _SIZE.pack(sum(map(len, out)))
+    return b"".join(out)
+
+
+def response_correlation_id(frame: bytes | memoryview) -> int:
+    """The correlation id a response frame (its bytes after the size) answers: its first four bytes, in every
+    response header version. InvalidRequestError when the frame is shorter than that."""
+    if len(frame) < _CORRELATION.size:
+        raise InvalidRequestError(f"a response frame of {len(frame)} bytes has no correlation id")
+    return int(_CORRELATION.unpack_from(frame, 0)[0])
+
+
+def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> Any:
+    """The body of a response frame (its bytes after the size) to a request of ``(api_key, version)``, read past
+    the response header its schema names. Checks nothing else (the correlation id is the caller's to match).
+
+    ApiVersions: a broker that does not serve the version asked for answers UNSUPPORTED_VERSION in a v0 body (its
+    own version ranges in it), so the client can retry at a version both have; such an answer is read as v0, as
+    Kafka's ``ApiVersionsResponse.parse`` does (the error code is the first field of every version's body).
+
+    Raises:
+        UnsupportedVersionError: kio has no response schema for ``(api_key, version)``.
+        InvalidRequestError: the bytes do not parse as that response (the peer is out of step or hostile).
+    """
+    try:
+        cls = response_class(api_key, version)
+    except Exception:
+        raise UnsupportedVersionError(f"no response schema for API {api_key} version {version}",
+                                      api_key=api_key, api_version=version) from None
+    try:
+        _, pos = _reader(cls.__header_schema__)(frame, 0)
+        if (api_key == API_VERSIONS and version > 0 and len(frame) >= pos + _ERROR_CODE.size
+                and _ERROR_CODE.unpack_from(frame, pos)[0] == _UNSUPPORTED_VERSION):
+            cls = response_class(API_VERSIONS, 0)
+        body, _ = _reader(cls)(frame, pos)
+    except Exception as e:
+        raise InvalidRequestError(f"malformed {api_key_map.get(api_key, api_key)} v{version} response: "
+                                  f"{e}") from None
+    return body

@@ -13,6 +13,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.errors import (
+    BrokerNotAvailableError,
     CoordinationUnavailableError,
     CoordinatorNotAvailableError,
     OdradekError,
@@ -42,8 +43,10 @@ def typed(e: BaseException, what: str) -> OdradekError:
 
 
 def coordinator_typed(e: BaseException, what: str) -> OdradekError:
-    """For the coordinators' APIs: ZooKeeper out of reach is COORDINATOR_NOT_AVAILABLE, which Kafka clients retry
-    after looking the coordinator up again; otherwise as ``typed``."""
-    if isinstance(e, CoordinationUnavailableError):
+    """For the coordinators' APIs: ZooKeeper out of reach, or the coordinator this broker forwards to out of
+    reach (BROKER_NOT_AVAILABLE, which no Kafka coordinator answers and librdkafka takes as abortable in a
+    transaction), is COORDINATOR_NOT_AVAILABLE, which Kafka clients retry after looking the coordinator up again;
+    otherwise as ``typed``."""
+    if isinstance(e, CoordinationUnavailableError | BrokerNotAvailableError):
         return CoordinatorNotAvailableError(f"{what}: {e.message}")
     return typed(e, what)

@@ -14,6 +14,19 @@ fit come back empty, with their offsets.
 Reads run concurrently, each through :meth:`FetchService.fetch <broker.fetch.service.FetchService.fetch>` (the
 leader's replica, the client's leader epoch checked). Records stay bytes: only batch headers are looked at, to
 cut at a batch boundary.
+
+A replica's fetch (``FetchWant.replica`` set) takes the same path to the follower-fetch service
+(broker/replication/follower_fetch.py), which decides everything of it: who may fetch (assigned, registered,
+the broker epoch ZooKeeper holds, the leader epoch), the replication quota, reading up to the log end (no
+isolation level), and the fetch offset as the follower's acknowledgement. So the first read of every partition,
+all at once and before any wait, acknowledges each of them: the high watermark moves then, and an acks=all
+produce the follower's last fetch completed is answered without waiting for this fetch's end. The wait is
+Kafka's ``DelayedFetch`` for a follower: it ends on bytes (counted up to the log end, so the first append to any
+of the partitions ends it when ``min_bytes`` is 1, as followers send), on an error, or at ``max_wait``; a moved
+high watermark or log start offset does not end it (nor does it in Kafka): the follower learns them with its next
+answer, one round later, which costs it nothing (its high watermark only bounds what it would serve as leader,
+and a new leader's catches up on its followers' first fetches). Each long-poll parks on the partition's append
+event (``Partition.read_for_follower``) and records the same acknowledgement again, which changes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.fetch.service import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, PartitionData
+from broker.fetch.service import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, PartitionData, ReplicaFetch
 from odradek.protocol.errors import OdradekError, UnknownServerError
 from odradek.protocol.records import LOG_OVERHEAD, iter_batch_headers
 
@@ -42,6 +55,7 @@ class FetchWant:
     offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    replica: ReplicaFetch | None = None  # a follower's fetch: who fetches (see the module docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +128,8 @@ async def _read(reader: Reader, want: FetchWant, wait_ms: int, committed: bool) 
     try:
         read = await reader.fetch(FetchRequest(
             want.topic, want.partition, want.offset, want.max_bytes, max_wait_ms=wait_ms,
-            isolation_level=READ_COMMITTED if committed else READ_UNCOMMITTED, min_bytes=1 if wait_ms > 0 else 0,
-            current_leader_epoch=want.current_leader_epoch))
+            isolation_level=READ_COMMITTED if committed and want.replica is None else READ_UNCOMMITTED,
+            min_bytes=1 if wait_ms > 0 else 0, current_leader_epoch=want.current_leader_epoch, replica=want.replica))
     except OdradekError as e:
         return FetchAnswer(want, None, e)
     except Exception as e:  # a storage fault: this partition's error, not the whole connection's

@@ -6,10 +6,15 @@ does (``InvalidReceiveException``): nothing the client could send afterwards wou
 
 Ordering: a connection is muted while one of its requests is processed, as Kafka mutes a channel until its
 response is sent. Clients pipeline (librdkafka keeps up to five requests in flight): the following requests are
-read ahead into the connection's buffer (bounded by ``READ_AHEAD_BYTES``; beyond it the transport stops
-reading, and TCP's window pushes back on the client), but the next one is taken only after the previous answer
-was written, so responses leave in request order and each correlation id is answered exactly once. A request
-that needs no answer (a produce with acks=0) just lets the next one in.
+read ahead (complete requests up to ``READ_AHEAD_BYTES``, or one whole request of any allowed size, waiting;
+beyond that the transport stops reading, and TCP's window pushes back on the client), but the next one is taken
+only after the previous answer was written, so responses leave in request order and each correlation id is
+answered exactly once. A request that needs no answer (a produce with acks=0) just lets the next one in.
+
+Buffers (:class:`_Channel`): small requests are cut out of one receive buffer; a request larger than it is read
+by the kernel straight into a buffer of its own size, so a megabyte produce is copied once on its way in, not
+through a stream's buffer. A large answer is written in ``WRITE_CHUNK_BYTES`` pieces, each after the transport's
+buffer drained, so the transport never holds (and shifts along) megabytes of a fetch answer.
 
 Lifetime: a connection with no complete request for ``connections.max.idle.ms`` is closed (counted while
 waiting for a request or its bytes, not while the broker works on one or while the connection is muted). ``stop``
@@ -34,6 +39,7 @@ once, or, for clients older than KIP-219 (``hold_response``), only when the time
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -52,7 +58,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_IDLE_TIMEOUT_MS = 600_000  # Kafka's connections.max.idle.ms
 SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size: a frame before authentication
-READ_AHEAD_BYTES = 64 * 1024  # buffered beyond the request being processed before reading pauses (x2)
+READ_AHEAD_BYTES = 64 * 1024  # complete requests read ahead (beyond the one being processed) before reading pauses
+RECEIVE_BUFFER_BYTES = 64 * 1024  # small requests are cut from this; larger ones get a buffer of their own
+WRITE_CHUNK_BYTES = 256 * 1024  # a large answer goes to the transport in pieces of this size
 
 _SIZE = struct.Struct(">i")
 
@@ -104,6 +112,175 @@ class Connection:
 Dispatch = Callable[[Connection, bytes], Awaitable[bytes | None]]
 
 
+class _OversizedRequest(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+class _Channel(asyncio.BufferedProtocol):
+    """One connection's bytes: request frames in, answers out (see "Buffers" in the module docstring).
+
+    The serving task takes frames with :meth:`next_frame`, giving the size limit that holds for it; frames read
+    ahead were checked against the limit of their time, and a size over it waits, unread, for the serving task
+    to judge it with the limit of its turn (a SASL exchange only ever raises the limit)."""
+
+    def __init__(self, server: KafkaServer, listener: KafkaListener, limit: int) -> None:
+        self._server = server
+        self._listener = listener
+        self.limit = limit
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray(RECEIVE_BUFFER_BYTES)
+        self._have = 0  # bytes of _buf holding data not cut yet
+        self._body: bytearray | None = None  # a large frame being read into its own buffer
+        self._body_pos = 0
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._queued = 0
+        self._oversize: int | None = None
+        self._eof = False
+        self._reading_paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # ------------------------------------------------------------------------------- the transport's side
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._server._accept(self._listener, self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._body is not None:
+            return memoryview(self._body)[self._body_pos:]
+        if self._have == len(self._buf):  # only while a size over the limit waits unread: keep the bytes
+            grown = bytearray(2 * len(self._buf))
+            grown[:self._have] = self._buf
+            self._buf = grown
+        return memoryview(self._buf)[self._have:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._body is not None:
+            self._body_pos += nbytes
+            if self._body_pos == len(self._body):
+                body, self._body = self._body, None
+                self._push(bytes(body))
+            self._flow()
+            return
+        self._have += nbytes
+        self._cut()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return not self._listener.tls  # half-closed: answers may still go out (TLS cannot keep it open)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._wake()
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_exception(ConnectionResetError("connection lost"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def _cut(self) -> None:
+        """Complete frames out of the receive buffer; a large one's start moves to a buffer of its own."""
+        buf, have, pos = self._buf, self._have, 0
+        while self._oversize is None and have - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.limit:
+                self._oversize = size
+                self._wake()
+                break
+            end = pos + 4 + size
+            if end <= have:
+                with memoryview(buf) as view:
+                    self._push(bytes(view[pos + 4:end]))
+                pos = end
+            elif size + 4 > len(buf):
+                body = bytearray(size)
+                got = have - pos - 4
+                body[:got] = buf[pos + 4:have]
+                self._body, self._body_pos = body, got
+                pos = have
+                break
+            else:
+                break
+        if pos:
+            rest = have - pos
+            buf[:rest] = buf[pos:have]  # same length: the buffer is never resized while a view may be out
+            self._have = rest
+        self._flow()
+
+    def _push(self, frame: bytes) -> None:
+        self._frames.append(frame)
+        self._queued += len(frame)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _flow(self) -> None:
+        pause = self._oversize is not None or self._queued >= READ_AHEAD_BYTES
+        if pause != self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    # ------------------------------------------------------------------------------- the serving task's side
+
+    async def next_frame(self, limit: int) -> bytes | None:
+        """The next request frame (None: the client closed); _OversizedRequest for a size over ``limit``."""
+        self.limit = limit
+        while True:
+            if self._frames:
+                frame = self._frames.popleft()
+                self._queued -= len(frame)
+                self._flow()
+                return frame
+            if self._oversize is not None:
+                if self._oversize < 0 or self._oversize > limit:
+                    raise _OversizedRequest(self._oversize)
+                self._oversize = None
+                self._cut()
+                continue
+            if self._eof:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def send(self, data: bytes) -> None:
+        """Write an answer; returns once the transport's buffer is below its high-water mark."""
+        transport = self.transport
+        assert transport is not None
+        with memoryview(data) as view:
+            for start in range(0, len(view), WRITE_CHUNK_BYTES):
+                if transport.is_closing():
+                    raise ConnectionResetError("connection lost")
+                transport.write(view[start:start + WRITE_CHUNK_BYTES])
+                if self._write_paused:
+                    self._drain_waiter = asyncio.get_running_loop().create_future()
+                    try:
+                        await self._drain_waiter
+                    finally:
+                        self._drain_waiter = None
+
+
 class KafkaServer:
     def __init__(self, listeners: tuple[KafkaListener, ...], dispatch: Dispatch, *,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -127,9 +304,9 @@ class KafkaServer:
         try:
             for lst in self.listeners:
                 try:
-                    server = await asyncio.start_server(
-                        lambda r, w, lst=lst: self._serve(lst, r, w), lst.host, lst.port,
-                        reuse_address=True, limit=READ_AHEAD_BYTES, ssl=self._ssl_context if lst.tls else None)
+                    server = await asyncio.get_running_loop().create_server(
+                        lambda lst=lst: _Channel(self, lst, self._limit(lst.sasl)), lst.host, lst.port,
+                        reuse_address=True, ssl=self._ssl_context if lst.tls else None)
                 except OSError as e:
                     raise OSError(e.errno, f"cannot listen on {lst.host}:{lst.port} ({lst.name}): {e.strerror}") \
                         from None
@@ -166,50 +343,54 @@ class KafkaServer:
                 await asyncio.wait_for(server.wait_closed(), timeout_s)
         self._servers.clear()
 
-    async def _serve(self, listener: KafkaListener, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> None:
+    def _limit(self, unauthenticated: bool) -> int:
+        return min(self.max_request_bytes, SASL_MAX_RECEIVE_BYTES) if unauthenticated else self.max_request_bytes
+
+    def _accept(self, listener: KafkaListener, channel: _Channel) -> None:
+        asyncio.get_running_loop().create_task(self._serve(listener, channel))
+
+    async def _serve(self, listener: KafkaListener, channel: _Channel) -> None:
         task = asyncio.current_task()
         assert task is not None
+        transport = channel.transport
+        assert transport is not None
         if self._stopping:
-            writer.close()
+            transport.close()
             return
         self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        local = writer.get_extra_info("sockname") or ("?", 0)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
         conn = Connection(f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._ids)}", listener,
                           str(peer[0]), int(peer[1]))
         if listener.security_protocol == "SSL":  # on SASL_SSL the SASL exchange names the principal instead
-            conn.principal = peer_principal(writer.get_extra_info("peercert")) or ANONYMOUS
+            conn.principal = peer_principal(transport.get_extra_info("peercert")) or ANONYMOUS
         try:
-            await self._requests(conn, reader, writer)
+            await self._requests(conn, channel)
         except asyncio.CancelledError:
             pass  # broker shutdown: close below
         finally:
             self._connections.discard(task)
-            writer.close()
+            transport.close()
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+                await asyncio.wait_for(asyncio.shield(channel.closed), 1.0)
 
-    async def _requests(self, conn: Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _requests(self, conn: Connection, channel: _Channel) -> None:
         idle_s = self.idle_timeout_s
         while True:
+            limit = self._limit(not conn.authenticated)
             try:
                 async with asyncio.timeout(idle_s):
-                    head = await reader.readexactly(4)
-                    (size,) = _SIZE.unpack(head)
-                    limit = self.max_request_bytes if conn.authenticated else min(self.max_request_bytes,
-                                                                                  SASL_MAX_RECEIVE_BYTES)
-                    if size < 0 or size > limit:
-                        log.warning("Kafka connection %s: a request of %d bytes is over %s (%d); closing the "
-                                    "connection", conn.id, size, "socket.request.max.bytes" if conn.authenticated
-                                    else "sasl.server.max.receive.size", limit)
-                        return
-                    frame = await reader.readexactly(size)
+                    frame = await channel.next_frame(limit)
             except TimeoutError:
                 log.info("Kafka connection %s idle for %.0f s (connections.max.idle.ms); closing it", conn.id,
                          idle_s)
                 return
-            except (asyncio.IncompleteReadError, ConnectionError):
+            except _OversizedRequest as e:
+                log.warning("Kafka connection %s: a request of %d bytes is over %s (%d); closing the "
+                            "connection", conn.id, e.size, "socket.request.max.bytes" if conn.authenticated
+                            else "sasl.server.max.receive.size", limit)
+                return
+            if frame is None:
                 return  # the client closed (or reset) the connection
             try:
                 response = await self._dispatch(conn, frame)
@@ -217,8 +398,7 @@ class KafkaServer:
                 log.info("Kafka connection %s: closing: %s", conn.id, e)
                 if e.response is not None:
                     with contextlib.suppress(ConnectionError, TimeoutError):
-                        writer.write(e.response)
-                        await asyncio.wait_for(writer.drain(), 5.0)
+                        await asyncio.wait_for(channel.send(e.response), 5.0)
                 return
             except Exception:
                 log.exception("Kafka connection %s: a request failed; closing the connection", conn.id)
@@ -229,8 +409,7 @@ class KafkaServer:
                 mute_s = 0
             if response is not None:
                 try:
-                    writer.write(response)
-                    await writer.drain()
+                    await channel.send(response)
                 except ConnectionError:
                     return
             if mute_s > 0:

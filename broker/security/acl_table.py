@@ -148,11 +148,19 @@ _T, _P = "/topics/{topic}", "/topics/{topic}/partitions/{partition}"
 _C = "/v3/clusters/{cluster_id}"
 _G, _I = "/groups/{group}", "/consumers/{group}/instances/{instance}"
 _CG = f"{_C}/consumer-groups/{{group}}"
+_S, _SV, _ID = "/subjects/{subject}", "/subjects/{subject}/versions/{version}", "/schemas/ids/{id}"
 _SUBSCRIBE = rule(Need("Read", "Group", GROUP), Need("Read", "Topic", _body_topics), owner=True)
 
 TABLE: dict[tuple[str, str], Rule] = {
     ("GET", "/health"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
+    # the web console (broker/api/console.py): its assets hold no data, so they need no identity (as
+    # /openapi.json: a browser sends credentials only once the page's sign-in asked for them); its cluster view
+    # asks each broker's /health, /admin/log_dirs and /metrics
+    ("GET", "/ui"): PUBLIC,
+    ("GET", "/ui/{asset}"): PUBLIC,
+    ("GET", "/ui/api/brokers"): cluster("Describe"),
+    ("GET", "/ui/api/zookeeper"): cluster("Describe"),
     ("POST", "/auth/token"): AUTHENTICATED,
     ("GET", "/metrics"): cluster("Describe"),
     ("GET", "/metadata"): AUTHENTICATED,
@@ -258,6 +266,21 @@ TABLE: dict[tuple[str, str], Rule] = {
                                                   Need("Read", "Group", _body_key("group"))),
     ("POST", "/transactions/{tid}/end"): txn("Write"),
     ("GET", "/transactions/{tid}"): txn("Describe"),
+    # Confluent Schema Registry (broker/api/schema_registry.py; docs/schema-registry.md): reading, looking up,
+    # checking and registering need an identity (a producer's serializer registers); deleting and changing
+    # configs or modes are Cluster Alter; the primary's forwarded writes are inter-broker (ClusterAction).
+    **{(m, p): AUTHENTICATED for m, p in (
+        ("GET", "/subjects"), ("POST", _S), ("GET", f"{_S}/versions"), ("POST", f"{_S}/versions"), ("GET", _SV),
+        ("GET", f"{_SV}/schema"), ("GET", f"{_SV}/referencedby"), ("GET", "/schemas/types"), ("GET", _ID),
+        ("GET", f"{_ID}/schema"), ("GET", f"{_ID}/versions"), ("GET", f"{_ID}/subjects"), ("GET", "/config"),
+        ("GET", "/config/{subject}"), ("GET", "/mode"), ("GET", "/mode/{subject}"),
+        ("POST", "/compatibility/subjects/{subject}/versions"),
+        ("POST", "/compatibility/subjects/{subject}/versions/{version}"))},
+    **{(m, p): cluster("Alter") for m, p in (
+        ("DELETE", _S), ("DELETE", _SV), ("PUT", "/config"), ("DELETE", "/config"), ("PUT", "/config/{subject}"),
+        ("DELETE", "/config/{subject}"), ("PUT", "/mode"), ("DELETE", "/mode"), ("PUT", "/mode/{subject}"),
+        ("DELETE", "/mode/{subject}"))},
+    ("POST", "/schema_registry/writes"): cluster("ClusterAction"),
 }
 
 

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 PRINCIPAL_HEADER = "Odradek-Principal"
 PRINCIPAL_KEY = "odradek.principal"
+BODY_STREAMED = "odradek.body_streamed"  # set by the limits middleware: the handler reads the body, not us
 _DENIED: dict[str, type[OdradekError]] = {
     "Topic": TopicAuthorizationFailedError, "Group": GroupAuthorizationFailedError,
     "Cluster": ClusterAuthorizationFailedError, "TransactionalId": TransactionalIdAuthorizationFailedError,
@@ -166,7 +167,8 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     principal = await service.authenticate(request, listener)
     principal = service.effective_principal(request, principal, host)
     request[PRINCIPAL_KEY] = principal
-    body = acl_table.Body(await request.read() if rule.needs and request.body_exists else b"")
+    streamed = request.get(BODY_STREAMED, False)  # such a route's rule names resources from its path only
+    body = acl_table.Body(await request.read() if rule.needs and request.body_exists and not streamed else b"")
     for need in rule.needs:
         service.check(principal, host, need, need.names(request, body))
     key = (request.match_info.get("group", ""), request.match_info.get("instance", ""))

@@ -200,7 +200,8 @@ class Consumer:
         self._seek_lazily(partitions, "earliest")
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Start from the high watermark (resolved lazily, at the next ``poll`` or ``position``)."""
+        """Start from the end: the high watermark, or for a read_committed consumer the last stable offset (resolved
+        lazily, at the next ``poll`` or ``position``), as Kafka's seekToEnd."""
         self._seek_lazily(partitions, "latest")
 
     def position(self, tp: TopicPartition) -> int:
@@ -363,7 +364,8 @@ class Consumer:
         last: OdradekError | None = None
         for u in urls:
             try:
-                return self._transport.get_json(u, path)
+                # read_committed: the end is the last stable offset, as Kafka's seekToEnd and auto reset give it.
+                return self._transport.get_json(u, path, query={"isolation": self._isolation})
             except OdradekError as exc:
                 if isinstance(exc, REFRESH_ERRORS):
                     self._metadata.request_update()

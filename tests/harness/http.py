@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from tests.harness.wait import SLOW_MACHINE_S
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 V2 = "application/vnd.kafka.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -105,3 +105,17 @@ def read_records(base: str, n: int, accept: str = JSON_V2, within_s: float = SLO
         assert status == 200, records
         out.extend(records)
     return out
+
+
+def stable_group(url: str, group: str, held: dict[tuple[str, int], str], what: str) -> dict[str, Any]:
+    """GET /groups/G once the group is Stable and each partition in ``held`` is shown assigned to the member
+    whose client id ``held`` names (and no other): the body. Waits up to SLOW_MACHINE_S."""
+    def described() -> dict[str, Any] | None:
+        status, body, _ = request("GET", f"{url}/groups/{group}")
+        assert status == 200, body
+        shown = {(t, p): m["client_id"] for m in body["members"] for t, p in m["assignment"]}
+        return body if body["state"] == "Stable" and shown == held else None
+
+    body = wait_until(described, SLOW_MACHINE_S, what)
+    assert body is not None
+    return body

@@ -56,7 +56,10 @@ def one_line_failure(result: subprocess.CompletedProcess[str], *needles: str) ->
 
 @pytest.fixture(scope="module")
 def cluster(zk_ensemble: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
-    """One 3-broker cluster for the module (the tests use distinct topics and groups)."""
+    """One 3-broker cluster for the module (the tests use distinct topics and groups). The controller's automatic
+    preferred-leader rebalance is off: its first check runs 5 s after a controller failover, and whether it finds
+    a restarted broker back in the ISR by then depends on the machine's speed; here only the leader-election
+    script may move leadership back."""
     import uuid
 
     from odradek_local.cluster import LocalCluster
@@ -66,6 +69,7 @@ def cluster(zk_ensemble: object, tmp_path_factory: pytest.TempPathFactory) -> It
         tmp_path_factory.mktemp("admin-scripts"), brokers=3, base_port=free_port_block(3),
         session_timeout_ms=SESSION_TIMEOUT_MS, chroot=f"/odradek-test-{uuid.uuid4().hex[:10]}",
         ensemble=zk_ensemble,  # type: ignore[arg-type]
+        broker_args=["--auto-leader-rebalance-enable", "false"],
     ))
     try:
         backend.up()

@@ -76,11 +76,21 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
             p.wait(10)
 
 
+# The workers' session timeout: long enough that a live worker on a loaded machine is not expelled between two
+# heartbeats (an expelled worker's written-but-uncommitted batch would be read again, beyond the SIGKILLed one's),
+# short enough that the SIGKILLed one is replaced soon.
+WORKER_SESSION_MS = 6000
+# A worker part-way through the topic: its start (a Python process) and first batches.
+PART_WAY_S = SLOW_MACHINE_S * 2
+# Every record processed: the SIGKILLed member's session expiring, a rebalance, 1,200 records at 20 per batch.
+ALL_PROCESSED_S = SLOW_MACHINE_S * 3
+
+
 def start_worker(procs: list[subprocess.Popen[str]], cluster: LocalProcessBackend, group: str, topic: str,
                  out: Path, delay_ms: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "tests.group_consumer_worker", bootstrap(cluster), group, topic,
-                             str(out), "--batch", "20", "--delay-ms", str(delay_ms)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+                             str(out), "--batch", "20", "--delay-ms", str(delay_ms), "--session-timeout-ms",
+                             str(WORKER_SESSION_MS)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     procs.append(proc)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
@@ -106,13 +116,14 @@ def test_sigkilled_member_is_replaced_without_gaps(cluster3: LocalProcessBackend
     a_out, b_out, c_out = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
     a = start_worker(processes, cluster3, group, topic, a_out, delay_ms=40)
     start_worker(processes, cluster3, group, topic, b_out, delay_ms=40)
-    wait_until(lambda: len(read_output(a_out)) >= 100, 60, "member A to be part-way through")
+    wait_until(lambda: len(read_output(a_out)) >= 100, PART_WAY_S, "member A to be part-way through")
     os.kill(a.pid, signal.SIGKILL)
     a.wait(10)
     killed_at = len(read_output(a_out))
     start_worker(processes, cluster3, group, topic, c_out, delay_ms=0)
     expected = {(i % parts, i // parts) for i in range(n)}
-    wait_until(lambda: set(read_output(a_out, b_out, c_out)) >= expected, 90, "every record to be processed")
+    wait_until(lambda: set(read_output(a_out, b_out, c_out)) >= expected, ALL_PROCESSED_S,
+               "every record to be processed")
     seen = read_output(a_out, b_out, c_out)
     assert set(seen) == expected  # no gaps, nothing invented
     duplicates = sum(c - 1 for c in Counter(seen).values())

@@ -26,9 +26,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, metadata, produce, request
-from tests.harness.ports import free_port_block
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="pip install confluent-kafka (the test extra)")
@@ -59,14 +58,8 @@ TIMEOUT_S = SLOW_MACHINE_S
 
 @pytest.fixture(scope="module")
 def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-
-    local = LocalCluster(tmp_path_factory.mktemp("kafka-admin"), brokers=3, base_port=free_port_block(3),
-                         kafka_base_port=free_port_block(3), session_timeout_ms=SESSION_TIMEOUT_MS,
-                         chroot=f"/kafka-admin-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble,
-                         broker_args=["--authorizer", "acl", "--allow-everyone-if-no-acl-found", "true"])
-    backend = LocalProcessBackend(local).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("kafka-admin"), "kafka-admin", 3,
+                             ["--authorizer", "acl", "--allow-everyone-if-no-acl-found", "true"])
     yield backend
     backend.close()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, metadata, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
@@ -34,14 +34,7 @@ _SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>[0
 @pytest.fixture(scope="module")
 def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     """One 3-broker cluster for the module, each broker with a REST and a Kafka listener (tests use own topics)."""
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    local = LocalCluster(tmp_path_factory.mktemp("kafka-data-path"), brokers=3, base_port=free_port_block(3),
-                         kafka_base_port=free_port_block(3), session_timeout_ms=SESSION_TIMEOUT_MS,
-                         chroot=f"/kafka-data-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble)
-    backend = LocalProcessBackend(local).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("kafka-data-path"), "kafka-data-path", 3)
     yield backend
     backend.close()
 

@@ -26,7 +26,7 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol.records import encode_batch
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, metadata, request
 from tests.harness.wait import SLOW_MACHINE_S
 
@@ -49,14 +49,7 @@ BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 @pytest.fixture(scope="module")
 def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     """One 3-broker cluster for the module, each broker with a REST and a Kafka listener (tests use own topics)."""
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    local = LocalCluster(tmp_path_factory.mktemp("kafka-protocol"), brokers=3, base_port=free_port_block(3),
-                         kafka_base_port=free_port_block(3), session_timeout_ms=SESSION_TIMEOUT_MS,
-                         chroot=f"/kafka-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble)
-    backend = LocalProcessBackend(local).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("kafka-protocol"), "kafka-protocol", 3)
     yield backend
     backend.close()
 

@@ -30,7 +30,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.kafka import codec
 from odradek.protocol.records import encode_batch
-from tests.harness.cluster import LocalProcessBackend
+from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, partition_state, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
@@ -56,14 +56,7 @@ GROUPS_OVER_KAFKA = {10, 11, 14} <= set(codec.SUPPORTED)  # FindCoordinator, Joi
 @pytest.fixture(scope="module")
 def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcessBackend]:
     """One 3-broker cluster for the module, each broker with a REST and a Kafka listener (tests use own topics)."""
-    from odradek_local.cluster import LocalCluster
-    from tests.conftest import SESSION_TIMEOUT_MS
-    from tests.harness.ports import free_port_block
-
-    local = LocalCluster(tmp_path_factory.mktemp("kafka-transactions"), brokers=3, base_port=free_port_block(3),
-                         kafka_base_port=free_port_block(3), session_timeout_ms=SESSION_TIMEOUT_MS,
-                         chroot=f"/kafka-txn-{uuid.uuid4().hex[:8]}", ensemble=zk_ensemble)
-    backend = LocalProcessBackend(local).up()
+    backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("kafka-transactions"), "kafka-transactions", 3)
     yield backend
     backend.close()
 

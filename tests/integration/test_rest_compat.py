@@ -154,8 +154,9 @@ def test_bodies_are_confluents(compat: LocalProcessBackend) -> None:
 def test_content_types_are_confluents(compat: LocalProcessBackend) -> None:
     """Issue 12 point 4. docs.confluent.io/platform/current/kafka-rest/api.html "Content Types" (v2 media
     types; "if the embedded format is omitted, binary is assumed": plain application/json carries base64);
-    kafka-rest resources/v2/ProduceToTopicAction.java (avro, jsonschema, protobuf consumers) and
-    controllers/SchemaManagerThrowing.java (without a Schema Registry: Errors.invalidPayloadException, 422/42206)."""
+    kafka-rest resources/v2/ProduceToTopicAction.java (avro, jsonschema, protobuf): the three are backed by the
+    cluster's own Schema Registry (tests/integration/test_embedded_formats.py,
+    test_schema_registry_protobuf.py)."""
     url = _topic(compat, "ctypes")
     records = {"records": [{"value": base64.b64encode(b"hi").decode()}]}
     status, body, _ = request("POST", f"{url}/topics/ctypes/partitions/0", records, content_type="application/json")
@@ -167,11 +168,14 @@ def test_content_types_are_confluents(compat: LocalProcessBackend) -> None:
                       content_type="application/json"), 422, 422)
     status, body, _ = request("POST", f"{url}/topics/ctypes", {"records": [{"value": {"n": 1}}]}, content_type=JSON_V2)
     assert status == 200 and body["offsets"][0]["error_code"] is None
-    for fmt in ("avro", "jsonschema", "protobuf"):
+    for fmt, schema, value in (("avro", '{"type": "int"}', 1), ("jsonschema", '{"type": "integer"}', 1),
+                               ("protobuf", 'syntax = "proto3"; message M { int32 n = 1; }', {"n": 1})):
         ctype = f"application/vnd.kafka.{fmt}.v2+json"
-        records = {"value_schema": '{"type": "int"}', "records": [{"value": 1}]}
-        err = _envelope(request("POST", f"{url}/topics/ctypes", records, content_type=ctype), 422, 42206)
-        assert "Schema Registry" in err["message"] and fmt in err["message"]
+        records = {"value_schema": schema, "records": [{"value": value}]}
+        leader = _topic(compat, f"ctypes-{fmt}")  # a topic per format: its subject <topic>-value holds one type
+        status, body, _ = request("POST", f"{leader}/topics/ctypes-{fmt}", records, content_type=ctype)
+        assert status == 200 and isinstance(body["value_schema_id"], int), body
+        assert body["key_schema_id"] is None and body["offsets"][0]["error_code"] is None, body
         _envelope(request("POST", f"{url}/topics/no-such-topic", records, content_type=ctype), 404, 40401)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import subprocess
 import urllib.error
 import urllib.parse
@@ -269,14 +270,15 @@ def test_v3_produce_answers_the_offsets_records_land_at(v3: LocalProcessBackend)
     objects = [{"partition_id": 2, "value": {"type": "BINARY", "data": base64.b64encode(v).decode()}}
                for v in values]
     objects.insert(3, {"partition_id": 2, "value": {"type": "BINARY", "data": "not base64!"}})
-    objects.append({"value": {"type": "AVRO", "data": "x"}})
+    # A schema type with no schema given reads the subject's latest version: none registered here (40401).
+    objects.append({"value": {"type": "PROTOBUF", "data": "x"}})
     objects.append({"partition_id": 99, "value": {"type": "STRING", "data": "nowhere"}})
     objects.append({"partition_id": 2, "key": {"type": "BINARY", "data": None}, "value": {"type": "STRING",
                                                                                          "data": "last"}})
     raw = "\n".join(json.dumps(o) for o in objects).encode()
     status, reports, _ = _produce_v3(post, raw)
     assert status == 200, reports
-    assert [r["error_code"] for r in reports] == [200, 200, 200, 400, 200, 200, 200, 42206, 40403, 200]
+    assert [r["error_code"] for r in reports] == [200, 200, 200, 400, 200, 200, 200, 40401, 40403, 200]
     assert all(isinstance(r["message"], str) and r["message"] for r in reports if r["error_code"] != 200)
     delivered = [r for r in reports if r["error_code"] == 200]
     offsets = [r["offset"] for r in delivered]
@@ -339,6 +341,53 @@ def test_v3_produce_streams_one_report_per_record_in_order(v3: LocalProcessBacke
         leader = v3.broker_url(metadata(url, "streamed")["partitions"][p]["leader"])
         stored = _read(leader, "streamed", p, mine[0])
         assert [base64.b64decode(r["value"]).decode() for r in stored] == [f"s{i}" for i in range(p, count, 2)]
+
+
+def _chunked_line(reader: Any) -> bytes:
+    """One newline-ended line of a chunked HTTP body, read chunk by chunk (a report may span chunks)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        size = int(reader.readline().strip(), 16)
+        assert size > 0, f"the answer ended before a report came: {line!r}"
+        line += reader.read(size)
+        assert reader.readline() == b"\r\n"
+    return line
+
+
+def test_v3_produce_is_interactive_each_report_before_the_next_record(v3: LocalProcessBackend) -> None:
+    """Interactive streaming (api/v3/openapi.yaml: "the server will asynchronously send back a delivery report"
+    for each record sent): a client that sends one record, waits for its report, and only then sends the next,
+    gets every report while its request is still open. A broker that read the whole body before answering would
+    leave this client waiting forever (here: the socket timeout fails the test)."""
+    url = v3.broker_url(1)
+    cid = _cid(url)
+    create_topic(url, "interactive", 1, 1, seen_by=[v3.broker_url(b) for b in v3.broker_ids()])
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    offsets = []
+    with socket.create_connection((parts.hostname, parts.port), timeout=SLOW_MACHINE_S) as sock, \
+            sock.makefile("rb") as reader:
+        sock.sendall(f"POST /v3/clusters/{cid}/topics/interactive/records HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        for i in range(5):
+            record = json.dumps({"value": {"type": "STRING", "data": f"i{i}"}}).encode()
+            sock.sendall(b"%x\r\n%s\r\n" % (len(record), record))
+            if i == 0:  # the answer's head may come with its first chunk
+                assert reader.readline().split()[1] == b"200"
+                head = {}
+                while (line := reader.readline()) != b"\r\n":
+                    name, _, value = line.decode().partition(":")
+                    head[name.strip().lower()] = value.strip()
+                assert head["transfer-encoding"] == "chunked"
+            report = json.loads(_chunked_line(reader))
+            assert report["error_code"] == 200, report
+            offsets.append(report["offset"])
+        sock.sendall(b"0\r\n\r\n")
+        assert reader.readline() == b"0\r\n"  # no report is left once the body ended
+    assert offsets == list(range(offsets[0], offsets[0] + 5))
+    leader = v3.broker_url(metadata(url, "interactive")["partitions"][0]["leader"])
+    stored = _read(leader, "interactive", 0, offsets[0])
+    assert [base64.b64decode(r["value"]).decode() for r in stored] == [f"i{i}" for i in range(5)]
 
 
 def test_acls_create_list_delete_round_trip(guarded: LocalProcessBackend, v3: LocalProcessBackend) -> None:

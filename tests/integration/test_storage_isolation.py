@@ -31,6 +31,16 @@ BATCHES = "application/vnd.odradek.batches.v2"
 STALL_S = SESSION_TIMEOUT_MS / 1000 / 3
 
 
+def blocked_at(cluster: LocalProcessBackend, broker_id: int) -> str:
+    """The stacks a broker's loop-stall watchdog logged (broker/loop_monitor.py): where the loop was blocked."""
+    lines = cluster.cluster.slots[broker_id].log_path.read_text(errors="replace").splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if "event loop blocked" in line:
+            out += lines[i:i + 40]
+    return "\n".join(out[-200:]) or "(nothing logged)"
+
+
 def urls(cluster: LocalProcessBackend) -> list[str]:
     return [cluster.broker_url(b) for b in cluster.broker_ids()]
 
@@ -119,6 +129,8 @@ def test_an_fsync_per_append_topic_does_not_disturb_other_partitions(make_cluste
         hist = lag_histogram(cluster.broker_url(b))
         assert hist["count"] > DURATION_S, hist  # sampled all along (every 100 ms)
         within = max((float(le) for le in hist if le not in ("count", "+Inf") and float(le) <= STALL_S), default=0)
-        assert hist[f"{within}"] == hist["count"], f"broker {b} had an event-loop stall over {within} s: {hist}"
+        assert hist[f"{within}"] == hist["count"], (
+            f"broker {b} had an event-loop stall over {within} s: {hist}; where its loop was (its stall "
+            f"watchdog):\n{blocked_at(cluster, b)}")
         log_text = cluster.cluster.slots[b].log_path.read_text(errors="replace")
         assert "was paused" not in log_text, f"broker {b} fenced itself"

@@ -105,9 +105,24 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_lso(make_cluste
     p.send(TOPIC, b"pending", partition=0).result(30)
     assert read_json(url, TOPIC, 0, "read_committed") == []
     assert len(read_json(url, TOPIC, 0, "read_uncommitted")) == 1
+    # The consumer's end, as Kafka's seekToEnd: the last stable offset for read_committed, the high watermark else.
+    assert end_position(url, "read_committed") == 0
+    assert end_position(url, "read_uncommitted") == 1
     p.commit_transaction()
     assert len(read_json(url, TOPIC, 0, "read_committed")) == 1
+    assert end_position(url, "read_committed") == 2  # the record and the commit marker
     p.close()
+
+
+def end_position(url: str, isolation: str) -> int:
+    tp = TopicPartition(TOPIC, 0)
+    c = Consumer(url, isolation_level=isolation)
+    try:
+        c.assign([tp])
+        c.seek_to_end(tp)
+        return c.position(tp)
+    finally:
+        c.close()
 
 
 def test_a_zombie_with_an_old_epoch_is_fenced(make_cluster: MakeCluster) -> None:

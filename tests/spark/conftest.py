@@ -79,7 +79,7 @@ def produce(c: LocalProcessBackend, topic: str, records: list[dict[str, Any]]) -
 
     with Producer(bootstrap(c), linger_ms=1) as producer:
         futures = [producer.send(topic, **r) for r in records]
-        producer.flush()
+        producer.flush(120)  # a hang becomes a TimeoutError the caller reports
         out = []
         for r, fut in zip(records, futures, strict=True):
             meta = fut.result(timeout=30)

@@ -168,12 +168,15 @@ def validate_client_batches(
             raise InvalidRecordError(
                 f"a batch of {h.record_count} records has last offset delta {h.last_offset_delta}")
         codec = h.attributes & COMPRESSION_MASK
-        block = bytes(view[pos + HEADER_SIZE : pos + size])
-        data = decompress_capped(codec, block, max_decompressed_bytes)
+        data: bytes | memoryview
+        if codec == NONE and check_block is not None:
+            data = view[pos + HEADER_SIZE : pos + size]  # the compiled check reads it in place: no copy
+        else:
+            data = decompress_capped(codec, bytes(view[pos + HEADER_SIZE : pos + size]), max_decompressed_bytes)
         log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
         if check_block is None or not check_block(data, h.record_count, h.first_timestamp, log_append_time, now_ms,
                                                   max_timestamp_diff_ms):
-            check_block_records(data, h.record_count, h.first_timestamp, log_append_time, now_ms,
+            check_block_records(bytes(data), h.record_count, h.first_timestamp, log_append_time, now_ms,
                                 max_timestamp_diff_ms, pos)
         pos += size
     return headers

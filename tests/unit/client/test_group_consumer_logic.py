@@ -163,7 +163,9 @@ def test_rest_instance_settings_are_validated() -> None:
     assert (cfg.format, cfg.auto_offset_reset, cfg.auto_commit_enable, cfg.fetch_min_bytes,
             cfg.request_timeout_ms) == ("json", "earliest", False, 10, 500)
     assert InstanceConfig.parse({"auto.offset.reset": "smallest"}).auto_offset_reset == "earliest"
-    for bad in ({"format": "avro"}, {"auto.offset.reset": "middle"}, {"auto.commit.enable": "maybe"},
+    for fmt in ("AVRO", "jsonschema", "Protobuf"):  # backed by the cluster's registry (issue 26)
+        assert InstanceConfig.parse({"format": fmt}).format == fmt.lower()
+    for bad in ({"format": "xml"}, {"auto.offset.reset": "middle"}, {"auto.commit.enable": "maybe"},
                 {"fetch.min.bytes": "x"}, {"consumer.request.timeout.ms": -1}, {"fetch.min.bytes": True}):
         with pytest.raises(InvalidRequestError):
             InstanceConfig.parse(bad)

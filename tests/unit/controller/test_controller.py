@@ -168,6 +168,26 @@ def test_controlled_shutdown_of_the_only_isr_member_reports_what_it_still_leads(
     run(test)
 
 
+def test_controlled_shutdown_does_not_count_what_no_retry_could_move() -> None:
+    """Kafka counts only replicated partitions (a single replica has nowhere to go); a partition whose other
+    replicas have all left or are leaving cannot move either until a broker starts, so neither keeps the broker
+    retrying. A lagging but live replica can still catch up: that one is counted (the test above)."""
+    zk = cluster_of_three({"t": {0: [1, 2, 3]}, "single": {0: [1]}})
+
+    async def test(h: Harness) -> None:
+        await h.elect()
+        loop = asyncio.get_running_loop()
+        shutdowns = []
+        for broker in (3, 2, 1):  # the controller (1) last, as `cluster down` stops them
+            reply: asyncio.Future[list[tuple[str, int]]] = loop.create_future()
+            await h.controller._handle(ControlledShutdown(broker, h.zk.brokers[broker].epoch, reply))
+            shutdowns.append(reply.result())
+        assert shutdowns == [[], [], []]
+        assert h.zk.state("t", 0).leader == 1 and h.zk.state("single", 0).leader == 1
+
+    run(test, zk)
+
+
 def test_preferred_election_gives_leadership_back_and_clears_the_request() -> None:
     async def test(h: Harness) -> None:
         await h.elect()

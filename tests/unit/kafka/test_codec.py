@@ -29,7 +29,7 @@ def write(entity: object) -> bytes:
 
 
 def test_the_table_is_what_is_implemented_and_kio_has() -> None:
-    assert codec.SUPPORTED == {0: (3, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 17: (0, 1), 36: (0, 2),
+    assert codec.SUPPORTED == {0: (3, 11), 1: (4, 15), 2: (1, 7), 3: (0, 12), 18: (0, 4), 17: (0, 1), 36: (0, 2),
                                23: (2, 4),
                                # administration (issue 23)
                                19: (2, 7), 20: (1, 6), 21: (0, 2), 37: (0, 3), 32: (1, 4), 33: (0, 2), 44: (0, 1),
@@ -100,3 +100,23 @@ def test_flexible_responses_carry_header_v1_and_api_versions_always_v0() -> None
     header0, size = entity_reader(ResponseHeaderV0)(frame, 4)
     assert header0.correlation_id == 43 and size == 4  # no tagged-field byte after the correlation id
     assert entity_reader(ApiVersionsResponseV3)(frame, 8)[0] == versions
+
+
+def test_every_typed_error_named_as_a_kafka_error_carries_that_errors_code() -> None:
+    """A name Kafka has (kio's ErrorCode, generated from Kafka's Errors) and the code sent for it agree: a wrong
+    code tells a Kafka client something else (UNKNOWN_LEADER_EPOCH once went out as 76, which is
+    UNSUPPORTED_COMPRESSION_TYPE)."""
+    from kio.schema.errors import ErrorCode
+
+    from odradek.protocol import errors
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for s in cls.__subclasses__() for c in (s, *subclasses(s))]
+
+    checked = {}
+    for cls in subclasses(errors.OdradekError):
+        kafka_name = getattr(cls, "name", "").lower()
+        if kafka_name in ErrorCode.__members__ and getattr(cls, "kafka_code", None) is not None:
+            checked[cls.__name__] = (cls.kafka_code, ErrorCode[kafka_name].value)
+    assert len(checked) > 40
+    assert {k: v for k, v in checked.items() if v[0] != v[1]} == {}

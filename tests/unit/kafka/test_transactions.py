@@ -27,6 +27,7 @@ from broker.produce.txn_verification import unverified_producers
 from broker.replication.producer_state import ProducerStateManager
 from broker.transaction_router import TransactionRouter
 from odradek.protocol.errors import (
+    BrokerNotAvailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     NotEnoughReplicasError,
@@ -363,3 +364,16 @@ def test_odd_requests_get_error_codes_not_exceptions() -> None:
     assert all(p.error_code != NONE for p in body.topics[0].partitions)
     assert env.call(DESCRIBE_TXNS, 0, transactional_ids=("", "x" * 300)).transaction_states[0].error_code \
         == TXN_ID_NOT_FOUND
+
+
+def test_an_unreachable_coordinator_is_coordinator_not_available_not_broker_not_available() -> None:
+    """The transaction's coordinator one hop away and out of reach: Kafka clients must be told to look the
+    coordinator up again and retry (librdkafka takes BROKER_NOT_AVAILABLE in TxnOffsetCommit as abortable)."""
+    env = Env()
+
+    async def unreachable(*args: Any) -> None:
+        raise BrokerNotAvailableError("broker 2 is not reachable")
+
+    env.router.add_offsets = unreachable  # type: ignore[method-assign]
+    answer = env.call(TXN_COMMIT, 3, **txn_offsets(3, 1, 0, "g", {("t", 0): 1, ("t", 1): 4}))
+    assert {p.error_code for t in answer.topics for p in t.partitions} == {COORD_NOT_AVAILABLE}

@@ -71,3 +71,36 @@ def test_the_verify_workload_builds_an_idempotent_producer() -> None:
     finally:
         w.producer.close(timeout=1)
     assert RestProducerWorker.idempotent is False
+
+
+def _segment(tmp_path: Any, topic: str, partition: int, batches: list[tuple[int, int, int, str]]) -> None:
+    """A replica's segment file: ``(offset, producer id, producer epoch, value)`` one batch each."""
+    from odradek.protocol.records.batch import NewRecord, encode_batch
+
+    d = tmp_path / "broker-1" / f"{topic}-{partition}"
+    d.mkdir(parents=True)
+    data = b"".join(bytes(encode_batch([NewRecord(None, v.encode(), 0, ())], base_offset=o, producer_id=pid,
+                                       producer_epoch=epoch, base_sequence=0, now_ms=0))
+                    for o, pid, epoch, v in batches)
+    (d / "00000000000000000000.log").write_bytes(data)
+
+
+def test_a_copy_under_a_newer_producer_epoch_is_reported_and_one_within_an_epoch_fails(tmp_path: Any) -> None:
+    """checker.split_duplicates: the client re-sending a write after bumping its producer epoch (librdkafka#4953)
+    is reported, not failed (no broker can refuse it: sequences restart with the epoch); a copy within one epoch
+    (the broker's deduplication failing) still fails the run."""
+    h = History()
+    h.writes = [WriteOp("p0", i, f"p0-{i}", 0, float(i), float(i) + 0.01, True, i - 1) for i in (1, 2)]
+    reads = {0: [(0, "p0-1"), (1, "p0-2"), (2, "p0-1"), (3, "p0-2")]}
+    # p0-1: epoch 0 at offset 0, epoch 1 at offset 2 (a re-send after a bump); p0-2: epoch 0 twice.
+    _segment(tmp_path, "t", 0, [(0, 7, 0, "p0-1"), (1, 7, 0, "p0-2"), (2, 7, 1, "p0-1"), (3, 7, 0, "p0-2")])
+    q = checker.check_queue(h, reads)
+    assert q["duplicated"] == 2
+    checker.split_duplicates(q, {1: tmp_path / "broker-1"}, "t")
+    assert q["duplicated"] == 1 and list(q["duplicated_examples"]) == ["p0-2"]
+    assert q["duplicated_across_epochs"] == 1
+    assert q["duplicated_across_epochs_examples"] == {"p0-1": [[0, 0, 7, 0], [0, 2, 7, 1]]}
+    q.pop("duplicated_all")
+    r = {**_report("kafka", duplicate=False, idempotent_producer=True), "queue": q}
+    assert report.verdict(r) == ["duplicated"]
+    assert any(line.startswith("duplicated across producer epochs 1") for line in report.summary_lines(r))

@@ -1,0 +1,252 @@
+"""A follower's fetcher for every partition it follows from one leader, as Kafka's ``ReplicaFetcherThread``: one
+multi-partition fetch per round, in an incremental fetch session, through a ``LeaderEndPoint``.
+
+Why: one fetch per partition per round costs a request, a wait and a storage hop per partition; Kafka's follower
+asks its leader for all of them at once, and the session (KIP-227) leaves idle partitions out of both the request
+and the answer, so a follower of a thousand quiet partitions sends almost nothing.
+
+The rules, per partition (those of broker/replication/replica_fetcher.py, the per-partition HTTP fetcher):
+
+* **Truncation first** (KIP-101/279). A partition joins the fetcher untruncated: before its first fetch, one
+  OffsetsForLeaderEpoch request for all such partitions asks where the leader ended our latest epoch, and the log
+  is cut to ``min(the leader's end, our own end of that epoch)``; never by high watermark alone, which could lose
+  committed records or keep a divergent tail (a log without epoch history falls back to the high watermark).
+* **Fetch from the log end**, naming the leader epoch the partition follows (the leader fences either side if
+  stale) and our log start offset; the leader's high watermark and log start offset come back and are followed.
+* **One storage job per partition per answer**: the answer's batches for a partition are appended as bytes in one
+  job on that partition's queue; the partitions of one answer are appended concurrently.
+* **Errors are per partition**: OFFSET_OUT_OF_RANGE asks the leader's log bounds and cuts back to its end or
+  starts over at its start; any other error (not the leader or a follower any more, a fenced or unknown leader
+  epoch, an unknown topic, a stale broker epoch) holds that partition back for the backoff while the others go
+  on; the replica manager's next state change re-adds or removes it.
+* A partition is fetched only while it is *current*: still a follower of this leader at the leader epoch it was
+  added with. An answer for a partition that stopped being current, or whose log end moved since the request was
+  built, is dropped.
+
+Failures to reach the leader fail the round (the session starts over with a full fetch) and back off.
+
+Concurrency: one task (``run``) per fetcher, on the broker's event loop; ``add`` and ``remove`` are called from
+the same loop and take effect from the next round (a round in flight finishes with what it asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.replication.fetch_session_handler import FetchSessionHandler, PartitionData
+from broker.replication.leader_endpoint import FetchedPartition, FetchSettings, LeaderEndPoint, TopicPartition
+from broker.replication.partition import FOLLOWER, Partition
+from odradek.protocol.errors import OdradekError, OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from broker.replication.throttle import ReplicationThrottle
+
+log = logging.getLogger(__name__)
+
+BACKOFF_S = 0.1  # Kafka's replica.fetch.backoff.ms is 1 s; a broker here recovers from most errors faster
+
+
+@dataclass(slots=True)
+class _Follow:
+    part: Partition
+    epoch: int  # the leader epoch the partition was added at
+    truncated: bool = False
+    delayed_until: float = 0.0
+
+
+def truncation_target(part: Partition, leader_epoch: int, leader_end: int) -> int:
+    """Where to cut our log, given the leader's answer for our latest epoch: its largest epoch at most ours
+    (``leader_epoch``, -1 when it has none) and where that epoch ended in its log."""
+    log_ = part.log
+    leo = log_.log_end_offset
+    if leader_epoch < 0:
+        return min(part.high_watermark, leo)
+    if leader_epoch == log_.epoch_cache.latest_epoch:
+        return min(leader_end, leo)
+    _, own_end = log_.epoch_cache.end_offset_for(leader_epoch, leo)
+    return min(leader_end, own_end if own_end >= 0 else leo)
+
+
+class LeaderFetcher:
+    """This broker (``broker_id``) following ``endpoint.leader_id`` for the partitions it is given."""
+
+    def __init__(self, endpoint: LeaderEndPoint, broker_id: int, *, broker_epoch: Callable[[], int | None],
+                 throttle: ReplicationThrottle | None = None, settings: FetchSettings | None = None,
+                 backoff_s: float = BACKOFF_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = endpoint
+        self.leader_id = endpoint.leader_id
+        self._broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._throttle = throttle
+        self._settings = settings or FetchSettings()
+        self._backoff_s = backoff_s
+        self._clock = clock
+        self._follows: dict[TopicPartition, _Follow] = {}
+        self._session = FetchSessionHandler()
+        self._changed = asyncio.Event()
+        self.rounds = 0  # fetch rounds answered, for tests and metrics
+
+    # ------------------------------------------------------------------------------------------ membership
+
+    def add(self, part: Partition) -> None:
+        """Follow ``part`` (a follower of this leader) from the next round, truncating it first."""
+        self._follows[(part.topic, part.partition)] = _Follow(part, part.leader_epoch)
+        self._changed.set()
+
+    def remove(self, key: TopicPartition) -> None:
+        if self._follows.pop(key, None) is not None:
+            self._changed.set()
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._follows)
+
+    def _current(self, f: _Follow) -> bool:
+        p = f.part
+        return p.role == FOLLOWER and p.leader == self.leader_id and p.leader_epoch == f.epoch
+
+    # ------------------------------------------------------------------------------------------------ loop
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._truncate_pending()
+                ready = self._ready()
+                if not ready:
+                    await self._idle()
+                    continue
+                await self._fetch_round(ready)
+            except asyncio.CancelledError:
+                raise
+            except OdradekError as e:  # the leader out of reach, or refusing the whole request
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+                await asyncio.sleep(self._backoff_s)
+            except Exception:
+                log.exception("fetcher of broker %d failed", self.leader_id)
+                await asyncio.sleep(self._backoff_s)
+
+    def _ready(self) -> dict[TopicPartition, _Follow]:
+        now = self._clock()
+        return {k: f for k, f in self._follows.items()
+                if f.truncated and f.delayed_until <= now and self._current(f)}
+
+    async def _idle(self) -> None:
+        """Nothing to fetch: wait for a partition to be added, or the earliest held-back one to be due."""
+        self._changed.clear()
+        due = [f.delayed_until for f in self._follows.values() if f.truncated and self._current(f)]
+        timeout = max(0.0, min(due) - self._clock()) if due else None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    # ----------------------------------------------------------------------------------------- truncation
+
+    async def _truncate_pending(self) -> None:
+        pending = {k: f for k, f in self._follows.items() if not f.truncated and self._current(f)}
+        if not pending:
+            return
+        asks: dict[TopicPartition, tuple[int, int]] = {}
+        for key, f in pending.items():
+            log_ = f.part.log
+            if log_.log_end_offset == 0:
+                f.truncated = True
+            elif log_.epoch_cache.latest_epoch < 0:  # no epoch history: the pre-KIP-101 fallback
+                await self._truncate(f, min(f.part.high_watermark, log_.log_end_offset))
+            else:
+                asks[key] = (f.epoch, log_.epoch_cache.latest_epoch)
+        if not asks:
+            return
+        answers = await self.endpoint.epoch_end_offsets(asks, replica_id=self._broker_id)
+        jobs = []
+        for key, answer in answers.items():
+            f = self._follows.get(key)
+            if f is None or f.truncated or not self._current(f):
+                continue
+            if answer.error is not None:
+                log.debug("%s-%d: epoch end offset from broker %d: %s", *key, self.leader_id, answer.error)
+                f.delayed_until = self._clock() + self._backoff_s
+                continue
+            jobs.append(self._truncate(f, truncation_target(f.part, answer.leader_epoch, answer.end_offset)))
+        await asyncio.gather(*jobs)
+
+    async def _truncate(self, f: _Follow, target: int) -> None:
+        part = f.part
+        leo = part.log_end_offset
+        if target < leo:
+            log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
+                     part.topic, part.partition, target, leo, self.leader_id, f.epoch)
+            await part.truncate_to(target)
+        f.truncated = True
+
+    # -------------------------------------------------------------------------------------------- fetching
+
+    def _wanted(self, ready: dict[TopicPartition, _Follow]) -> dict[TopicPartition, PartitionData]:
+        wanted = {}
+        for key, f in ready.items():
+            part = f.part
+            cap = self._settings.partition_max_bytes
+            if self._throttle is not None:
+                bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr)
+                if bucket is not None:
+                    cap = bucket.cap(cap)
+            wanted[key] = PartitionData(part.log_end_offset, part.log_start_offset, cap, f.epoch)
+        return wanted
+
+    async def _fetch_round(self, ready: dict[TopicPartition, _Follow]) -> None:
+        wanted = self._wanted(ready)
+        request = self._session.build(wanted)
+        try:
+            answer = await self.endpoint.fetch(request, replica_id=self._broker_id,
+                                               broker_epoch=self._broker_epoch() or -1, settings=self._settings)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        result = self._session.handle_response(answer.error_code, answer.session_id, list(answer.partitions))
+        self.rounds += 1
+        if not result.ok:
+            if result.unexpected:
+                log.warning("broker %d answered partitions outside the fetch session: %s", self.leader_id,
+                            list(result.unexpected))
+            else:
+                log.debug("broker %d refused the fetch (Kafka error %d); the next one is full", self.leader_id,
+                          answer.error_code)
+            return
+        jobs = []
+        for key, fetched in answer.partitions.items():
+            f = self._follows.get(key)
+            if f is None or not self._current(f) or f.part.log_end_offset != wanted[key].fetch_offset:
+                continue  # removed, moved on, or truncated meanwhile: the next round asks again
+            if fetched.error is None:
+                jobs.append(self._apply(f, fetched))
+            elif isinstance(fetched.error, OffsetOutOfRangeError):
+                jobs.append(self._out_of_range(key, f))
+            else:
+                log.debug("%s-%d: fetch from broker %d: %s", *key, self.leader_id, fetched.error)
+                f.delayed_until = self._clock() + self._backoff_s
+        await asyncio.gather(*jobs)
+
+    async def _apply(self, f: _Follow, fetched: FetchedPartition) -> None:
+        part = f.part
+        await part.append_replicated(fetched.records, fetched.high_watermark)
+        if fetched.log_start_offset > part.log_start_offset:
+            await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
+        if self._throttle is not None and fetched.records:
+            bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr)
+            if bucket is not None:
+                await bucket.spend(len(fetched.records))
+
+    async def _out_of_range(self, key: TopicPartition, f: _Follow) -> None:
+        """Our log end is outside the leader's log: cut back to its end, or start over at its start."""
+        start, end = await self.endpoint.log_bounds(key, replica_id=self._broker_id)
+        part = f.part
+        if not self._current(f):
+            return
+        if part.log_end_offset > end:
+            await part.truncate_to(end)
+        elif part.log_end_offset < start:
+            await part.truncate_fully_and_start_at(start)

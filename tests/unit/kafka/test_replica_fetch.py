@@ -1,0 +1,294 @@
+"""Fetch v13-v15 on the Kafka door, and a replica's Fetch there (issue 25): topic ids, KIP-903's replica state,
+ClusterAction, and the follower-fetch rules reached through the real fetch service, follower-fetch service and
+partitions (real logs on ``tmp_path``), so that what a follower's fetch does to the leader (acknowledge, move the
+high watermark, wait for the first append) is what is checked, not a stand-in's say-so."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from broker.config import BrokerConfig
+from broker.fetch.service import FetchService
+from broker.fetch.sessions import FetchSessionCache
+from broker.kafka.apis import KafkaApis
+from broker.kafka.authorization import KafkaAuthorizer
+from broker.kafka.codec import make, nested
+from broker.kafka.partitions import PartitionServices
+from broker.log import Log
+from broker.metadata.cache import MetadataCache
+from broker.replication.follower_fetch import FollowerFetchService
+from broker.replication.partition import Partition
+from odradek.protocol.errors import UnknownTopicError
+from odradek.protocol.model import BrokerInfo, KafkaEndpoint, TopicAssignment
+from tests.unit.kafka.test_apis import CONN, TOPIC_ID, TOPIC_UUID, Leaders
+from tests.unit.kafka.test_apis import setup as setup  # the stand-in services' fixture
+from tests.unit.replication.fakes import FakeIsrManager, batch, config, info
+
+FETCH = 1
+NONE, UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH = 0, 100, 29, 6, 77
+EPOCH = {1: 101, 2: 102, 3: 103}  # each broker's broker epoch (its registration's czxid) in ZooKeeper
+
+
+# ------------------------------------------------------------------------------------------------- requests
+
+def fetch_body(version: int, partitions: dict[int, int], *, topic: str = "t", topic_id: uuid.UUID | None = None,
+               replica: int = -1, broker_epoch: int = -1, max_wait_ms: int = 0, min_bytes: int = 1,
+               leader_epoch: int = -1, isolation: int = 0, session: tuple[int, int] = (0, -1)) -> dict[str, Any]:
+    """A Fetch of ``{partition: fetch offset}`` of one topic (by name, or by id from v13)."""
+    cls = load_request_schema(FETCH, version)
+    parts = tuple(make(nested(cls, "FetchPartition"), partition=p, current_leader_epoch=leader_epoch,
+                       fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=0, partition_max_bytes=1 << 20)
+                  for p, offset in partitions.items())
+    fields: dict[str, Any] = {
+        "replica_id": replica, "max_wait": datetime.timedelta(milliseconds=max_wait_ms), "min_bytes": min_bytes,
+        "max_bytes": 1 << 24, "isolation_level": isolation, "session_id": session[0], "session_epoch": session[1],
+        "forgotten_topics_data": (), "rack_id": "",
+        "topics": (make(nested(cls, "FetchTopic"), topic=topic, topic_id=topic_id or uuid.UUID(TOPIC_UUID),
+                        partitions=parts),)}
+    if version >= 15:
+        fields["replica_state"] = make(nested(cls, "ReplicaState"), replica_id=replica, replica_epoch=broker_epoch)
+    return fields
+
+
+def frame(version: int, fields: dict[str, Any]) -> bytes:
+    cls = load_request_schema(FETCH, version)
+    out = io.BytesIO()
+    entity_writer(HeaderV2)(out, HeaderV2(request_api_key=FETCH, request_api_version=version, correlation_id=7,
+                                          client_id="unit"))
+    entity_writer(cls)(out, make(cls, **fields))
+    return out.getvalue()
+
+
+async def ask(apis: KafkaApis, version: int, fields: dict[str, Any]) -> Any:
+    """One Fetch through ``KafkaApis.handle``, on the running loop, its answer decoded as a client would."""
+    answer = await apis.handle(CONN, frame(version, fields))
+    assert answer is not None
+    response_cls = load_response_schema(FETCH, version)
+    _, size = entity_reader(response_cls.__header_schema__)(answer, 4)
+    body, _ = entity_reader(response_cls)(answer, 4 + size)
+    return body
+
+
+def by_partition(body: Any) -> dict[int, Any]:
+    return {p.partition_index: p for t in body.responses for p in t.partitions}
+
+
+# ---------------------------------------------------------------------- topic ids and v15, stand-in services
+
+@pytest.mark.parametrize("version", [13, 14, 15])
+def test_from_v13_topics_are_named_by_id_in_the_request_and_the_answer(
+        setup: tuple[KafkaApis, MetadataCache, Leaders], version: int) -> None:
+    apis, _, leaders = setup
+    body = asyncio.run(ask(apis, version, fetch_body(version, {0: 5}, topic="ignored")))
+    (topic,) = body.responses
+    assert (body.error_code, topic.topic_id, topic.partitions[0].error_code) == (NONE, uuid.UUID(TOPIC_UUID), NONE)
+    assert leaders.calls == [("read", "t", 0, 5, 1 << 20, 0, False)]  # the id resolved to the topic's name
+
+
+@pytest.mark.parametrize("replica", [-1, 2])
+def test_an_unknown_topic_id_is_unknown_topic_id_and_nothing_is_read(
+        setup: tuple[KafkaApis, MetadataCache, Leaders], replica: int) -> None:
+    apis, _, leaders = setup
+    stranger = uuid.UUID(int=42)
+    body = asyncio.run(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, topic_id=stranger, replica=replica,
+                                                broker_epoch=EPOCH.get(replica, -1))))
+    (topic,) = body.responses
+    assert topic.topic_id == stranger
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, UNKNOWN_TOPIC_ID),
+                                                                            (1, UNKNOWN_TOPIC_ID)]
+    assert leaders.calls == []
+
+
+def test_a_consumer_fetches_at_v15_read_committed_with_no_replica_state(
+        setup: tuple[KafkaApis, MetadataCache, Leaders]) -> None:
+    apis, _, leaders = setup
+    fields = fetch_body(15, {0: 3}, isolation=1)
+    del fields["replica_state"]  # a consumer leaves the tagged field out: its default says replica -1
+    body = asyncio.run(ask(apis, 15, fields))
+    part = by_partition(body)[0]
+    assert (part.error_code, part.high_watermark, [a.first_offset for a in part.aborted_transactions]) == (0, 4, [3])
+    assert leaders.calls == [("read", "t", 0, 3, 1 << 20, 0, True)]
+
+
+def test_a_v13_session_is_keyed_by_topic_id_and_a_v12_request_cannot_continue_it(
+        setup: tuple[KafkaApis, MetadataCache, Leaders]) -> None:
+    apis, cache, leaders = setup
+
+    async def main() -> None:
+        opened = await ask(apis, 13, fetch_body(13, {0: 1}, session=(0, 0)))
+        assert opened.session_id != 0
+        held = leaders.sessions.get(opened.session_id)
+        assert held is not None and held.uses_topic_ids and not held.privileged
+        assert list(held.partitions) == [(TOPIC_UUID, 0)]
+        # The topic is deleted and created again under its name: the session's topic (by id) is gone.
+        cache.topics["t"] = TopicAssignment({0: [1, 2]}, topic_id="AAAAAAAAAAAAAAAAAAAAAA")
+        again = await ask(apis, 13, fetch_body(13, {}, session=(opened.session_id, 1)) | {"topics": ()})
+        assert [(p.partition_index, p.error_code) for p in again.responses[0].partitions] == [(0, UNKNOWN_TOPIC_ID)]
+        # A v12 request (topics by name) cannot continue a session keyed by id (Kafka: FETCH_SESSION_TOPIC_ID_ERROR).
+        mixed = await ask(apis, 12, fetch_body(12, {}, session=(opened.session_id, 2)) | {"topics": ()})
+        assert (mixed.error_code, mixed.responses) == (106, ())  # FETCH_SESSION_TOPIC_ID_ERROR
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- replica fetches on the real follower path
+
+class Router:
+    """The leader router's leader-only look, over the partitions this broker leads."""
+
+    def __init__(self, parts: dict[tuple[str, int], Partition]) -> None:
+        self.parts = parts
+
+    async def await_leader(self, topic: str, partition: int, deadline: float) -> Partition:
+        part = self.parts.get((topic, partition))
+        if part is None:
+            raise UnknownTopicError(f"{topic}-{partition}")
+        return part
+
+
+class Leader:
+    """Broker 1 leading t-0 and t-1 (replicas 1, 2, 3; ISR 1, 2) through the real services."""
+
+    def __init__(self, tmp_path: Path, isr: tuple[int, ...] = (1, 2)) -> None:
+        self.tmp_path, self.isr = tmp_path, isr
+        self.cache = MetadataCache()
+        self.cache.brokers = {b: BrokerInfo(b, "127.0.0.1", 8080 + b, epoch=EPOCH[b], kafka_endpoints=(
+            KafkaEndpoint("PLAINTEXT", "127.0.0.1", 9090 + b, "PLAINTEXT"),)) for b in (1, 2, 3)}
+        self.cache.topics = {"t": TopicAssignment({0: [1, 2, 3], 1: [1, 2, 3]}, topic_id=TOPIC_ID)}
+        self.parts: dict[int, Partition] = {}
+        self.sessions = FetchSessionCache()
+        self.asked: list[tuple[str, ...]] = []
+
+    async def start(self, cluster_action: bool = True) -> KafkaApis:
+        for p in (0, 1):
+            log = Log.open(self.tmp_path / f"t-{p}")
+            log.high_watermark = 0
+            part = Partition("t", p, 1, log, FakeIsrManager(), lambda b: f"http://broker-{b}")
+            await part.apply(info(1, 4, self.isr, partition=p), config())
+            self.parts[p] = part
+        throttle = SimpleNamespace(leader_limit=lambda topic, partition, in_isr: None)
+        followers = FollowerFetchService(1, self.cache, throttle,  # type: ignore[arg-type]
+                                         reread_state=lambda topic, partition: None)
+        fetches = FetchService(1, Router({("t", p): part for p, part in self.parts.items()}), followers,
+                               None)  # type: ignore[arg-type]
+        services = PartitionServices(None, fetches, None, self.sessions)  # type: ignore[arg-type]
+
+        def allowed(principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
+            self.asked.append((operation, resource_type, name))
+            return operation != "ClusterAction" or cluster_action
+
+        ready = asyncio.Event()
+        ready.set()
+        view = SimpleNamespace(broker_id=1, cluster_id="cid", controller_id=1, ready=ready)
+        return KafkaApis(view, self.cache, services,  # type: ignore[arg-type]
+                         KafkaAuthorizer(SimpleNamespace(enforce=True, allowed=allowed)),  # type: ignore[arg-type]
+                         BrokerConfig(1, "zk", "127.0.0.1", 8081, self.tmp_path))
+
+
+def test_a_replica_fetch_without_cluster_action_is_refused_per_partition_as_kafka_does(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start(cluster_action=False)
+        await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
+        body = await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                              session=(0, 0)))
+        session = leader.sessions.get(body.session_id)
+        assert body.error_code == NONE and session is not None and not session.privileged  # it may evict no one
+        assert {p: e.error_code for p, e in by_partition(body).items()} == {0: TOPIC_AUTHORIZATION_FAILED,
+                                                                           1: TOPIC_AUTHORIZATION_FAILED}
+        assert leader.parts[0].followers[2].log_end_offset == -1  # nothing acknowledged
+        assert ("ClusterAction", "Cluster", "kafka-cluster") in leader.asked
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("version", "replica", "broker_epoch", "error"), [
+    (15, 2, EPOCH[2] - 50, STALE_BROKER_EPOCH),  # a stale incarnation of broker 2
+    (14, 2, -1, STALE_BROKER_EPOCH),  # before v15 a fetch carries no broker epoch: refused
+    (15, 4, 104, NOT_LEADER_OR_FOLLOWER),  # no replica of the partition
+    (15, 1, EPOCH[1], NOT_LEADER_OR_FOLLOWER),  # the leader itself
+])
+def test_a_replica_fetch_that_may_not_acknowledge_is_refused_and_moves_nothing(
+        tmp_path: Path, version: int, replica: int, broker_epoch: int, error: int) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
+        body = await ask(apis, version, fetch_body(version, {0: 3}, replica=replica, broker_epoch=broker_epoch,
+                                                   leader_epoch=4, max_wait_ms=2000))
+        part = by_partition(body)[0]
+        assert (part.error_code, part.records) == (error, b"")
+        assert leader.parts[0].high_watermark == 0 and leader.parts[0].followers[2].log_end_offset == -1
+
+    asyncio.run(main())
+
+
+def test_a_replica_fetch_reads_to_the_log_end_by_topic_id_in_a_privileged_session(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
+        await leader.parts[1].append(batch(2), acks=1, timeout_ms=1000)
+        body = await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                              isolation=1, session=(0, 0)))
+        (topic,) = body.responses
+        assert topic.topic_id == uuid.UUID(TOPIC_UUID)
+        parts = by_partition(body)
+        # Past the high watermark (0: nothing acknowledged yet), read_committed or not: a follower reads to the end.
+        assert (len(parts[0].records), len(parts[1].records)) == (len(batch(3)), len(batch(2)))
+        assert (parts[0].error_code, parts[0].high_watermark, parts[0].aborted_transactions) == (NONE, 0, None)
+        session = leader.sessions.get(body.session_id)
+        assert session is not None and session.privileged and session.uses_topic_ids
+
+    asyncio.run(main())
+
+
+def test_a_replica_fetch_moves_the_high_watermark_at_once_and_acks_all_completes_before_it_answers(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1, timeout_ms=5000))
+        await asyncio.sleep(0.05)
+        assert not produce.done() and leader.parts[0].high_watermark == 0
+        # Broker 2 holds both records of t-0: its fetch at 2 says so, and then waits (nothing more to read).
+        fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                                leader_epoch=4, max_wait_ms=3000)))
+        result = await asyncio.wait_for(produce, 1)
+        assert (result.last_offset, leader.parts[0].high_watermark) == (1, 2)
+        assert not fetching.done()  # a moved high watermark does not end a follower's wait (Kafka's rule)
+        await leader.parts[1].append(batch(1), acks=1, timeout_ms=1000)
+        body = await asyncio.wait_for(fetching, 1)
+        assert by_partition(body)[0].high_watermark == 2
+
+    asyncio.run(main())
+
+
+def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max_wait(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                                leader_epoch=4, max_wait_ms=10_000)))
+        await asyncio.sleep(0.2)
+        assert not fetching.done()
+        await leader.parts[1].append(batch(4), acks=1, timeout_ms=1000)
+        body = await asyncio.wait_for(fetching, 2)
+        assert loop.time() - started < 3
+        parts = by_partition(body)
+        assert (parts[0].records, len(parts[1].records)) == (b"", len(batch(4)))
+
+    asyncio.run(main())

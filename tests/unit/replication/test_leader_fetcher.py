@@ -1,0 +1,228 @@
+"""The follower's multi-partition fetcher (broker/replication/leader_fetcher.py) against a real leader: both are
+real partitions on real logs, and the endpoint between them is in memory, answering from the leader's
+``read_for_follower`` (as the Kafka listener's replica fetch does) with the leader's real fetch-session cache."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.fetch import sessions as leader_sessions
+from broker.log import Log
+from broker.replication.fetch_session_handler import SessionRequest
+from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings
+from broker.replication.leader_fetcher import LeaderFetcher
+from broker.replication.partition import FOLLOWER, LEADER, Partition
+from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError
+
+from .fakes import FakeIsrManager, batch, config, info
+
+LEADER_ID, FOLLOWER_ID = 1, 2
+
+
+class MemoryLeader:
+    """A LeaderEndPoint over real leader partitions, with the leader's real session cache."""
+
+    def __init__(self, parts: dict[tuple[str, int], Partition]) -> None:
+        self.leader_id = LEADER_ID
+        self.parts = parts
+        self.cache = leader_sessions.FetchSessionCache(10, 1000, clock_ms=lambda: 0, rng=random.Random(1))
+        self.requests: list[SessionRequest] = []
+        self.fail_next = 0
+
+    async def fetch(self, request: SessionRequest, *, replica_id: int, broker_epoch: int,
+                    settings: FetchSettings) -> FetchAnswer:
+        self.requests.append(request)
+        if self.fail_next:
+            self.fail_next -= 1
+            from odradek.protocol.errors import BrokerNotAvailableError
+            raise BrokerNotAvailableError("cut")
+        wanted = [leader_sessions.PartitionFetch(t, p, d.fetch_offset, d.max_bytes, d.current_leader_epoch, -1,
+                                                 d.log_start_offset) for (t, p), d in request.partitions.items()]
+        context = self.cache.new_context(request.session_id, request.epoch, wanted, request.forgotten,
+                                         privileged=True)
+        if context.error is not None:
+            return FetchAnswer(context.error.kafka_code, 0, {})
+        results: list[FetchedPartition] = []
+        for f in context.partitions:
+            part = self.parts[f.key]
+            try:
+                read = await part.read_for_follower(replica_id, f.fetch_offset, f.current_leader_epoch,
+                                                    f.max_bytes, 0)
+                results.append(FetchedPartition(bytes(read.data), part.high_watermark, part.log_start_offset))
+            except OdradekError as e:
+                results.append(FetchedPartition(error=e))
+        if not any(r.records for r in results):
+            await asyncio.sleep(0.005)  # a real leader holds an empty fetch up to max_wait; a short one here
+        reply = context.respond([leader_sessions.PartitionOutcome(len(r.records), r.high_watermark,
+                                                                  r.log_start_offset, r.error is not None)
+                                 for r in results])
+        return FetchAnswer(0, reply.session_id, {context.partitions[i].key: results[i] for i in reply.carried})
+
+    async def epoch_end_offsets(self, asks: Mapping[tuple[str, int], tuple[int, int]], *,
+                                replica_id: int) -> dict[tuple[str, int], EpochEnd]:
+        out = {}
+        for key, (_, epoch) in asks.items():
+            leader_epoch, end = self.parts[key].epoch_end_offset(epoch)
+            out[key] = EpochEnd(leader_epoch, end)
+        return out
+
+    async def log_bounds(self, partition: tuple[str, int], *, replica_id: int) -> tuple[int, int]:
+        part = self.parts[partition]
+        return part.log_start_offset, part.log_end_offset
+
+    async def close(self) -> None:
+        pass
+
+
+async def pair(tmp_path: Path, partitions: int) -> tuple[dict[Any, Partition], dict[Any, Partition]]:
+    """``partitions`` partitions of topic t, each led by broker 1 (epoch 1) and followed by broker 2."""
+    leaders, followers = {}, {}
+    for p in range(partitions):
+        for broker, role, out in ((LEADER_ID, LEADER, leaders), (FOLLOWER_ID, FOLLOWER, followers)):
+            log = Log.open(tmp_path / f"t-{p}-b{broker}")
+            log.high_watermark = 0
+            part = Partition("t", p, broker, log, FakeIsrManager(), lambda b: f"http://broker-{b}")
+            await part.apply(info(LEADER_ID, 1, (1, 2), replicas=(1, 2), partition=p), config())
+            assert part.role == role
+            out[("t", p)] = part
+    return leaders, followers
+
+
+async def until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_one_fetcher_replicates_every_partition_and_idle_ones_drop_out_of_the_session(tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 4)
+        endpoint = MemoryLeader(leaders)
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            for p in range(4):
+                await leaders[("t", p)].append(batch(p + 1), acks=1, timeout_ms=1000)
+            await until(lambda: all(followers[k].log_end_offset == leaders[k].log_end_offset for k in leaders))
+            # the leader saw the follower at its log end: the high watermark moved, and the follower follows it
+            await until(lambda: all(followers[k].high_watermark == leaders[k].log_end_offset for k in leaders))
+            assert [leaders[("t", p)].high_watermark for p in range(4)] == [1, 2, 3, 4]
+            assert endpoint.requests[0].full and len(endpoint.requests[0].partitions) == 4
+            # now only partition 2 gets a record: incremental requests name it alone (its offset moved)
+            before = len(endpoint.requests)
+            await leaders[("t", 2)].append(batch(5), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 2)].log_end_offset == 8)
+            later = endpoint.requests[before:]
+            assert all(not r.full for r in later)
+            assert {k for r in later for k in r.partitions} <= {("t", 2)}
+        finally:
+            task.cancel()
+        assert fetcher.rounds > 0
+
+    asyncio.run(main())
+
+
+def test_a_divergent_tail_is_truncated_before_the_first_fetch(tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        # the follower once led at epoch 1 and wrote 3 records nobody else has; the leader now leads at epoch 2
+        f0 = followers[("t", 0)]
+        await f0.apply(info(FOLLOWER_ID, 1, (2,), replicas=(1, 2), version=1), config())
+        for _ in range(3):
+            await f0.append(batch(1), acks=1, timeout_ms=1000)
+        for part in [*leaders.values(), *followers.values()]:
+            await part.apply(info(LEADER_ID, 2, (1, 2), replicas=(1, 2), version=5, partition=part.partition),
+                             config())
+        await leaders[("t", 0)].append(batch(2), acks=1, timeout_ms=1000)
+        fetcher = LeaderFetcher(MemoryLeader(leaders), FOLLOWER_ID, broker_epoch=lambda: 7)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            await until(lambda: f0.log_end_offset == 2 and f0.high_watermark == 2)
+            assert f0.log.read(0, 1 << 20).data == leaders[("t", 0)].log.read(0, 1 << 20).data
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_partition_the_leader_refuses_is_held_back_while_the_others_go_on(tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        endpoint = MemoryLeader(leaders)
+        original = leaders[("t", 1)].read_for_follower
+
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise NotLeaderOrFollowerError("moved")
+
+        leaders[("t", 1)].read_for_follower = refuse  # type: ignore[method-assign]
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, backoff_s=0.2)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            await leaders[("t", 0)].append(batch(3), acks=1, timeout_ms=1000)
+            await leaders[("t", 1)].append(batch(2), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 0)].log_end_offset == 3)
+            assert followers[("t", 1)].log_end_offset == 0
+            leaders[("t", 1)].read_for_follower = original  # type: ignore[method-assign]
+            await until(lambda: followers[("t", 1)].log_end_offset == 2)
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_failed_round_starts_a_new_session_and_nothing_is_lost_or_doubled(tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        endpoint = MemoryLeader(leaders)
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, backoff_s=0.01)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            await leaders[("t", 0)].append(batch(2), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 0)].log_end_offset == 2)
+            endpoint.fail_next = 2
+            await leaders[("t", 0)].append(batch(3), acks=1, timeout_ms=1000)
+            await leaders[("t", 1)].append(batch(1), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 0)].log_end_offset == 5 and followers[("t", 1)].log_end_offset == 1)
+            full_after_failure = [r for r in endpoint.requests[1:] if r.full]
+            assert full_after_failure, "a failed round must be followed by a full fetch"
+            assert followers[("t", 0)].log.read(0, 1 << 20).data == leaders[("t", 0)].log.read(0, 1 << 20).data
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_partition_that_stops_following_this_leader_is_dropped(tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        fetcher = LeaderFetcher(MemoryLeader(leaders), FOLLOWER_ID, broker_epoch=lambda: 7)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            await until(lambda: fetcher.rounds > 0)
+            # partition 1's follower becomes the leader (epoch 2): this fetcher must not append to it any more
+            await followers[("t", 1)].apply(info(FOLLOWER_ID, 2, (2,), replicas=(1, 2), version=9, partition=1),
+                                            config())
+            await leaders[("t", 1)].append(batch(4), acks=1, timeout_ms=1000)
+            await leaders[("t", 0)].append(batch(1), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 0)].log_end_offset == 1)
+            await asyncio.sleep(0.1)
+            assert followers[("t", 1)].log_end_offset == 0
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
