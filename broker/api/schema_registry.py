@@ -30,6 +30,14 @@ def _service(request: web.Request) -> SchemaRegistryService:
     return request.app[BROKER].schema_registry
 
 
+async def _synced(request: web.Request) -> SchemaRegistryService:
+    """The service once its copy has caught up with ``_schemas`` (its ``sync``), for a read that must see every
+    write acknowledged before it, wherever that write was made."""
+    service = _service(request)
+    await service.sync()
+    return service
+
+
 def _ok(obj: object) -> web.Response:
     return json_response(obj, content_type=SR_TYPE)
 
@@ -73,12 +81,12 @@ def _optional_int(body: dict[str, Any], key: str) -> int | None:
 
 
 async def list_subjects(request: web.Request) -> web.Response:
-    return _ok(_service(request).subjects(deleted=_flag(request, "deleted"),
+    return _ok((await _synced(request)).subjects(deleted=_flag(request, "deleted"),
                                           prefix=request.query.get("subjectPrefix", "")))
 
 
 async def list_versions(request: web.Request) -> web.Response:
-    return _ok(_service(request).versions(request.match_info["subject"], deleted=_flag(request, "deleted")))
+    return _ok((await _synced(request)).versions(request.match_info["subject"], deleted=_flag(request, "deleted")))
 
 
 async def register(request: web.Request) -> web.Response:
@@ -95,7 +103,7 @@ async def lookup(request: web.Request) -> web.Response:
     body = await _body(request)
     if _flag(request, "normalize"):
         body["normalize"] = True
-    found = _service(request).lookup(request.match_info["subject"], body, deleted=_flag(request, "deleted"))
+    found = (await _synced(request)).lookup(request.match_info["subject"], body, deleted=_flag(request, "deleted"))
     return _ok(found.render())
 
 
@@ -107,19 +115,19 @@ def _formatted(request: web.Request, v: SchemaVersion) -> dict[str, Any]:
 
 
 async def get_version(request: web.Request) -> web.Response:
-    v = _service(request).version(request.match_info["subject"], request.match_info["version"],
+    v = (await _synced(request)).version(request.match_info["subject"], request.match_info["version"],
                                   deleted=_flag(request, "deleted"))
     return _ok(_formatted(request, v))
 
 
 async def get_version_schema(request: web.Request) -> web.Response:
-    v = _service(request).version(request.match_info["subject"], request.match_info["version"],
+    v = (await _synced(request)).version(request.match_info["subject"], request.match_info["version"],
                                   deleted=_flag(request, "deleted"))
     return _raw(_service(request).schema_text(v, request.query.get("format")))
 
 
 async def referenced_by(request: web.Request) -> web.Response:
-    return _ok(_service(request).referenced_by(request.match_info["subject"], request.match_info["version"]))
+    return _ok((await _synced(request)).referenced_by(request.match_info["subject"], request.match_info["version"]))
 
 
 async def delete_subject(request: web.Request) -> web.Response:
@@ -128,7 +136,7 @@ async def delete_subject(request: web.Request) -> web.Response:
 
 
 async def delete_version(request: web.Request) -> web.Response:
-    service = _service(request)
+    service = await _synced(request)
     service.version(request.match_info["subject"], request.match_info["version"], deleted=True)  # 404s, 42202
     return _ok(await service.write({"op": "delete_version", "subject": request.match_info["subject"],
                                     "version": request.match_info["version"],
@@ -139,7 +147,7 @@ async def delete_version(request: web.Request) -> web.Response:
 
 
 async def schema_by_id(request: web.Request) -> web.Response:
-    v = _service(request).schema_by_id(_schema_id(request))
+    v = (await _synced(request)).schema_by_id(_schema_id(request))
     out = _formatted(request, v)
     for key in ("subject", "version", "id"):
         out.pop(key)
@@ -147,16 +155,16 @@ async def schema_by_id(request: web.Request) -> web.Response:
 
 
 async def schema_by_id_raw(request: web.Request) -> web.Response:
-    v = _service(request).schema_by_id(_schema_id(request))
+    v = (await _synced(request)).schema_by_id(_schema_id(request))
     return _raw(_service(request).schema_text(v, request.query.get("format")))
 
 
 async def schema_id_versions(request: web.Request) -> web.Response:
-    return _ok(_service(request).id_versions(_schema_id(request), deleted=_flag(request, "deleted")))
+    return _ok((await _synced(request)).id_versions(_schema_id(request), deleted=_flag(request, "deleted")))
 
 
 async def schema_id_subjects(request: web.Request) -> web.Response:
-    versions = _service(request).id_versions(_schema_id(request), deleted=_flag(request, "deleted"))
+    versions = (await _synced(request)).id_versions(_schema_id(request), deleted=_flag(request, "deleted"))
     return _ok(sorted({v["subject"] for v in versions}))
 
 
@@ -172,7 +180,7 @@ def _subject(request: web.Request) -> str | None:
 
 
 async def get_config(request: web.Request) -> web.Response:
-    level = _service(request).get_config(_subject(request), default_to_global=_flag(request, "defaultToGlobal"))
+    level = (await _synced(request)).get_config(_subject(request), default_to_global=_flag(request, "defaultToGlobal"))
     return _ok({"compatibilityLevel": level})
 
 
@@ -188,7 +196,7 @@ async def delete_config(request: web.Request) -> web.Response:
 
 
 async def get_mode(request: web.Request) -> web.Response:
-    mode = _service(request).get_mode(_subject(request), default_to_global=_flag(request, "defaultToGlobal"))
+    mode = (await _synced(request)).get_mode(_subject(request), default_to_global=_flag(request, "defaultToGlobal"))
     return _ok({"mode": mode})
 
 
@@ -209,7 +217,7 @@ async def delete_mode(request: web.Request) -> web.Response:
 
 async def check_compatibility(request: web.Request) -> web.Response:
     body = await _body(request)
-    messages = _service(request).compatibility(request.match_info["subject"], request.match_info.get("version"),
+    messages = (await _synced(request)).compatibility(request.match_info["subject"], request.match_info.get("version"),
                                                body)
     out: dict[str, Any] = {"is_compatible": not messages}
     if _flag(request, "verbose"):

@@ -224,6 +224,20 @@ class SchemaRegistryService:
             raise SchemaRegistryStoreError(f"this broker's copy of {TOPIC} did not reach offset {offset} in time "
                                            f"(it is at {self._next}); retry") from None
 
+    async def sync(self, timeout_s: float = READ_WAIT_MS / 1000) -> None:
+        """Bring this broker's copy up to the end of ``_schemas`` as it stands now, as ZooKeeper's ``sync``
+        precedes a read: every read then sees each write acknowledged before it was asked, on whichever broker
+        the write was made (the tailer alone trails by up to one long-poll). Best effort, by design: with no
+        topic yet, no leader to ask, or past ``timeout_s``, the copy answers as it is (reads stay available)."""
+        if self._cache.partition_count(TOPIC) == 0:
+            return
+        try:
+            read = await self._fetches.fetch_anywhere(FetchRequest(TOPIC, 0, self._next, 1, max_wait_ms=0))
+        except OdradekError:
+            return
+        with contextlib.suppress(SchemaRegistryStoreError):
+            await self.wait_for(read.high_watermark - 1, timeout_s)
+
     # ---------------------------------------------------------------------------------------------- writes
 
     async def write(self, op: dict[str, Any]) -> Any:
@@ -615,6 +629,8 @@ class SchemaRegistryService:
         if schema_id is not None:
             if type(schema_id) is not int or schema_id < 0:
                 raise EmbeddedSchemaInvalidError(f"Invalid schema: the schema id {schema_id!r} is not an id")
+            if not self.state.by_id(schema_id):
+                await self.sync()
             found = self.schema_by_id(schema_id)
             if found.schema_type != schema_type:
                 raise EmbeddedSchemaInvalidError(f"Invalid schema: schema {schema_id} is {found.schema_type}, "

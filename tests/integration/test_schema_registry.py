@@ -64,7 +64,7 @@ def subject() -> str:
 def test_register_lookup_and_the_same_id_from_every_broker(c: LocalProcessBackend) -> None:
     """SubjectVersionsResource.register answers {"id"}; the same schema again (any whitespace) the same id, under
     another subject too; SubjectsResource.lookUpSchemaUnderSubject finds it; every broker serves the id at once
-    after a write through it (reads-your-writes), whichever broker is the primary."""
+    after a write through any of them (reads-your-writes on every broker), whichever broker is the primary."""
     urls = [c.broker_url(b) for b in c.broker_ids()]
     s = subject()
     schema = avro_record("User", ("name", "string"))
@@ -75,12 +75,17 @@ def test_register_lookup_and_the_same_id_from_every_broker(c: LocalProcessBacken
               {"schema": json.dumps(json.loads(schema), indent=2)}) == (200, {"id": sid})
     other = subject()
     assert sr("POST", f"{urls[2]}/subjects/{other}/versions", {"schema": schema}) == (200, {"id": sid})
-    for url in urls:  # broker 3 wrote `other` and reads it back at once; the others catch up
-        wait_until(lambda url=url: sr("GET", f"{url}/subjects/{other}/versions")[0] == 200, SLOW_MACHINE_S,
-                   f"{url} sees {other}")
+    for url in urls:  # broker 3 wrote `other`: every broker reads it at once (each read syncs its copy first)
+        assert sr("GET", f"{url}/subjects/{other}/versions") == (200, [1]), url
         assert sr("GET", f"{url}/schemas/ids/{sid}") == (200, {"schema": json.dumps(json.loads(schema),
                                                                                      separators=(",", ":"))})
         assert sr("GET", f"{url}/subjects/{s}/versions") == (200, [1])
+    for i in range(6):  # and again, through each broker in turn, read through the next at once
+        fresh, text = subject(), avro_record(f"Fresh{i}", ("n", "int"))
+        status, made = sr("POST", f"{urls[i % 3]}/subjects/{fresh}/versions", {"schema": text})
+        assert status == 200, made
+        assert sr("GET", f"{urls[(i + 1) % 3]}/subjects/{fresh}/versions/latest")[1]["id"] == made["id"]
+        assert sr("GET", f"{urls[(i + 2) % 3]}/schemas/ids/{made['id']}")[0] == 200
     status, found = sr("POST", f"{urls[1]}/subjects/{s}", {"schema": schema})
     assert status == 200 and found["id"] == sid and found["version"] == 1 and found["subject"] == s
     assert sr("POST", f"{urls[1]}/subjects/{s}", {"schema": avro_record("Other", ("x", "int"))})[1][

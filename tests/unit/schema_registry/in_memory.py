@@ -3,15 +3,18 @@ write is applied to the in-memory state as the primary's own copy would apply th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from broker.schema_registry.service import SchemaRegistryService
 
 
 def planning_service() -> SchemaRegistryService:
-    """The plan reads only the state: no ZooKeeper, produce, fetch or inter-broker collaborator is touched."""
+    """The plan reads only the state: no ZooKeeper, produce, fetch or inter-broker collaborator is touched, and
+    the metadata cache knows no ``_schemas`` topic, so a read's ``sync`` has nothing to wait for."""
     none: Any = None
-    return SchemaRegistryService(1, none, none, none, none, none, none, new_producer_id=lambda: 0)
+    no_topics: Any = SimpleNamespace(partition_count=lambda topic: 0)
+    return SchemaRegistryService(1, none, none, none, none, none, no_topics, new_producer_id=lambda: 0)
 
 
 def run(s: SchemaRegistryService, op: dict[str, Any]) -> Any:
