@@ -61,7 +61,8 @@ from broker.security.middleware import PRINCIPAL_KEY, SECURITY
 CLIENT_ID = "Odradek-Client-Id"
 INTER_BROKER = "Odradek-Inter-Broker"  # a broker's own request (value: its id); believed only as described above
 THROTTLE_TIME_MS = "Odradek-Throttle-Time-Ms"
-BODY_BYTES = "odradek.body_bytes"  # a request's body size as read (a chunked body has no Content-Length)
+# A request's body size as read (a chunked body has no Content-Length).
+BODY_BYTES: web.RequestKey[int] = web.RequestKey("body_bytes", int)
 DEFAULT = "<default>"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 KINDS = (PRODUCE, FETCH, REQUEST)

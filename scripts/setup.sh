@@ -16,6 +16,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 missing=()
 { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null; } || missing+=(zookeeper)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v ss >/dev/null || missing+=(iproute2)  # ss: tests/spark/test_failover.py finds the Spark read's connection
 command -v kcat >/dev/null || missing+=(kcat)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)

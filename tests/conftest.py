@@ -1,6 +1,6 @@
 """Shared fixtures: one real ZooKeeper ensemble per test session, and a fresh chroot per cluster.
 
-ZooKeeper runs with tickTime=500 so that brokers can use 1.5 s sessions and failure tests finish quickly. Tests
+ZooKeeper runs with tickTime=500 so that brokers can use short (3 s) sessions and failure tests finish quickly. Tests
 that break the ensemble itself (killing ZooKeeper nodes) take an ensemble of their own (``private_ensemble``).
 Every process a fixture starts is ended by pid at teardown.
 """
@@ -22,7 +22,10 @@ from tests.harness.cluster import ClusterBackend, LocalProcessBackend
 from tests.harness.ports import free_port_block
 
 TICK_MS = 500
-SESSION_TIMEOUT_MS = 1500
+SESSION_TIMEOUT_MS = 3000
+"""Brokers' ZooKeeper session in tests. Why not shorter: a broker fences its own leaderships when its event loop
+stalls past a third of its session (broker/server.py's pause detector), and a 1.5 s session put that at 0.4 s,
+which a loaded 2-core machine reaches; at 3 s it is 0.9 s. Failover tests wait one session per kill."""
 
 MakeCluster = Callable[..., LocalProcessBackend]
 
@@ -147,7 +150,8 @@ def container_ensemble(cluster_backend: str) -> Iterator[Any]:
 @pytest.fixture
 def make_backend_cluster(cluster_backend: str, request: pytest.FixtureRequest,
                          tmp_path: Path) -> Iterator[Callable[..., ClusterBackend]]:
-    """``make_backend_cluster(brokers=3, broker_args=None, session_timeout_ms=1500)`` on the selected backend."""
+    """``make_backend_cluster(brokers=3, broker_args=None, session_timeout_ms=SESSION_TIMEOUT_MS)`` on the
+    selected backend."""
     made: list[ClusterBackend] = []
 
     def _make(brokers: int = 3, broker_args: list[str] | None = None,

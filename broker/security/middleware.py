@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PRINCIPAL_HEADER = "Odradek-Principal"
-PRINCIPAL_KEY = "odradek.principal"
-BODY_STREAMED = "odradek.body_streamed"  # set by the limits middleware: the handler reads the body, not us
+PRINCIPAL_KEY: web.RequestKey[str] = web.RequestKey("principal", str)
+# Set by the limits middleware: the handler reads the body, not us.
+BODY_STREAMED: web.RequestKey[bool] = web.RequestKey("body_streamed", bool)
 _DENIED: dict[str, type[OdradekError]] = {
     "Topic": TopicAuthorizationFailedError, "Group": GroupAuthorizationFailedError,
     "Cluster": ClusterAuthorizationFailedError, "TransactionalId": TransactionalIdAuthorizationFailedError,

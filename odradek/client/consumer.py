@@ -32,6 +32,7 @@ from odradek.protocol.errors import (
     NotLeaderOrFollowerError,
     OdradekError,
     OffsetOutOfRangeError,
+    UnknownTopicError,
 )
 from odradek.protocol.records import decode_batch, iter_batch_headers
 
@@ -39,6 +40,13 @@ __all__ = ["Consumer"]
 
 _CLIENT_IDS = itertools.count(1)
 _RESETS = ("earliest", "latest", "none")
+
+
+def _retry_later(exc: OdradekError) -> bool:
+    """Whether a poll waits and asks again: a retriable error, or an unknown topic, as Kafka's consumer treats
+    UNKNOWN_TOPIC_OR_PARTITION (an InvalidMetadataException): a topic just created is unknown to a broker whose
+    metadata has not caught up yet, and an assigned topic that never appears leaves poll empty, not failing."""
+    return exc.retriable or isinstance(exc, UnknownTopicError)
 
 RESET, RETRY, CONFIRM = "reset", "retry", "confirm"  # what an OFFSET_OUT_OF_RANGE answer makes the consumer do
 
@@ -348,7 +356,7 @@ class Consumer:
         try:
             offsets = self._offsets(tp)
         except OdradekError as exc:
-            if raise_errors or not exc.retriable:
+            if raise_errors or not _retry_later(exc):
                 raise
             state.retry_at = time.monotonic() + self._backoff
             return
@@ -367,9 +375,9 @@ class Consumer:
                 # read_committed: the end is the last stable offset, as Kafka's seekToEnd and auto reset give it.
                 return self._transport.get_json(u, path, query={"isolation": self._isolation})
             except OdradekError as exc:
-                if isinstance(exc, REFRESH_ERRORS):
+                if isinstance(exc, REFRESH_ERRORS | UnknownTopicError):
                     self._metadata.request_update()
-                if not exc.retriable:
+                if not _retry_later(exc):
                     raise
                 last = exc
         raise last or OdradekError("no broker to ask for offsets")

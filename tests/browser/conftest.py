@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.harness.wait import SLOW_MACHINE_S
+
 CHROMIUM = ("chromium", "chromium-browser")
 WINDOW = (1400, 1000)
 
@@ -56,7 +58,7 @@ def chromium_driver(profile: Path, extra_args: Sequence[str] = ()) -> Iterator[A
     service = Service(executable_path=driver_path, log_output=os.devnull)
     driver = webdriver.Chrome(service=service, options=options)
     try:
-        driver.set_page_load_timeout(60)
+        driver.set_page_load_timeout(SLOW_MACHINE_S)
         yield driver
     finally:
         with contextlib.suppress(Exception):
@@ -65,7 +67,7 @@ def chromium_driver(profile: Path, extra_args: Sequence[str] = ()) -> Iterator[A
         if process is not None and process.poll() is None:  # quit failed: end the driver by its pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+            process.wait(timeout=SLOW_MACHINE_S)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ from odradek_local.cluster import LocalCluster
 from odradek_local.security import admin_files, broker_name, tls_dir
 from tests.browser.conftest import chromium_driver, console_errors, screenshot
 from tests.harness.ports import free_port_block
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.integration.test_security import PASSWORDS, ZK_DIGEST, basic, request, tool
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -85,7 +86,7 @@ def sec(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                            session_timeout_ms=6000, chroot=f"/odradek-console-sec-{uuid.uuid4().hex[:8]}",
                            ensemble=zk_ensemble, tls=True, zk_digest=ZK_DIGEST)
     try:
-        cluster.up(timeout=60)
+        cluster.up(timeout=SLOW_MACHINE_S)
         tool(cluster, "configs", "--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users",
              "--entity-name", "alice", "--add-config", f"SCRAM-SHA-256=[iterations=4096,password={PASSWORDS['alice']}]")
         for op, kind, name in ACLS:
@@ -146,7 +147,7 @@ def fresh_log(tab: Any) -> None:
 # ------------------------------------------------------------------------------------------------- helpers
 
 
-def wait_for(driver: Any, predicate: Any, what: str, timeout: float = 20.0) -> Any:
+def wait_for(driver: Any, predicate: Any, what: str, timeout: float = SLOW_MACHINE_S) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: predicate(d), what)
@@ -186,7 +187,7 @@ def page_done(driver: Any, page: str, refreshes: int = 1) -> bool:
 
 def open_page(driver: Any, sec: Sec, fragment: str, page: str) -> None:
     load(driver, sec, fragment)
-    wait_for(driver, lambda d: page_done(d, page), f"page {page} (signed in)", 30)
+    wait_for(driver, lambda d: page_done(d, page), f"page {page} (signed in)")
 
 
 def sign_in(driver: Any, sec: Sec, fragment: str, page: str, password: str = PASSWORDS["alice"]) -> None:
@@ -195,7 +196,7 @@ def sign_in(driver: Any, sec: Sec, fragment: str, page: str, password: str = PAS
     driver.find_element("id", "login-user").send_keys("alice")
     driver.find_element("id", "login-password").send_keys(password)
     driver.find_element("css selector", "#main form button[type=submit]").click()
-    wait_for(driver, lambda d: page_done(d, page), f"page {page} after signing in", 30)
+    wait_for(driver, lambda d: page_done(d, page), f"page {page} after signing in")
 
 
 def click(driver: Any, selector: str) -> None:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from odradek_local.cluster import LocalCluster
 from odradek_local.zookeeper import ZkEnsemble
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.harness.wait import wait_until as wait_until  # re-exported: older tests import it from here
 from zk.client import ZkClient
 
@@ -77,7 +78,7 @@ class LocalProcessBackend:
         return self.cluster.broker_pid(broker_id)
 
     def start_broker(self, broker_id: int) -> None:
-        self.cluster.start_broker(broker_id)
+        self.cluster.start_broker(broker_id, timeout=SLOW_MACHINE_S)
 
     def stop_broker(self, broker_id: int) -> None:
         self.cluster.stop_broker(broker_id)

@@ -175,7 +175,7 @@ class ContainerClusterBackend:
     """Brokers 1..N as containers over a ``ContainerEnsemble``, in a ZooKeeper chroot of their own."""
 
     def __init__(self, ensemble: ContainerEnsemble, *, brokers: int = 3, chroot: str,
-                 session_timeout_ms: int = 1500, broker_args: list[str] | None = None) -> None:
+                 session_timeout_ms: int = 3000, broker_args: list[str] | None = None) -> None:
         self.ensemble = ensemble
         self.chroot = chroot
         self.zk_connect = ensemble.connect_string(chroot)

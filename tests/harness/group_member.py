@@ -13,13 +13,25 @@ import time
 from typing import Any
 
 from tests.harness.http import request
+from tests.harness.wait import SLOW_MACHINE_S
 
 TP = tuple[str, int]
+
+# A member that is not meant to expire must survive a loaded machine: a heartbeat or a rejoin late by seconds
+# (its thread starved of CPU, a busy broker) must neither expire it at the coordinator nor make it give up its
+# partitions itself. A test that wants a member to expire passes its own, shorter session.
+SESSION_TIMEOUT_MS = 10_000
+REBALANCE_TIMEOUT_MS = 30_000
+# A slow heartbeat answer is waited for rather than given up on and retried elsewhere, by a member that owns
+# nothing up to this; one that owns partitions waits no longer than its session allows (see _run), so that it stops
+# consuming before the coordinator can hand its partitions to another member.
+HEARTBEAT_CALL_TIMEOUT_S = SLOW_MACHINE_S / 4
 
 
 class GroupMember:
     def __init__(self, urls: list[str], group: str, topics: list[str], *, assignor: str = "range",
-                 session_timeout_ms: int = 4000, rebalance_timeout_ms: int = 8000, heartbeat_s: float = 0.25,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS,
+                 heartbeat_s: float = 0.25,
                  client_id: str = "test", cooperative: bool | None = None, revoke_delay_s: float = 0.3) -> None:
         self.urls = urls
         self.group = group
@@ -52,7 +64,7 @@ class GroupMember:
     def leave(self) -> None:
         """Close: stop consuming, then leave at once."""
         self._stop.set()
-        self._thread.join(15)
+        self._thread.join(SLOW_MACHINE_S)
         self._set_owned(set())
         if self.member_id:
             self._call("DELETE", f"/groups/{self.group}/members/{self.member_id}")
@@ -62,7 +74,7 @@ class GroupMember:
         self._crashed = True
         self._stop.set()
         self._set_owned(set())
-        self._thread.join(15)
+        self._thread.join(SLOW_MACHINE_S)
 
     def snapshot(self) -> set[TP]:
         with self.lock:
@@ -77,11 +89,17 @@ class GroupMember:
                 self.lost.append((time.monotonic(), gone))
             self.owned = set() if self._crashed else set(owned)
 
-    def _call(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float = 10.0,
+              deadline: float | None = None) -> tuple[int, Any]:
+        """The request through the brokers in turn (retrying on another where one is down or busy), each attempt
+        within ``timeout`` s, and none past ``deadline`` (monotonic) when given."""
         for _ in range(len(self.urls) * 3):
             url = self.urls[self._url_index % len(self.urls)]
+            left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+            if left <= 0:
+                break
             try:
-                status, reply, _ = request(method, url + path, body, timeout=timeout)
+                status, reply, _ = request(method, url + path, body, timeout=left)
             except OSError:
                 self._url_index += 1
                 time.sleep(0.05)
@@ -131,8 +149,11 @@ class GroupMember:
                 need_join = not self._join()
                 continue
             sent = time.monotonic()
+            # Owning partitions, the heartbeat may take only until the member must give them up (checked below).
+            gives_up_at = self._last_ok + self.session_timeout_ms / 1000 * 0.8 if self.snapshot() else None
             status, reply = self._call("POST", f"/groups/{self.group}/members/{self.member_id}/heartbeat",
-                                       {"generation": self.generation}, timeout=2.0)
+                                       {"generation": self.generation}, timeout=HEARTBEAT_CALL_TIMEOUT_S,
+                                       deadline=gives_up_at)
             if status == 200:
                 self._last_ok = sent
                 need_join = bool(reply.get("rebalance"))

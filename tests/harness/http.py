@@ -46,11 +46,12 @@ def create_topic(url: str, name: str, partitions: int = 1, replication_factor: i
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
     status, topic, _ = request("POST", f"{url}/v3/clusters/{cid}/topics", body)
     assert status == 201, topic
-    deadline = time.monotonic() + 15
     for other in seen_by or []:
-        while not all(p["leader"] >= 0 for p in metadata(other, name)["partitions"] or [{"leader": -1}]):
-            assert time.monotonic() < deadline, f"{other} does not see leaders for {name}"
-            time.sleep(0.02)
+        def leaders_known(broker: str = other) -> bool:
+            return all(p["leader"] >= 0 for p in metadata(broker, name)["partitions"] or [{"leader": -1}])
+
+        wait_until(leaders_known, SLOW_MACHINE_S, f"{other} to see a leader for each partition of {name}",
+                   interval=0.02)
     return topic
 
 

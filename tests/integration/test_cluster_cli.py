@@ -33,7 +33,7 @@ def test_cluster_up_status_drills_down_leaves_nothing(tmp_path: Path) -> None:
     kafka_base = free_port_block(3)  # not Kafka's default 9092-9094: runs side by side never clash
     up = odradek("cluster", "up", "--data-dir", data, "--zookeepers", "3", "--brokers", "3",
                  "--base-port", str(base), "--kafka-base-port", str(kafka_base), "--zk-base-port", str(zk_base),
-                 "--tick-ms", "500", "--session-timeout-ms", "1500")  # fmt: skip
+                 "--tick-ms", "500", "--session-timeout-ms", "3000")  # fmt: skip
     pids: list[int] = []
     try:
         assert up.returncode == 0, up.stderr

@@ -39,7 +39,10 @@ pytestmark = pytest.mark.cluster
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 WAITERS = 1000
-LONG_POLL_MS = 30_000  # the broker's default cap on a read's wait (--fetch-max-wait-ms)
+# The reads' wait, and the brokers' cap on it (--fetch-max-wait-ms, 30 s by default): the record is produced once
+# the broker has read every request, which on a loaded machine may take up to SLOW_MACHINE_S, so the first reads
+# must still be waiting then; with the 30 s default they could time out empty before the produce.
+LONG_POLL_MS = 2 * int(SLOW_MACHINE_S * 1000)
 TOPIC = "fanout"
 PRODUCE_AFTER_S = 8.0  # the report's scenario: the record comes while the reads are well into their wait
 
@@ -125,14 +128,14 @@ async def _long_polls(url: str, leader_url: str, forwarder_pid: int | None) -> d
 
 
 def test_a_thousand_forwarded_long_polls_all_wake_with_the_record(make_cluster: Any) -> None:
-    """1,000 concurrent reads at the log end (timeout 30 s) to a broker that does not lead the partition; one
+    """1,000 concurrent reads at the log end (timeout LONG_POLL_MS) to a broker that does not lead the partition; one
     record produced PRODUCE_AFTER_S in, through that same broker (so the produce is forwarded too). Every read
     answers 200 with that record, and within SLOW_MACHINE_S of the produce (a generous liveness bound, not a timing
     property: a read that sat out its timeout would answer without the record). Before coalescing, the reads held
     every forward connection until their timeout, so the produce queued behind them and most reads answered empty.
     Half ask for embedded JSON, half for binary: the formats do not split the upstream wait, so the forwarding
     broker holds a handful of connections to the leader, not one per waiting read."""
-    cluster = make_cluster(brokers=3)
+    cluster = make_cluster(brokers=3, broker_args=["--fetch-max-wait-ms", str(LONG_POLL_MS)])
     urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
     create_topic(urls[0], TOPIC, partitions=1, replication_factor=3, seen_by=urls)
     leader = metadata(urls[0], TOPIC)["partitions"][0]["leader"]

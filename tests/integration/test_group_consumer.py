@@ -73,7 +73,7 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
     for p in procs:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
-            p.wait(10)
+            p.wait(SLOW_MACHINE_S)
 
 
 # The workers' session timeout: long enough that a live worker on a loaded machine is not expelled between two
@@ -118,7 +118,7 @@ def test_sigkilled_member_is_replaced_without_gaps(cluster3: LocalProcessBackend
     start_worker(processes, cluster3, group, topic, b_out, delay_ms=40)
     wait_until(lambda: len(read_output(a_out)) >= 100, PART_WAY_S, "member A to be part-way through")
     os.kill(a.pid, signal.SIGKILL)
-    a.wait(10)
+    a.wait(SLOW_MACHINE_S)
     killed_at = len(read_output(a_out))
     start_worker(processes, cluster3, group, topic, c_out, delay_ms=0)
     expected = {(i % parts, i // parts) for i in range(n)}
@@ -140,11 +140,12 @@ def test_pattern_subscription_picks_up_a_new_topic(cluster3: LocalProcessBackend
                       session_timeout_ms=6000, fetch_max_wait_ms=100)
     try:
         c.subscribe(pattern=f"^{prefix}-.*")
-        seen = poll_until([c], lambda seen: len(seen) >= 10, 30, "the first topic's records")
+        seen = poll_until([c], lambda seen: len(seen) >= 10, SLOW_MACHINE_S, "the first topic's records")
         assert {r.topic for r in seen} == {first}
         create(cluster3, second, 2)
         produce(cluster3, second, 6, 2)
-        poll_until([c], lambda more: sum(r.topic == second for r in more) >= 6, 60, "the new topic's records")
+        poll_until([c], lambda more: sum(r.topic == second for r in more) >= 6, SLOW_MACHINE_S,
+                   "the new topic's records")
         assert {TopicPartition(second, 0), TopicPartition(second, 1)} <= c.assignment()
     finally:
         c.close()
@@ -158,7 +159,7 @@ def test_pause_resume_commit_committed_and_lag(cluster3: LocalProcessBackend) ->
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     try:
         c.subscribe([topic])
-        poll_until([c], lambda _: c.assignment() == {p0, p1}, 30, "the assignment")
+        poll_until([c], lambda _: c.assignment() == {p0, p1}, SLOW_MACHINE_S, "the assignment")
         c.pause(p0)
         produce(cluster3, topic, 20, 2)
         # Until partition 1's ten records are in (however long a loaded machine takes): none of partition 0's may
@@ -167,14 +168,14 @@ def test_pause_resume_commit_committed_and_lag(cluster3: LocalProcessBackend) ->
         assert {r.partition for r in got} == {1} and len(got) == 10
         assert c.lag() == {p0: 10, p1: 0}
         c.resume(p0)
-        got0 = poll_until([c], lambda got0: len(got0) >= 10, 30, "partition 0 after resume")
+        got0 = poll_until([c], lambda got0: len(got0) >= 10, SLOW_MACHINE_S, "partition 0 after resume")
         assert {r.partition for r in got0} == {0}
         assert c.committed(p0) is None
         c.commit()
         assert c.committed(p0) == 10 and c.committed(p1) == 10
         c.commit({p0: 4})
         done: list = []
-        c.commit_async({p1: 7}, callback=lambda offsets, err: done.append(err)).result(10)
+        c.commit_async({p1: 7}, callback=lambda offsets, err: done.append(err)).result(SLOW_MACHINE_S)
         assert done == [None]
         assert c.committed(p0, metadata=True).offset == 4 and c.committed(p1) == 7  # type: ignore[union-attr]
         assert c.metrics()["commits"] >= 3
@@ -184,7 +185,8 @@ def test_pause_resume_commit_committed_and_lag(cluster3: LocalProcessBackend) ->
     d = GroupConsumer(bootstrap(cluster3), group_id=group, auto_offset_reset="latest", session_timeout_ms=6000)
     try:
         d.subscribe([topic])
-        seen = poll_until([d], lambda seen: len(seen) >= 9, 30, "records after the committed offsets")
+        seen = poll_until([d], lambda seen: len(seen) >= 9, SLOW_MACHINE_S,
+                          "records after the committed offsets")
         assert sorted((r.partition, r.offset) for r in seen) == [(0, o) for o in range(4, 10)] + [(1, 7), (1, 8),
                                                                                                (1, 9)]
     finally:
@@ -201,7 +203,8 @@ def test_close_leaves_at_once(cluster3: LocalProcessBackend) -> None:
     try:
         a.subscribe([topic])
         b.subscribe([topic])
-        poll_until([a, b], lambda _: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60, "a balanced group")
+        poll_until([a, b], lambda _: len(a.assignment()) == 2 and len(b.assignment()) == 2, SLOW_MACHINE_S,
+                   "a balanced group")
         a.close()
         started = time.monotonic()
         poll_until([b], lambda _: len(b.assignment()) == 4, SLOW_MACHINE_S, "b to get every partition")
@@ -216,7 +219,10 @@ def test_iteration_commits_only_what_was_processed(cluster3: LocalProcessBackend
     create(cluster3, topic, 1)
     produce(cluster3, topic, 10, 1)
     c = GroupConsumer(bootstrap(cluster3), group_id=name(), auto_offset_reset="earliest", enable_auto_commit=False,
-                      session_timeout_ms=6000, fetch_max_wait_ms=100, consumer_timeout_ms=20_000)
+                      session_timeout_ms=6000, fetch_max_wait_ms=100,
+                      # Iteration ends after this long without a record: longer than the join and first fetch
+                      # take on a loaded machine, so the loop below always reaches offset 3.
+                      consumer_timeout_ms=int(SLOW_MACHINE_S * 1000))
     try:
         c.subscribe([topic])
         for record in c:
@@ -244,7 +250,7 @@ def test_a_member_that_misses_its_session_stops_returning_records(cluster3: Loca
                 on_lost=lambda _c, _tps: events.append(("lost", time.monotonic())))
     paused: int | None = None
     try:
-        poll_until([c], lambda _: len(c.assignment()) == 3, 30, "the assignment")
+        poll_until([c], lambda _: len(c.assignment()) == 3, SLOW_MACHINE_S, "the assignment")
         status, described, _ = request("GET", f"{cluster3.broker_url(1)}/groups/{group}")
         assert status == 200, described
         paused = int(described["coordinator"])
@@ -273,7 +279,7 @@ def test_a_member_that_misses_its_session_stops_returning_records(cluster3: Loca
         assert c.assignment() == set() or any(kind == "assign" and t > lost_at for kind, t in events)
         cluster3.resume_broker(paused)
         paused = None
-        seen = poll_until([c], lambda seen: sum(r.partition == live for r in seen) >= 10, 60,
+        seen = poll_until([c], lambda seen: sum(r.partition == live for r in seen) >= 10, SLOW_MACHINE_S,
                           f"the records produced while the coordinator was frozen (events {events}, "
                           f"assignment {c.assignment()})")
         reassigned = min((t for kind, t in events if kind == "assign" and t > lost_at), default=float("inf"))

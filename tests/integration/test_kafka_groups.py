@@ -49,6 +49,10 @@ HEARTBEAT_MS = 500
 # The join-and-leave members' session: librdkafka's default. They leave with LeaveGroup (close), so a long session
 # costs no time, and a loaded machine cannot expire a live member (a lost member may rightly see its records again).
 MEMBER_SESSION_MS = 45_000
+# A killed member is expelled by its session, not at once (on its closed connection): its reassignment comes no
+# sooner than this after the kill. Half the session, not the session less one heartbeat interval: a member starved
+# of CPU before the kill sent its last heartbeat earlier, so its session runs out sooner after the kill.
+NOT_AT_ONCE_S = SESSION_MS / 1000 / 2
 
 
 @pytest.fixture(scope="module")
@@ -323,9 +327,8 @@ def test_a_killed_member_is_expelled_after_its_session_timeout_and_its_partition
         while held != {0, 1, 2, 3}:
             assert time.monotonic() < killed + SLOW_MACHINE_S, f"the survivor holds {held}"
             survivor.poll(0.1)
-        # The coordinator only learns of a silent member from its session: the last heartbeat was at most one
-        # heartbeat interval before the kill, so not before SESSION_MS - HEARTBEAT_MS.
-        assert changes[-1] - killed >= (SESSION_MS - HEARTBEAT_MS) / 1000 - 0.1
+        # The coordinator only learns of a silent member from its session, so the reassignment is not at once.
+        assert changes[-1] - killed >= NOT_AT_ONCE_S, f"reassigned {changes[-1] - killed:.1f} s after the kill"
         admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
         described = admin.describe_consumer_groups([group])[group].result(SLOW_MACHINE_S)
         assert len(described.members) == 1 and described.state == ConsumerGroupState.STABLE

@@ -59,6 +59,11 @@ ZK_DIGEST = "odradek-brokers:" + uuid.uuid4().hex
 PASSWORDS = {"alice": "alice-pw", "rita": "rita-pw", "walt": "walt-pw", "quinn": "quinn-pw"}
 TOPIC, ACL_TOPIC, QUOTA_TOPIC = "sec-orders", "sec-acl", "sec-quota"
 QUOTA = 200 * 1024  # producer_byte_rate, bytes/s
+RATE_CEILING = 1.25
+"""A producer held by QUOTA is acknowledged at most this times it: the property, whatever the machine's load."""
+RATE_FLOOR = 0.6
+"""...and at least this times it. Looser than the ceiling because a loaded machine can only make the producer
+slower; it still excludes a broker that counts a request's bytes twice or throttles by the wrong quota."""
 # (principal, operation, resource flags): the module's ACLs. alice and carol may read and write TOPIC; rita may
 # only read ACL_TOPIC, walt only write it; quinn writes QUOTA_TOPIC; every consumer may use any group.
 ACLS: list[tuple[str, str, list[str]]] = [
@@ -424,7 +429,8 @@ def test_a_produce_quota_holds_the_rate_and_the_client_sees_the_throttle(secured
     end = next(i for i, c in enumerate(cumulative) if c >= 0.9 * everything)
     rate = (cumulative[end] - cumulative[start]) / (acked[end][0] - acked[start][0])
     print(f"measured {rate / 1024:.0f} KB/s against a quota of {QUOTA / 1024:.0f} KB/s")
-    assert 0.75 * QUOTA <= rate <= 1.25 * QUOTA, f"{rate / 1024:.0f} KB/s is not within 25 % of {QUOTA / 1024} KB/s"
+    assert RATE_FLOOR * QUOTA <= rate <= RATE_CEILING * QUOTA, (
+        f"{rate / 1024:.0f} KB/s is not within [{RATE_FLOOR}, {RATE_CEILING}] x {QUOTA / 1024:.0f} KB/s")
     throttled = [b["throttle"]["max"] for s in stats for b in s.get("brokers", {}).values()
                  if b.get("throttle", {}).get("max", 0) > 0]
     assert throttled, "librdkafka's statistics never showed a throttle time"

@@ -1,11 +1,12 @@
 """kafka-reassign-partitions.sh's promises, through scripts/odradek-reassign-partitions.sh against real processes:
 a move under continuous acks=all produce loses nothing, --verify reports it, the old replica's data goes, and a
-throttle holds the replication rate (measured on the receiving broker) within 20% of its limit."""
+throttle holds the replication rate (measured on the receiving broker) to its limit."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,11 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "odradek-reassign-partitions.sh"
 TOPICS_SCRIPT = ROOT / "scripts" / "odradek-topics.sh"
+RATE_CEILING = 1.2
+"""A throttled replica catches up at most this times the throttle: the property, whatever the machine's load."""
+RATE_FLOOR = 0.6
+"""...and at least this times it. Looser than the ceiling because a loaded machine can only copy slower; it
+still excludes a throttle applied twice (by the leader and again by the follower: half the limit)."""
 
 
 def run(script: Path, *args: str, timeout: float = 2 * SLOW_MACHINE_S) -> subprocess.CompletedProcess[str]:
@@ -54,7 +60,9 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
         make_cluster: MakeCluster, tmp_path: Path) -> None:
     cluster = make_cluster(brokers=3)
     create(cluster, TOPIC, "1:2", "min.insync.replicas=2", "file.delete.delay.ms=0")
-    producer = SequentialProducer(cluster, count=400, pause_s=0.005)
+    # The produce goes on until the move is verified complete, so it spans the whole move on any machine.
+    moved = threading.Event()
+    producer = SequentialProducer(cluster, pause_s=0.005, stop=moved)
     producer.start()
     wait_until(lambda: len(producer.acked) >= 50, SLOW_MACHINE_S, "some acknowledged records before the move")
 
@@ -72,7 +80,8 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
         "--verify to say complete",
         interval=0.5)
     print("--verify output:\n" + verified.stdout)
-    producer.join(4 * SLOW_MACHINE_S)  # 400 sends and one move: seconds on a healthy machine
+    moved.set()
+    producer.join(2 * SLOW_MACHINE_S)  # the send in flight, retried for at most SLOW_MACHINE_S
     assert not producer.is_alive()
     assert not producer.failed, producer.errors[-5:]
 
@@ -91,7 +100,7 @@ def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
 
 def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_path: Path) -> None:
     """A new replica catches up 20 MB under a 2 MB/s throttle: the rate measured on the receiving broker stays
-    within 20% of the limit, and --verify removes the throttle once the move is done."""
+    at most 20% over the limit (and not far under it), and --verify removes the throttle once the move is done."""
     cluster = make_cluster(brokers=3)
     topic, limit, total = "big", 2_000_000, 20_000_000
     create(cluster, topic, "1")
@@ -111,8 +120,9 @@ def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_pa
     samples: list[tuple[float, int]] = []
     deadline = time.monotonic() + 2 * SLOW_MACHINE_S  # the copy takes ~10 s at the limit; the rate is the property
     while time.monotonic() < deadline:
-        samples.append((time.monotonic(), size_on_2()))
-        if samples[-1][1] >= total * 0.9:
+        size = size_on_2()
+        samples.append((time.monotonic(), size))  # timed once the size is known: its request may be slow
+        if size >= total * 0.9:
             break
         time.sleep(0.25)
     window = [s for s in samples if total * 0.1 <= s[1] <= total * 0.9]
@@ -120,7 +130,7 @@ def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_pa
     (t0, b0), (t1, b1) = window[0], window[-1]
     rate = (b1 - b0) / (t1 - t0)
     print(f"measured replication rate {rate / 1e6:.2f} MB/s under a {limit / 1e6:.1f} MB/s throttle")
-    assert abs(rate - limit) <= 0.2 * limit, rate
+    assert RATE_FLOOR * limit <= rate <= RATE_CEILING * limit, rate
 
     verified = wait_until(
         lambda: (v := reassign(cluster, "--verify", "--reassignment-json-file", str(moves))).returncode == 0

@@ -14,14 +14,21 @@ from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import JSON_V2, create_topic, produce, read_records
 from tests.harness.http import v2_call as call
+from tests.harness.wait import SLOW_MACHINE_S
 
 pytestmark = pytest.mark.cluster
 
+# A read that must answer with records as soon as they are there: a timeout (and a broker long-poll cap, which
+# also bounds a forwarded read) so long that a slow join and fetch on a loaded machine never runs it out. The
+# read returning only once its timeout ran out is what ANSWERED_WITHIN_S excludes: half the timeout.
+READ_TIMEOUT_MS = 2 * int(SLOW_MACHINE_S * 1000)
+ANSWERED_WITHIN_S = READ_TIMEOUT_MS / 1000 / 2
+READ_CALL_TIMEOUT_S = READ_TIMEOUT_MS / 1000 + SLOW_MACHINE_S  # the HTTP call outlives the read's own timeout
 
 
 @pytest.fixture
 def cluster(make_cluster: MakeCluster) -> LocalProcessBackend:
-    return make_cluster(brokers=3)
+    return make_cluster(brokers=3, broker_args=["--fetch-max-wait-ms", str(READ_TIMEOUT_MS)])
 
 
 def new_instance(url: str, group: str, **config: str) -> str:
@@ -60,7 +67,8 @@ def test_manual_assignment_in_a_group_that_never_existed(cluster: LocalProcessBa
     # earliest: every record, from the first read on (the group still does not exist).
     reader = new_instance(b3, group, **{"auto.offset.reset": "earliest", "auto.commit.enable": "false"})
     assert call("POST", f"{reader}/assignments", {"partitions": tps})[0] == 204
-    status, first = call("GET", f"{reader}/records?timeout=5000", accept=JSON_V2)
+    status, first = call("GET", f"{reader}/records?timeout={READ_TIMEOUT_MS}", accept=JSON_V2,
+                         timeout=READ_CALL_TIMEOUT_S)
     assert status == 200 and first, (status, first)
     records = first + read_records(reader, 8 - len(first))
     assert sorted((r["partition"], r["offset"]) for r in records) == [(p, o) for p in (0, 1) for o in range(4)]
@@ -104,14 +112,14 @@ def test_the_read_that_starts_the_join_returns_the_records(cluster: LocalProcess
     base = new_instance(b2, group, **{"auto.offset.reset": "earliest", "fetch.min.bytes": "1"})
     assert call("POST", f"{base}/subscription", {"topics": [topic]})[0] == 204
 
-    timeout_ms = 20_000
     started = time.monotonic()
-    status, records = call("GET", f"{base}/records?timeout={timeout_ms}", accept=JSON_V2)
+    status, records = call("GET", f"{base}/records?timeout={READ_TIMEOUT_MS}", accept=JSON_V2,
+                           timeout=READ_CALL_TIMEOUT_S)
     elapsed = time.monotonic() - started
     assert status == 200, records
     assert records, f"the first read answered [] after {elapsed:.1f} s"
     # The property: the call returned once the records were there, not when its timeout ran out.
-    assert elapsed < timeout_ms / 1000 / 2, f"the first read took {elapsed:.1f} s of its {timeout_ms} ms"
+    assert elapsed < ANSWERED_WITHIN_S, f"the first read took {elapsed:.1f} s of its {READ_TIMEOUT_MS} ms"
     assert all(r["topic"] == topic for r in records)
     rest = read_records(base, 10 - len(records))
     assert sorted((r["partition"], r["offset"]) for r in records + rest) == [(p, o) for p in (0, 1)

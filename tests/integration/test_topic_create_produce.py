@@ -27,6 +27,9 @@ pytestmark = pytest.mark.cluster
 
 TOPICS = 100
 PARTITIONS = 2
+# The read-back's long-poll: it also waits for the partition's leader, which with 100 creations at once on a loaded
+# machine may take seconds, so the broker's cap on a long-poll (fetch_max_wait_ms's default).
+READ_WAIT_MS = 30_000
 
 
 def _create_then_produce(cluster: LocalProcessBackend, cluster_id: str, n: int) -> dict[str, Any]:
@@ -52,8 +55,8 @@ def _create_then_produce(cluster: LocalProcessBackend, cluster_id: str, n: int) 
 
     # Read partition 0 back right away through yet another random broker (a long-poll bounds its wait).
     reader = cluster.broker_url(rng.choice(brokers))
-    status, read, _ = request("GET", f"{reader}/topics/{name}/partitions/0/records?offset=0&timeout=10000",
-                              accept=JSON_V2, timeout=30)
+    status, read, _ = request("GET", f"{reader}/topics/{name}/partitions/0/records?offset=0&timeout={READ_WAIT_MS}",
+                              accept=JSON_V2, timeout=READ_WAIT_MS / 1000 + SLOW_MACHINE_S)
     result["read_status"] = status
     result["read_error"] = None if status == 200 else read
     return result

@@ -107,6 +107,17 @@ def _leftovers(out: Path) -> list[str]:
 
 
 MIN_FAULTS = 10
+MIN_ACK_SHARE = 0.1
+"""The share of the workload's paced writes (its --rate, over the seconds it wrote) a run must get acknowledged.
+A count would depend on the machine: a slow one runs longer to reach its faults. Faults make writes fail for
+seconds at a time (an election waits out a session), and a loaded machine acknowledges later; this still excludes
+a run whose writes mostly failed (a workload or a cluster that never recovered), where "nothing lost" says little."""
+
+
+def assert_enough_acknowledged(report: dict) -> None:
+    q = report["queue"]
+    paced = report["config"]["rate"] * report["phases_s"]["writes_stopped"]
+    assert q["acknowledged"] >= MIN_ACK_SHARE * paced, (q["acknowledged"], paced, q)
 
 
 @pytest.mark.cluster
@@ -133,7 +144,7 @@ def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
     assert clock, report["faults_by_kind"]
     assert all("recovery_s" in f for f in clock), clock  # recorded like every fault's
     q, r = report["queue"], report["replicas"]
-    assert q["acknowledged"] > 1000
+    assert_enough_acknowledged(report)
     assert report["idempotent_producer"] is True  # the default --via client: duplicates fail the run
     assert (q["lost"], q["duplicated"], q["misplaced"], q["reordered"], q["unexpected"]) == (0, 0, 0, 0, 0), q
     assert r["divergent"] == 0 and r["offsets_compared"] > 0, r
@@ -192,7 +203,7 @@ def test_short_run_through_librdkafka_loses_nothing(tmp_path: Path) -> None:
     assert all(a.startswith("198.18.0.") for a in report["kafka_bootstrap"].split(",")), report["kafka_bootstrap"]
     assert len([f for f in report["faults"] if not f.get("error")]) >= 4, report["faults_by_kind"]
     q, r, g = report["queue"], report["replicas"], report["group"]
-    assert q["acknowledged"] > 500, q
+    assert_enough_acknowledged(report)
     assert report["idempotent_producer"] is True  # enable.idempotence: duplicates fail the run
     assert (q["lost"], q["duplicated"], q["misplaced"], q["reordered"], q["unexpected"]) == (0, 0, 0, 0, 0), q
     assert r["divergent"] == 0 and r["offsets_compared"] > 0, r

@@ -19,6 +19,11 @@ import pytest
 
 from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic
+from tests.harness.wait import SLOW_MACHINE_S
+
+SPARK_QUERY_S = 3 * SLOW_MACHINE_S
+"""The deadline for a Trigger.AvailableNow query to run to its end: a few micro-batches, each a Spark job with
+planning, Python workers and a commit to the checkpoint, so several times what one step of the system gets."""
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +57,17 @@ def cluster(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
     backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("spark-cluster"), "spark", 3)
     yield backend
     backend.close()
+
+
+def await_query(query: Any, what: str) -> None:
+    """Wait up to :data:`SPARK_QUERY_S` for a streaming ``query`` to terminate; its failure is raised as is.
+
+    A query still running at the deadline is stopped (the SparkSession is shared, so it must not go on into the
+    next test) and the test fails naming ``what``: otherwise a timeout would surface as wrong counts later on.
+    """
+    if not query.awaitTermination(SPARK_QUERY_S):  # a bool when given a timeout: whether it terminated
+        query.stop()
+        raise AssertionError(f"timed out after {SPARK_QUERY_S:.0f} s waiting for {what} to terminate")
 
 
 def bootstrap(c: LocalProcessBackend) -> str:

@@ -13,7 +13,7 @@ from odradek.client import AdminClient
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.http import create_topic, metadata
 from tests.harness.wait import SLOW_MACHINE_S
-from tests.spark.conftest import bootstrap, new_topic, produce, read_rows
+from tests.spark.conftest import await_query, bootstrap, new_topic, produce, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -41,9 +41,11 @@ def test_topic_recreated_under_a_streaming_query(spark: Any, cluster: LocalProce
                  .selectExpr("offset", "CAST(value AS STRING) AS value")
                  .writeStream.format("parquet").option("path", str(out))
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        from pyspark.errors import StreamingQueryException
+
         try:
-            query.awaitTermination(120)
-        except Exception as exc:
+            await_query(query, f"the failOnDataLoss={fail_on_data_loss} run")
+        except StreamingQueryException as exc:  # the query failed (a timeout is the test's failure, not this)
             return exc
         return query.exception()
 

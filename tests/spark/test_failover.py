@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import threading
 from typing import Any
 
@@ -12,15 +14,17 @@ from odradek.protocol.records import decode_records, encode_batch
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
 from tests.harness.http import partition_state, request
-from tests.harness.sockets import ESTABLISHED, socket_inodes, tcp_sockets
-from tests.harness.wait import SLOW_MACHINE_S, wait_at_most, wait_until
+from tests.harness.sockets import socket_inodes
+from tests.harness.wait import SLOW_MACHINE_S, wait_until
 from tests.spark.conftest import bootstrap, new_topic
 
 pytestmark = pytest.mark.spark
 
 BATCHES = "application/vnd.odradek.batches.v2"
-ROUTE = re.compile(r'odradek_http_requests_total\{route="/topics/\{topic\}/partitions/\{partition\}/batches",'
-                   r'status="200"\} ([0-9.e+]+)')
+READ_STARTED_BYTES = 8192
+"""What a client connection must have received from the leader to show the read is fetching from it: more than
+every planning and metadata answer together (JSON of a few hundred bytes each), two or three of the ~3 KB fetch
+answers of partition 0's ~400."""
 
 
 def _produce_small_batches(c: LocalProcessBackend, topic: str, partition: int, count: int) -> list[tuple]:
@@ -43,25 +47,25 @@ def _produce_small_batches(c: LocalProcessBackend, topic: str, partition: int, c
     return out
 
 
-def _batch_fetches(url: str) -> float:
-    _, body, _ = request("GET", f"{url}/metrics")
-    text = body.decode() if isinstance(body, bytes) else str(body)
-    m = ROUTE.search(text)
-    return float(m.group(1)) if m else 0.0
-
-
-def _request_queued_at(cluster: LocalProcessBackend, broker: int) -> bool:
-    """A client that is not a broker (the Spark read) has sent ``broker`` a request it has not read yet."""
+def _received_by_clients(cluster: LocalProcessBackend, broker: int) -> dict[int, int]:
+    """Bytes each connection to ``broker`` from a client that is neither a broker nor this process (the Spark
+    read's Python workers) has received, by socket inode: the kernel's count (``ss -i``; iproute2, as is the ``ip``
+    that ``odradek verify`` needs), not the broker's."""
     port = cluster.cluster.slots[broker].port
-    brokers = set().union(*(socket_inodes(pid) for b in cluster.broker_ids() if (pid := cluster.broker_pid(b))))
-    sockets = tcp_sockets()
-    clients = {(s.local_port, s.remote_port): s for s in sockets}
-    for s in sockets:
-        if s.local_port == port and s.state == ESTABLISHED and s.rx_queue > 0:
-            client = clients.get((s.remote_port, port))
-            if client is not None and client.inode not in brokers:
-                return True
-    return False
+    others = set().union(*(socket_inodes(pid) for b in cluster.broker_ids() if (pid := cluster.broker_pid(b))),
+                         socket_inodes(os.getpid()))
+    out = subprocess.run(["ss", "-tineH", "state", "established", "dport", "=", f":{port}"],
+                         capture_output=True, text=True, check=True).stdout
+    received: dict[int, int] = {}
+    inode = 0
+    for line in out.splitlines():  # a socket's line, then its tcp_info on an indented line of its own
+        if not line[:1].isspace():
+            m = re.search(r"\bino:(\d+)", line)
+            inode = int(m.group(1)) if m else 0
+        elif inode and inode not in others:
+            m = re.search(r"\bbytes_received:(\d+)", line)
+            received[inode] = int(m.group(1)) if m else 0  # ss leaves the field out while it is 0
+    return received
 
 
 def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, make_cluster: MakeCluster) -> None:
@@ -70,7 +74,6 @@ def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, 
     expected = sorted(_produce_small_batches(cluster, topic, 0, 10_000)
                       + _produce_small_batches(cluster, topic, 1, 2_000))
     leader = partition_state(cluster.broker_url(1), topic, 0)["leader"]
-    leader_url = cluster.broker_url(leader)
     survivors = [b for b in cluster.broker_ids() if b != leader]
 
     df = (spark.read.format("odradek")
@@ -78,7 +81,7 @@ def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, 
           .option("subscribe", topic)
           .option("kafka.max.partition.fetch.bytes", "4096")  # one 25-record batch per fetch: ~400 fetches
           .option("kafka.request.timeout.ms", "5000")
-          .option("kafkaConsumer.pollTimeoutMs", "60000")
+          .option("kafkaConsumer.pollTimeoutMs", str(int(SLOW_MACHINE_S * 1000)))  # the failover's deadline
           .load())
     result: dict[str, Any] = {}
 
@@ -88,24 +91,22 @@ def test_leader_killed_during_batch_read_does_not_change_the_result(spark: Any, 
         except BaseException as exc:
             result["error"] = exc
 
+    # The trigger is a count, not a rate: the read has received a few fetch answers from the leader (bytes on
+    # its own connections, which no follower's replication and no planning request can add to), however slowly
+    # it goes. The leader is frozen at once: partition 0 needs ~400 fetch answers and at most a poll's worth can
+    # arrive between the look and the freeze, so the read is certainly unfinished, and stays so until the kill.
+    before = _received_by_clients(cluster, leader)
     reader = threading.Thread(target=run)
     reader.start()
-    # Wait until the read is fetching from the leader (followers' fetches tick the same counter, but only a
-    # couple of times a second when caught up), freeze it so a fetch is certainly hanging on it, then kill it.
-    last = _batch_fetches(leader_url)
 
-    def reading() -> bool:
-        nonlocal last
-        now = _batch_fetches(leader_url)
-        busy, last = now - last >= 5, now
-        return busy
+    def fetched_from_leader() -> bool:
+        now = _received_by_clients(cluster, leader)
+        return any(n - before.get(inode, 0) >= READ_STARTED_BYTES for inode, n in now.items())
 
-    wait_until(reading, SLOW_MACHINE_S, "the read to fetch from the leader", interval=0.03)
+    wait_until(lambda: not reader.is_alive() or fetched_from_leader(), SLOW_MACHINE_S,
+               "the read to receive fetch answers from the leader", interval=0.01)
     cluster.pause_broker(leader)
-    # Evidence that the read hangs on the frozen leader: one of its requests sits there unread. (If the leader
-    # froze while handling one, the read already hangs on that one, invisibly: then this waits out its 1 s.)
-    wait_at_most(lambda: _request_queued_at(cluster, leader), 1.0)
-    assert reader.is_alive(), "the read finished before the leader was killed"
+    assert reader.is_alive(), f"the read ended before the leader was frozen: {result.get('error')}"
     cluster.kill_broker(leader)
     reader.join(timeout=2 * SLOW_MACHINE_S)  # ZooKeeper expiry, election, the rest of the read
     assert not reader.is_alive(), "the read did not finish after the failover"

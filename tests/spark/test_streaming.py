@@ -13,7 +13,7 @@ import pytest
 from odradek.client import AdminClient
 from tests.harness.cluster import LocalProcessBackend, wait_until
 from tests.harness.wait import SLOW_MACHINE_S
-from tests.spark.conftest import bootstrap, new_topic, produce
+from tests.spark.conftest import await_query, bootstrap, new_topic, produce
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +42,7 @@ def test_file_sink_restarted_from_checkpoint_writes_each_record_once(spark: Any,
                  .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
                  .writeStream.format("parquet").option("path", str(out))
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        await_query(query, "the file-sink query")
         assert query.exception() is None, query.exception()
         return query
 
@@ -72,7 +72,7 @@ def test_max_offsets_per_trigger_holds_with_available_now(spark: Any, cluster: L
     name = f"limit_{uuid.uuid4().hex[:8]}"
     query = (_stream(spark, cluster, topic, maxOffsetsPerTrigger="8")
              .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
-    query.awaitTermination(120)
+    await_query(query, "the maxOffsetsPerTrigger query")
     assert query.exception() is None, query.exception()
     sizes = [n for _, n in _progress(query)]
     assert sizes and all(n <= 8 for n in sizes), sizes

@@ -10,7 +10,7 @@ import pytest
 
 from odradek import Producer
 from tests.harness.cluster import LocalProcessBackend
-from tests.spark.conftest import bootstrap, new_topic, read_rows
+from tests.spark.conftest import await_query, bootstrap, new_topic, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -51,8 +51,8 @@ def test_read_committed_hides_aborted_and_open_transactions_read_uncommitted_doe
                  .option("isolation.level", "read_committed").load()
                  .selectExpr("value").writeStream.format("memory").queryName(name)
                  .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
-        query.awaitTermination(120)
-        assert query.exception() is None
+        await_query(query, "the read_committed streaming query")
+        assert query.exception() is None, query.exception()
         streamed = sorted(bytes(r["value"]) for r in spark.sql(f"SELECT value FROM {name}").collect())
         assert streamed == sorted(f"committed-{i}".encode() for i in range(6))
     finally:

@@ -9,7 +9,7 @@ import pytest
 
 from odradek.protocol.partitioner import murmur2, to_positive
 from tests.harness.cluster import LocalProcessBackend
-from tests.spark.conftest import bootstrap, new_topic, read_rows
+from tests.spark.conftest import await_query, bootstrap, new_topic, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -66,7 +66,7 @@ def test_streaming_write_copies_a_topic(spark: Any, cluster: LocalProcessBackend
              .load().selectExpr("key", "upper(CAST(value AS STRING)) AS value")
              .writeStream.format("odradek").option("bootstrap.servers", bootstrap(cluster)).option("topic", sink)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-    query.awaitTermination(120)
+    await_query(query, "the availableNow stream into the sink topic")
     assert query.exception() is None, query.exception()
     got = sorted((k.decode(), v.decode()) for _, _, k, v, _, _ in read_rows(spark, cluster, subscribe=sink)
                  if k is not None and v is not None)

@@ -15,7 +15,7 @@ import pytest
 
 from odradek.client.consumer import CONFIRM, RESET, RETRY, Consumer, _Fetched, out_of_range_action
 from odradek.client.types import TopicPartition
-from odradek.protocol.errors import OffsetOutOfRangeError
+from odradek.protocol.errors import OffsetOutOfRangeError, UnknownTopicError
 
 TP = TopicPartition("t", 1)
 
@@ -87,3 +87,26 @@ def test_below_the_log_start_resets_at_once(consumer: Consumer) -> None:
     consumer.seek(TP, 3)
     _answer(consumer, oor(10, 50, 1))
     assert consumer.position(TP) == 10
+
+
+def test_an_unknown_topic_is_waited_for_not_raised_by_poll(consumer: Consumer) -> None:
+    """A topic just created is unknown to a broker whose metadata trails the controller: poll waits and asks again
+    (Kafka's consumer treats UNKNOWN_TOPIC_OR_PARTITION as retriable), and the offsets arrive on a later poll."""
+    answers: list[dict[str, int] | Exception] = [UnknownTopicError("topic 't' does not exist"),
+                                                 {"beginning_offset": 7, "end_offset": 9}]
+
+    def offsets(tp: TopicPartition) -> dict[str, int]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    consumer._offsets = offsets  # type: ignore[method-assign]
+    state = consumer._states[TP]
+    consumer._resolve(TP, state, raise_errors=False)  # the poll path: no exception
+    assert state.position is None and state.retry_at > 0
+    consumer._resolve(TP, state, raise_errors=False)
+    assert consumer.position(TP) == 7
+    answers.append(UnknownTopicError("gone"))
+    with pytest.raises(UnknownTopicError):  # a caller that asks for the answer now still gets the error
+        consumer._resolve(TP, consumer._states[TP].__class__(None), raise_errors=True)

@@ -5,8 +5,6 @@ feeds answers and typed errors back. Real threads, short timers; no network."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from odradek.client.group_membership import JoinResult, Membership, plan_rebalance
@@ -17,13 +15,11 @@ from odradek.protocol.errors import (
     OdradekError,
     UnknownMemberIdError,
 )
+from tests.harness.wait import SLOW_MACHINE_S, hold_for, wait_until
 
-
-def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+# The session of a member that is not meant to lose it: longer than a loaded machine may starve the driver's
+# heartbeat thread.
+SESSION_MS = 10_000
 
 
 class FakeGroupApi:
@@ -93,7 +89,7 @@ class Application:
         self.membership.applied(rejoin=plan.must_rejoin)
 
 
-def start(api: FakeGroupApi, session_ms: int = 3000) -> tuple[Membership, Application]:
+def start(api: FakeGroupApi, session_ms: int = SESSION_MS) -> tuple[Membership, Application]:
     app = Application()
     m = Membership(api, app, client_id="c", assignor="cooperative-sticky",  # type: ignore[arg-type]
                    session_timeout_ms=session_ms, rebalance_timeout_ms=1000, max_poll_interval_ms=60_000,
@@ -107,14 +103,14 @@ def test_joins_heartbeats_in_its_generation_and_rejoins_as_a_new_member_when_unk
     api = FakeGroupApi([([0, 1], []), ([0], [])])
     m, app = start(api)
     try:
-        wait_until(lambda: len(app.answers) == 1, "the join answer")
+        wait_until(lambda: len(app.answers) == 1, SLOW_MACHINE_S, "the join answer", interval=0.01)
         assert api.joins[0]["owned"] == [] and "member_id" not in api.joins[0]
         app.apply(app.answers[0])
         assert app.owned == {TP("t", 0), TP("t", 1)} and m.member_id == "m1" and m.generation == 1
-        wait_until(lambda: len(api.heartbeats) >= 2, "heartbeats")
+        wait_until(lambda: len(api.heartbeats) >= 2, SLOW_MACHINE_S, "heartbeats", interval=0.01)
         assert set(api.heartbeats) == {("m1", 1)}
         api.heartbeat_errors.append(UnknownMemberIdError("gone"))
-        wait_until(lambda: len(app.answers) == 2, "a join as a new member")
+        wait_until(lambda: len(app.answers) == 2, SLOW_MACHINE_S, "a join as a new member", interval=0.01)
         assert app.lost == ["heartbeat answered UNKNOWN_MEMBER_ID"] and app.owned == set()
         assert "member_id" not in api.joins[1] and api.joins[1]["owned"] == []
         assert app.answers[1].member_id == "m2"
@@ -127,14 +123,13 @@ def test_a_cooperative_revocation_joins_again_without_the_revoked_partition() ->
     api = FakeGroupApi([([0, 1], []), ([0, 1], [1]), ([0], [])])
     m, app = start(api)
     try:
-        wait_until(lambda: len(app.answers) == 1, "the first answer")
+        wait_until(lambda: len(app.answers) == 1, SLOW_MACHINE_S, "the first answer", interval=0.01)
         app.apply(app.answers[0])
         m.rejoin()
-        wait_until(lambda: len(app.answers) == 2, "the revoking answer")
-        time.sleep(0.1)
-        assert len(api.joins) == 2  # no join before the answer is applied
+        wait_until(lambda: len(app.answers) == 2, SLOW_MACHINE_S, "the revoking answer", interval=0.01)
+        hold_for(lambda: len(api.joins) == 2, 0.1, "no join before the answer is applied")
         app.apply(app.answers[1])
-        wait_until(lambda: len(api.joins) == 3, "the join after revoking")
+        wait_until(lambda: len(api.joins) == 3, SLOW_MACHINE_S, "the join after revoking", interval=0.01)
         assert api.joins[2]["owned"] == [["t", 0]] and api.joins[2]["member_id"] == "m1"
     finally:
         m.close()
@@ -144,10 +139,10 @@ def test_an_illegal_generation_heartbeat_loses_but_keeps_the_member_id() -> None
     api = FakeGroupApi([([0], []), ([0], [])])
     m, app = start(api)
     try:
-        wait_until(lambda: len(app.answers) == 1, "the first answer")
+        wait_until(lambda: len(app.answers) == 1, SLOW_MACHINE_S, "the first answer", interval=0.01)
         app.apply(app.answers[0])
         api.heartbeat_errors.append(IllegalGenerationError("old"))
-        wait_until(lambda: len(api.joins) == 2, "the rejoin")
+        wait_until(lambda: len(api.joins) == 2, SLOW_MACHINE_S, "the rejoin", interval=0.01)
         assert app.lost == ["heartbeat answered ILLEGAL_GENERATION"]
         assert api.joins[1]["member_id"] == "m1" and api.joins[1]["owned"] == []
     finally:
@@ -158,7 +153,7 @@ def test_commit_failures_are_told_apart_by_type() -> None:
     api = FakeGroupApi([([0], [])])
     m, app = start(api, session_ms=60_000)
     try:
-        wait_until(lambda: len(app.answers) == 1, "the answer")
+        wait_until(lambda: len(app.answers) == 1, SLOW_MACHINE_S, "the answer", interval=0.01)
         app.apply(app.answers[0])
         member, generation = m.fencing()
         assert not m.commit_failed(BrokerNotAvailableError("down"), member, generation)
@@ -174,11 +169,11 @@ def test_a_session_that_may_have_expired_is_lost_and_joined_again_as_a_new_membe
     api.heartbeat_errors = [BrokerNotAvailableError("down")] * 1000  # the coordinator is unreachable
     m, app = start(api, session_ms=1000)
     try:
-        wait_until(lambda: len(app.answers) == 1, "the answer")
+        wait_until(lambda: len(app.answers) == 1, SLOW_MACHINE_S, "the answer", interval=0.01)
         app.apply(app.answers[0])
-        wait_until(lambda: app.lost[:1] == ["session timed out"], "the loss", timeout_s=3.0)
+        wait_until(lambda: app.lost[:1] == ["session timed out"], SLOW_MACHINE_S, "the loss", interval=0.01)
         assert app.owned == set()
-        wait_until(lambda: len(api.joins) >= 2, "the join after the loss")
+        wait_until(lambda: len(api.joins) >= 2, SLOW_MACHINE_S, "the join after the loss", interval=0.01)
         assert "member_id" not in api.joins[1]  # as a new member: the coordinator may have expired the old one
     finally:
         m.close(leave=False)

@@ -30,6 +30,7 @@ from odradek.protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.unit.groups.fakes import FakeClock, FakeGroupStore, FakeMetadata, FakeSession
 from zk.client import LOST
 
@@ -67,7 +68,8 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 20))
+    # A hang guard above the waits inside a scenario, so that those name what did not happen.
+    asyncio.run(asyncio.wait_for(scenario(), 2 * SLOW_MACHINE_S))
 
 
 def kafka_join(member_id: str = "", *, topics: tuple[str, ...] = ("t",), session_ms: int = SESSION_MS,
@@ -103,14 +105,14 @@ async def stable(cluster: Cluster, c: GroupCoordinator, n: int) -> tuple[list[st
     joins = [await start(c, c.join_classic(G, kafka_join(m))) for m in ids]
     cluster.clock.advance(100)
     await tick(c)
-    results = [(await asyncio.wait_for(j, 5)).answer for j in joins]
+    results = [(await asyncio.wait_for(j, SLOW_MACHINE_S)).answer for j in joins]
     assert all(isinstance(r, JoinResult) for r in results)
     generation = results[0].generation
     assignment = {m: consumer_protocol.encode_assignment([("t", i)]) for i, m in enumerate(ids)}
     syncs = [await start(c, c.sync_classic(G, m, None, generation, "consumer", "range", {})) for m in ids[1:]]
     leader = await c.sync_classic(G, ids[0], None, generation, "consumer", "range", assignment)
     assert leader.assignment == assignment[ids[0]] and leader.protocol_name == "range"
-    assert [(await asyncio.wait_for(s, 5)).assignment for s in syncs] == [assignment[m] for m in ids[1:]]
+    assert [(await asyncio.wait_for(s, SLOW_MACHINE_S)).assignment for s in syncs] == [assignment[m] for m in ids[1:]]
     return ids, generation
 
 
@@ -203,7 +205,7 @@ def test_a_group_is_one_kind_or_the_other(cluster: Cluster) -> None:
             joining = await start(c, c.join(G, rest))
             cluster.clock.advance(100)
             await tick(c)
-            answer = await asyncio.wait_for(joining, 5)
+            answer = await asyncio.wait_for(joining, SLOW_MACHINE_S)
             with pytest.raises(InconsistentGroupProtocolError):
                 await c.join_classic(G, kafka_join())
             [error] = await c.leave_classic(G, [("m", None)])
@@ -217,7 +219,7 @@ def test_a_group_is_one_kind_or_the_other(cluster: Cluster) -> None:
             joined = await start(c, c.join_classic(G, kafka_join(outcome.member_id)))
             cluster.clock.advance(100)
             await tick(c)
-            assert isinstance((await asyncio.wait_for(joined, 5)).answer, JoinResult)
+            assert isinstance((await asyncio.wait_for(joined, SLOW_MACHINE_S)).answer, JoinResult)
             with pytest.raises(InconsistentGroupProtocolError):
                 await c.join(G, rest)
             with pytest.raises(UnknownMemberIdError):  # the server-side API does not know its members
@@ -246,7 +248,7 @@ def test_a_lost_session_answers_parked_joins_not_coordinator(cluster: Cluster) -
             await tick(c)
             assert not parked.done()
             cluster.sessions[1].change(LOST)
-            outcome: ClassicJoinOutcome = await asyncio.wait_for(parked, 5)
+            outcome: ClassicJoinOutcome = await asyncio.wait_for(parked, SLOW_MACHINE_S)
             assert isinstance(outcome.answer, NotCoordinatorError)
             assert G not in c.classic
 
@@ -261,7 +263,7 @@ def test_a_stable_group_that_cannot_be_stored_rebalances(cluster: Cluster, monke
             joining = await start(c, c.join_classic(G, kafka_join(a)))
             cluster.clock.advance(100)
             await tick(c)
-            result = (await asyncio.wait_for(joining, 5)).answer
+            result = (await asyncio.wait_for(joining, SLOW_MACHINE_S)).answer
             assert isinstance(result, JoinResult)
 
             def broken(group: str, state: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from odradek.protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from tests.harness.wait import SLOW_MACHINE_S, wait_until_async
 from tests.unit.groups.fakes import FakeClock, FakeGroupStore, FakeMetadata, FakeSession
 from zk.client import LOST
 
@@ -96,7 +97,7 @@ async def tick(c: GroupCoordinator) -> None:
 async def join_all(c: GroupCoordinator, *reqs: JoinRequest) -> list[dict[str, Any]]:
     tasks = [await start_join(c, r) for r in reqs]
     await tick(c)
-    return [await asyncio.wait_for(t, 5) for t in tasks]
+    return [await asyncio.wait_for(t, SLOW_MACHINE_S) for t in tasks]
 
 
 def owned(answer: dict[str, Any]) -> list[tuple[str, int]]:
@@ -104,7 +105,8 @@ def owned(answer: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 20))
+    # A hang guard above the waits inside a scenario, so that those name what did not happen.
+    asyncio.run(asyncio.wait_for(scenario(), 2 * SLOW_MACHINE_S))
 
 
 # ------------------------------------------------------------------------------------------- join and sync
@@ -119,7 +121,7 @@ def test_a_join_long_polls_until_the_rebalance_completes_and_the_group_is_in_zoo
             assert not task.done() and c.groups[G].state == PREPARING  # the stabilization window
             cluster.clock.advance(300)
             await tick(c)
-            answer = await asyncio.wait_for(task, 5)
+            answer = await asyncio.wait_for(task, SLOW_MACHINE_S)
             member = answer["member_id"]
             assert member.startswith("client-")
             assert answer["generation"] == 1 and answer["assignment"] == ALL and answer["revoke"] == []
@@ -159,7 +161,7 @@ def test_a_new_member_moves_partitions_only_after_their_owner_gave_them_up(clust
                 await c.heartbeat(G, a_id, 1)
             a2_task = await start_join(c, request(a_id, owned=owned(a), client="a"))
             await tick(c)
-            a2, b2 = await asyncio.wait_for(a2_task, 5), await asyncio.wait_for(b_task, 5)
+            a2, b2 = await asyncio.wait_for(a2_task, SLOW_MACHINE_S), await asyncio.wait_for(b_task, SLOW_MACHINE_S)
             # generation 2: b's share is still a's, so it is revoked from a and withheld from b
             assert a2["generation"] == b2["generation"] == 2
             assert b2["assignment"] == [] and owned(a2) == [("t", 0), ("t", 1)]
@@ -195,9 +197,9 @@ def test_a_newer_join_of_the_same_member_replaces_the_pending_one(cluster: Clust
             first = await start_join(c, request(a["member_id"], owned=owned(a)))
             second = await start_join(c, request(a["member_id"], owned=owned(a)))
             with pytest.raises(RebalanceInProgressError):
-                await asyncio.wait_for(first, 5)
+                await asyncio.wait_for(first, SLOW_MACHINE_S)
             await join_all(c, request(b["member_id"], owned=owned(b)))
-            assert (await asyncio.wait_for(second, 5))["generation"] == 2
+            assert (await asyncio.wait_for(second, SLOW_MACHINE_S))["generation"] == 2
 
     run(scenario)
 
@@ -255,7 +257,7 @@ def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_removed(c
                 with pytest.raises(RebalanceInProgressError):
                     await c.heartbeat(G, a["member_id"], 1)
             await tick(c)  # 32 s: past the 30 s rebalance timeout
-            b2 = await asyncio.wait_for(b_waits, 5)
+            b2 = await asyncio.wait_for(b_waits, SLOW_MACHINE_S)
             assert b2["generation"] == 2 and b2["assignment"] == ALL
             assert list(cluster.store.members[G]) == [b["member_id"]]
             assert set(cluster.store.owners[G].values()) == {b["member_id"]}
@@ -304,7 +306,7 @@ def test_a_member_leaving_during_a_rebalance_is_not_waited_for(cluster: Cluster)
             assert not a_waits.done()
             await c.leave(G, b["member_id"])
             await tick(c)
-            a2 = await asyncio.wait_for(a_waits, 5)
+            a2 = await asyncio.wait_for(a_waits, SLOW_MACHINE_S)
             assert a2["generation"] == 2 and a2["assignment"] == ALL
 
     run(scenario)
@@ -382,7 +384,7 @@ def test_losing_the_zookeeper_session_unloads_the_groups_and_fails_pending_joins
             cluster.store.expire_session(1)
             cluster.sessions[1].change(LOST)
             with pytest.raises(NotCoordinatorError):
-                await asyncio.wait_for(pending, 5)
+                await asyncio.wait_for(pending, SLOW_MACHINE_S)
             assert c.groups == {}
             with pytest.raises(NotCoordinatorError):
                 await c.heartbeat(G, b["member_id"], 1)
@@ -432,20 +434,21 @@ def test_new_partitions_rebalance_the_group_and_a_deleted_topic_loses_its_offset
             await c.commit(G, a["member_id"], 1, {("t", 0): (7, "")})
             cluster.metadata.set_partitions("t", 6)
             wake.set()
-            for _ in range(100):
-                if c.groups[G].state == PREPARING:
-                    break
-                await asyncio.sleep(0.01)
+
+            async def preparing() -> bool:
+                return c.groups[G].state == PREPARING
+
+            await wait_until_async(preparing, SLOW_MACHINE_S, "a rebalance for the new partitions", interval=0.01)
             with pytest.raises(RebalanceInProgressError):
                 await c.heartbeat(G, a["member_id"], 1)
             (a2,) = await join_all(c, request(a["member_id"], owned=owned(a)))
             assert a2["generation"] == 2 and len(a2["assignment"]) == 6
             cluster.metadata.delete("t")
             wake.set()
-            for _ in range(100):
-                if not cluster.store.get_offsets(G):
-                    break
-                await asyncio.sleep(0.01)
-            assert cluster.store.get_offsets(G) == {}
+
+            async def offsets_gone() -> bool:
+                return cluster.store.get_offsets(G) == {}
+
+            await wait_until_async(offsets_gone, SLOW_MACHINE_S, "the deleted topic's offsets to go", interval=0.01)
 
     run(scenario)

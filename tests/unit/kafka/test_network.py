@@ -117,20 +117,26 @@ def test_a_size_over_socket_request_max_bytes_closes_the_connection() -> None:
 
 
 def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
+    # Long enough that a process stall between two of the busy connection's requests (a loaded machine) does not
+    # idle it out.
+    idle_timeout_s = 2.0
+
     async def test(server: KafkaServer, port: int) -> None:
         loop = asyncio.get_running_loop()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        for i in range(8):  # a request every 0.05 s keeps it open well past the 0.5 s idle timeout
+        started, i = loop.time(), 0
+        while loop.time() - started < 1.5 * idle_timeout_s:  # a request every 0.05 s keeps it open past the timeout
             writer.write(frame(b"%d" % i))
             assert await read_frame(reader) == b"re:%d" % i
             answered = loop.time()  # the server waits for the next request from here on
             await asyncio.sleep(0.05)
+            i += 1
         writer.write(struct.pack(">i", 10) + b"half")  # a partial request does not count as activity
         assert await reader.read() == b""
-        assert 0.45 < loop.time() - answered < 10
+        assert 0.9 * idle_timeout_s < loop.time() - answered < 10 * idle_timeout_s
         assert server.connection_count == 0
 
-    run(test, echo, idle_timeout_ms=500)
+    run(test, echo, idle_timeout_ms=int(idle_timeout_s * 1000))
 
 
 def test_close_connection_from_the_dispatcher_and_a_failing_dispatcher_close_only_that_connection() -> None:

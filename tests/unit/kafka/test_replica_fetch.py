@@ -31,6 +31,7 @@ from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.partition import Partition
 from odradek.protocol.errors import UnknownTopicError
 from odradek.protocol.model import BrokerInfo, KafkaEndpoint, TopicAssignment
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.unit.kafka.test_apis import CONN, TOPIC_ID, TOPIC_UUID, Leaders
 from tests.unit.kafka.test_apis import setup as setup  # the stand-in services' fixture
 from tests.unit.replication.fakes import FakeIsrManager, batch, config, info
@@ -157,6 +158,13 @@ class Router:
         return part
 
 
+# A follower's fetch at the log end waits up to this for data: the broker's default cap on a fetch's wait
+# (BrokerConfig.fetch_max_wait_ms), far longer than anything here takes on a loaded machine. An answer brought by
+# an append comes within ANSWERED_WITHIN_S, which excludes one that came only when the wait ran out.
+FETCH_WAIT_MS = 30_000
+ANSWERED_WITHIN_S = FETCH_WAIT_MS / 1000 / 2
+
+
 class Leader:
     """Broker 1 leading t-0 and t-1 (replicas 1, 2, 3; ISR 1, 2) through the real services."""
 
@@ -259,17 +267,19 @@ def test_a_replica_fetch_moves_the_high_watermark_at_once_and_acks_all_completes
     async def main() -> None:
         leader = Leader(tmp_path)
         apis = await leader.start()
-        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1, timeout_ms=5000))
+        # Only the follower's fetch can complete the produce (nothing else moves the high watermark).
+        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1,
+                                                             timeout_ms=int(SLOW_MACHINE_S * 1000)))
         await asyncio.sleep(0.05)
         assert not produce.done() and leader.parts[0].high_watermark == 0
         # Broker 2 holds both records of t-0: its fetch at 2 says so, and then waits (nothing more to read).
         fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
-                                                                leader_epoch=4, max_wait_ms=3000)))
-        result = await asyncio.wait_for(produce, 1)
+                                                                leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
+        result = await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert (result.last_offset, leader.parts[0].high_watermark) == (1, 2)
         assert not fetching.done()  # a moved high watermark does not end a follower's wait (Kafka's rule)
         await leader.parts[1].append(batch(1), acks=1, timeout_ms=1000)
-        body = await asyncio.wait_for(fetching, 1)
+        body = await asyncio.wait_for(fetching, ANSWERED_WITHIN_S)  # the append ended it, not max_wait
         assert by_partition(body)[0].high_watermark == 2
 
     asyncio.run(main())
@@ -282,12 +292,12 @@ def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max
         loop = asyncio.get_running_loop()
         started = loop.time()
         fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
-                                                                leader_epoch=4, max_wait_ms=10_000)))
+                                                                leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
         await asyncio.sleep(0.2)
         assert not fetching.done()
         await leader.parts[1].append(batch(4), acks=1, timeout_ms=1000)
-        body = await asyncio.wait_for(fetching, 2)
-        assert loop.time() - started < 3
+        body = await asyncio.wait_for(fetching, ANSWERED_WITHIN_S)
+        assert loop.time() - started < ANSWERED_WITHIN_S  # the append ended it, not max_wait
         parts = by_partition(body)
         assert (parts[0].records, len(parts[1].records)) == (b"", len(batch(4)))
 

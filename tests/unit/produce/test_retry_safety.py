@@ -28,6 +28,7 @@ from odradek.protocol.errors import (
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
+from tests.harness.wait import SLOW_MACHINE_S
 from tests.unit.produce.test_routing import OTHER, FakeInfo, FakeReplicas, Signal
 from tests.unit.replication.fakes import batch, config, info, make_partition
 
@@ -60,7 +61,7 @@ def test_a_leadership_lost_during_an_acks_all_wait_is_marked_possibly_appended(t
         assert part.log_end_offset == 1  # appended, waiting for broker 2
         await part.apply(info(2, 6, (2,)), config())  # leadership moves while the produce waits
         with pytest.raises(NotLeaderOrFollowerError) as after:
-            await asyncio.wait_for(produce, 1)
+            await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert after.value.details[POSSIBLY_APPENDED] is True and not retry_is_safe(after.value)
         assert "may or may not survive" in after.value.message
         with pytest.raises(NotLeaderOrFollowerError) as before:  # refused before appending: safe

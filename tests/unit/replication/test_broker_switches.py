@@ -17,6 +17,7 @@ from broker.log import Log
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.errors import NotEnoughReplicasError
+from tests.harness.wait import SLOW_MACHINE_S
 
 from .fakes import TOPIC, Clock, FakeIsrManager, batch, config, info
 from .test_replica_manager import FakeFacade, cache_with, with_manager
@@ -45,7 +46,7 @@ def test_a_partition_built_without_the_flag_acks_all_only_once_the_isr_has_the_w
         await settle()
         assert not produce.done() and part.high_watermark == 0  # broker 2 has not fetched it
         await part.read_for_follower(2, 2, 0, 1 << 20, 0)
-        assert (await asyncio.wait_for(produce, 1)).last_offset == 1 and part.high_watermark == 2
+        assert (await asyncio.wait_for(produce, SLOW_MACHINE_S)).last_offset == 1 and part.high_watermark == 2
         await part.apply(info(1, 0, (1,), version=1), config(min_isr=2))
         with pytest.raises(NotEnoughReplicasError):
             await part.append(batch(), acks=-1, timeout_ms=1000)
@@ -57,7 +58,8 @@ def test_a_partition_built_with_the_flag_acks_all_before_the_isr_has_the_write(t
     async def main() -> None:
         part = partition(tmp_path, unsafe_ack_before_isr=True)
         await part.apply(info(1, 0, (1, 2)), config())
-        result = await asyncio.wait_for(part.append(batch(2), acks=-1, timeout_ms=5000), 1)
+        # A wait for the ISR would end in its 5 s timeout (an error), not in this result.
+        result = await asyncio.wait_for(part.append(batch(2), acks=-1, timeout_ms=5000), SLOW_MACHINE_S)
         assert result.last_offset == 1 and part.high_watermark == 0  # acknowledged, yet not committed: the bug
         await part.apply(info(1, 0, (1,), version=1), config(min_isr=2))
         assert (await part.append(batch(), acks=-1, timeout_ms=1000)).first_offset == 2  # min.insync ignored too

@@ -27,6 +27,7 @@ from odradek.protocol.errors import (
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
+from tests.harness.wait import SLOW_MACHINE_S
 
 from .fakes import batch, config, info, make_partition
 
@@ -86,7 +87,7 @@ def test_acks_all_waits_for_every_isr_member(tmp_path: Path) -> None:
         await settle()
         assert not produce.done()  # broker 3 is in the ISR and has not fetched it: not committed
         await part.read_for_follower(3, 2, 0, 1 << 20, 0)
-        result = await asyncio.wait_for(produce, 1)
+        result = await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert (result.first_offset, result.last_offset) == (0, 1) and part.high_watermark == 2
 
     run(main)
@@ -131,7 +132,7 @@ def test_isr_shrinks_after_the_lag_time_and_acks_all_then_fails_after_append(tmp
         assert change.state.isr == [1] and change.state.leader_epoch == 0  # the leader's own change: same epoch
         assert part.isr_state == CommittedIsr((1,)) and part.zk_version == isr.version
         with pytest.raises(NotEnoughReplicasAfterAppendError):
-            await asyncio.wait_for(produce, 1)
+            await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert part.high_watermark == 1  # in the log, committed by the (smaller) ISR
 
     run(main)
@@ -193,7 +194,7 @@ def test_a_newer_epoch_in_a_fetch_is_an_error_and_never_fences_the_leader(tmp_pa
         assert part.high_watermark == 0 and not produce.done()  # nothing acknowledged by the bogus offset
         await part.apply(info(2, 6, (2,)), config())  # ZooKeeper says another broker leads: now we step down
         with pytest.raises(NotLeaderOrFollowerError):
-            await asyncio.wait_for(produce, 1)
+            await asyncio.wait_for(produce, SLOW_MACHINE_S)
 
     run(main)
 
@@ -206,7 +207,7 @@ def test_fence_on_session_loss_fails_waiting_produces(tmp_path: Path) -> None:
         await settle()
         part.fence("session lost")
         with pytest.raises(NotLeaderOrFollowerError) as e:
-            await asyncio.wait_for(produce, 1)
+            await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert "no leader" in str(e.value)
 
     run(main)

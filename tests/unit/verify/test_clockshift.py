@@ -20,7 +20,9 @@ import pytest
 
 from odradek_verify import clockshift
 
-# Each line on stdin: measure every clock, sleep 0.05 s, answer one JSON line.
+# Each line on stdin: read every clock at one moment, then sleep 0.05 s, answer one JSON line. A wall clock's move
+# is measured against the monotonic time between two answers, so every clock is read next to the monotonic one: a
+# clock read after the sleep would count the sleep (however long a loaded machine stretches it) as a step.
 CHILD = r"""
 import ctypes, datetime, json, sys, time
 
@@ -33,17 +35,20 @@ class Timeval(ctypes.Structure):
 for _ in sys.stdin:
     tv = Timeval()
     libc.gettimeofday(ctypes.byref(tv), None)
-    m0 = time.monotonic()
-    t0 = time.perf_counter()
-    time.sleep(0.05)
-    slept_m, slept_p = time.monotonic() - m0, time.perf_counter() - t0
-    print(json.dumps({
-        "time": time.time(), "monotonic": m0, "realtime": time.clock_gettime(time.CLOCK_REALTIME),
+    clocks = {
+        "time": time.time(), "monotonic": time.monotonic(), "realtime": time.clock_gettime(time.CLOCK_REALTIME),
         "boottime": time.clock_gettime(time.CLOCK_BOOTTIME), "datetime": datetime.datetime.now().timestamp(),
         "libc_time": libc.time(None), "gettimeofday": tv.sec + tv.usec / 1e6,
-        "slept_monotonic": slept_m, "slept_perf": slept_p,
-    }), flush=True)
+    }
+    m0, t0 = time.monotonic(), time.perf_counter()
+    time.sleep(0.05)
+    clocks["slept_monotonic"], clocks["slept_perf"] = time.monotonic() - m0, time.perf_counter() - t0
+    print(json.dumps(clocks), flush=True)
 """
+# Monotonic time and sleeps follow real time, not the wall clock's steps (an hour or two here): a sleep of 0.05 s
+# and the monotonic time between two answers stay below this, which only a step reaches, not a loaded machine's
+# stall.
+NOT_STEPPED_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -110,16 +115,16 @@ def test_the_wall_clock_steps_by_the_offset_and_monotonic_time_and_sleep_do_not(
         assert abs(_wall_moved(base, fwd, key) - step_s) < 0.2, (key, base, fwd)
     assert abs(_wall_moved(base, fwd, "libc_time") - step_s) < 2  # whole seconds
     # Monotonic and boot time advance as real time does; the sleep sleeps its 0.05 s.
-    assert 0 < fwd["monotonic"] - base["monotonic"] < 10
+    assert 0 < fwd["monotonic"] - base["monotonic"] < NOT_STEPPED_S
     assert abs((fwd["boottime"] - base["boottime"]) - (fwd["monotonic"] - base["monotonic"])) < 0.2
     for m in (base, fwd):
-        assert 0.045 <= m["slept_monotonic"] < 1.0 and 0.045 <= m["slept_perf"] < 1.0
+        assert 0.045 <= m["slept_monotonic"] < NOT_STEPPED_S and 0.045 <= m["slept_perf"] < NOT_STEPPED_S
 
     clockshift.write_offset(clock, -2 * 3600 * 10**9)  # a step back, below true time
     back = c.measure()
     assert abs(_wall_moved(base, back, "time") + 7200) < 0.2
     assert abs(_wall_moved(base, back, "gettimeofday") + 7200) < 0.2
-    assert back["monotonic"] > fwd["monotonic"] and 0.045 <= back["slept_monotonic"] < 1.0
+    assert back["monotonic"] > fwd["monotonic"] and 0.045 <= back["slept_monotonic"] < NOT_STEPPED_S
 
     clockshift.write_offset(clock, 0)  # healed: true time again
     healed = c.measure()
@@ -127,14 +132,15 @@ def test_the_wall_clock_steps_by_the_offset_and_monotonic_time_and_sleep_do_not(
 
 
 def test_without_a_clock_file_the_shim_changes_nothing(shim: Path, tmp_path: Path) -> None:
+    import time
+
     c = Child(shim, tmp_path / "absent")
     try:
         m = c.measure()
+        now = time.time()  # before the child's exit, which a loaded machine may take a while over
     finally:
         c.close()
-    import time
-
-    assert abs(m["time"] - time.time()) < 5 and 0.045 <= m["slept_monotonic"] < 1.0
+    assert abs(m["time"] - now) < 5 and 0.045 <= m["slept_monotonic"] < NOT_STEPPED_S
 
 
 def test_the_probe_accepts_the_shim(shim: Path) -> None:
