@@ -387,7 +387,7 @@ class Broker:
         previous, self._zk_state = self._zk_state, state
         if state == LOST:
             self._session_was_lost = True
-            self.controller.queue.signal_threadsafe(Resign("ZooKeeper session lost", session_lost=True))
+            self.controller.session_lost_threadsafe()
             self.events.signal_threadsafe(SessionLost())
         elif state == CONNECTED and self._session_was_lost:
             self._session_was_lost = False

@@ -144,6 +144,10 @@ class Controller:
         self.rebalance = rebalance or RebalanceSettings()
         self.config_change_expiration_ms = 15 * 60 * 1000  # Kafka's changeExpirationMs
         self.ctx = ControllerContext()
+        # ZooKeeper sessions lost so far (written by kazoo's thread), and that count when the current claim was
+        # made: a claim made before the latest loss is over at once, before its Resign is handled.
+        self._sessions_lost = 0
+        self._claimed_at = 0
         self.queue = EventQueue(f"controller-{broker_id}", self._handle)
         self._rebalance_timer: asyncio.TimerHandle | None = None
         self.reassignment = ReassignmentManager(zk, context=lambda: self.ctx, watcher=self.queue.watcher,
@@ -151,7 +155,20 @@ class Controller:
 
     @property
     def active(self) -> bool:
-        return self.ctx.claim is not None
+        return self.ctx.claim is not None and self._claimed_at == self._sessions_lost
+
+    def session_lost_threadsafe(self) -> None:
+        """kazoo's thread, on LOST: this broker's claim died with its session. Stop counting as the controller at
+        once (the broker may register again with a new session before the controller task gets to run), drop the
+        events queued for the term that is over (a pending request is refused with NOT_CONTROLLER), and resign
+        before anything else is handled, as Kafka's controller does on its Expire event. An event in flight
+        finishes; its writes are fenced by the controller epoch's zkVersion."""
+        self._sessions_lost += 1
+        self.queue.clear_and_put_threadsafe(Resign("ZooKeeper session lost", session_lost=True), self._refuse)
+
+    def _refuse(self, event: Event) -> None:
+        if isinstance(event, ControlledShutdown | UncleanElection) and not event.reply.done():
+            event.reply.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
 
     @property
     def epoch(self) -> int | None:
@@ -165,8 +182,7 @@ class Controller:
             await self._resign(event.reason, session_lost=event.session_lost)
             return
         if not self.active:
-            if isinstance(event, ControlledShutdown | UncleanElection) and not event.reply.done():
-                event.reply.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
+            self._refuse(event)
             return  # a watch armed during an earlier term fired after we resigned
         try:
             match event:
@@ -204,6 +220,7 @@ class Controller:
     async def _on_elected(self) -> None:
         if self.active:
             return
+        sessions_lost = self._sessions_lost
         try:
             claim = await asyncio.to_thread(self._zk.claim_controller, self.broker_id)
         except OdradekError as e:
@@ -211,6 +228,7 @@ class Controller:
             self._release_election()
             return
         self.ctx = ControllerContext(claim=claim)
+        self._claimed_at = sessions_lost  # a session lost meanwhile leaves it inactive; its Resign is queued
         log.info("broker %d is the controller (epoch %d)", self.broker_id, claim.epoch)
         try:
             await self._load_cluster()

@@ -71,6 +71,23 @@ class EventQueue:
         with contextlib.suppress(RuntimeError):  # the loop is closed: the process is going away
             self._loop.call_soon_threadsafe(self.put, event)
 
+    def clear_and_put_threadsafe(self, event: Event, on_dropped: Callable[[Event], None] | None = None) -> None:
+        """From any thread: drop every queued event (each handed to ``on_dropped``) and queue ``event`` alone, as
+        Kafka's ControllerEventManager.clearAndPut does on a session expiry: what was queued belongs to a term that
+        is over, and must not run before ``event`` ends it. An event in flight finishes first."""
+        if self._closed:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the process is going away
+            self._loop.call_soon_threadsafe(self._clear_and_put, event, on_dropped)
+
+    def _clear_and_put(self, event: Event, on_dropped: Callable[[Event], None] | None) -> None:
+        dropped, self._events = self._events, deque()
+        self._retrying.clear()  # their scheduled retries find the term over, like any late event
+        for e in dropped:
+            if on_dropped is not None:
+                on_dropped(e)
+        self.put(event)
+
     def watcher(self, event: Event) -> Callable[[], None]:
         """A zero-argument callback for ``ZkClient`` watches that signals ``event``."""
         return lambda: self.signal_threadsafe(event)

@@ -4,6 +4,7 @@ election, broker death, controlled shutdown, preferred election, version conflic
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -16,7 +17,8 @@ from broker.controller.controller import (
     RebalanceSettings,
     Resync,
 )
-from odradek.protocol.errors import ControllerMovedError, StaleBrokerEpochError
+from broker.metadata.events import Event
+from odradek.protocol.errors import ControllerMovedError, NotControllerError, StaleBrokerEpochError
 from odradek.protocol.model import LeaderAndIsr, TopicPartition
 from tests.unit.fakes.zk import FakeZk
 
@@ -225,6 +227,51 @@ def test_a_deposed_controller_gets_controller_moved_resigns_and_writes_nothing()
         with pytest.raises(ControllerMovedError):
             reply.result()
         assert not h2.controller.active
+
+    run(test)
+
+
+def test_a_lost_session_ends_the_term_at_once_and_drops_what_was_queued_for_it() -> None:
+    """kazoo's LOST (on its own thread) makes the controller inactive at once, before its task runs: the broker may
+    register again with a new session first, and must not report itself controller then. Events queued for the
+    ended term never run (a pending controlled shutdown is refused with NOT_CONTROLLER); the Resign runs first."""
+    async def test(h: Harness) -> None:
+        await h.elect()
+        queue = h.controller.queue
+        h.zk.remove_broker(2)  # a broker death the deposed term must not act on
+        queue.put(BrokerChange())
+        reply: asyncio.Future[list[tuple[str, int]]] = asyncio.get_running_loop().create_future()
+        queue.put(ControlledShutdown(3, h.zk.brokers[3].epoch, reply))
+        before = dict(h.zk.states)
+        lost = threading.Thread(target=h.controller.session_lost_threadsafe)
+        lost.start()
+        lost.join()
+        assert not h.controller.active  # at once, with nothing handled yet
+        handled: list[str] = []
+        original = h.controller._handle
+
+        async def record(event: Event) -> None:
+            handled.append(type(event).__name__)
+            await original(event)
+
+        queue._handle = record
+        task = asyncio.create_task(queue.run())
+        try:
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if h.released:
+                    break
+        finally:
+            queue.close()
+            await task
+        assert handled == ["Resign"], handled
+        assert h.released == 1 and h.controller.epoch is None
+        assert h.zk.states == before  # the broker death was left to the next controller
+        with pytest.raises(NotControllerError):
+            reply.result()
+
+        await h.controller._handle(Elected())  # a later term: active again
+        assert h.controller.active
 
     run(test)
 
