@@ -61,6 +61,9 @@ class ListOffsetsRequest:
     isolation_level: str = READ_UNCOMMITTED
     timestamp: int | None = None
     current_leader_epoch: int = -1  # the leader epoch the client was told (leader_offset only; -1: no check)
+    # A follower asks (Kafka's ListOffsets with a replica id, leader_offset only): its latest is the leader's log
+    # end offset, whatever the isolation level, since it copies the log up to there (Kafka's isolation "none").
+    replica: bool = False
 
     def __post_init__(self) -> None:
         isolation_level(self.isolation_level)
@@ -140,7 +143,8 @@ class OffsetsService:
         """Kafka's ListOffsets on the leader, now (no wait, no forward): ``timestamp`` -2 the log start offset,
         -1 the latest (the high watermark, or the last stable offset under read_committed), -3 the first record
         with the largest timestamp, else the first record whose timestamp is at or after it; offsets at or above
-        the latest are never answered (offset -1 instead).
+        the latest are never answered (offset -1 instead). For a follower (``replica``) the latest is the log end
+        offset.
 
         Raises:
             UnknownTopicError, UnknownPartitionError: not in this broker's metadata.
@@ -156,7 +160,11 @@ class OffsetsService:
         check_leader_epoch(part.leader_epoch, request.current_leader_epoch)
         epochs = part.log.epoch_cache
         committed = request.isolation_level == READ_COMMITTED
-        end = part.last_stable_offset if committed else part.high_watermark
+        if request.replica:
+            committed = False
+            end = part.log_end_offset
+        else:
+            end = part.last_stable_offset if committed else part.high_watermark
         if timestamp == EARLIEST_TIMESTAMP:
             start = part.log_start_offset
             return LeaderOffset(start, NO_OFFSET, epochs.epoch_for_offset(start))

@@ -346,14 +346,17 @@ class KafkaApis:
     async def handle_list_offsets(self, conn: Connection, request: Request) -> Any:
         version = request.header.api_version
         body = request.body
-        committed = int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
+        # A replica id (a follower asking its leader's log bounds) reads up to the log end, as Kafka's
+        # isolation "none"; anyone may claim one, as in Kafka: it shows offsets, never records.
+        replica = int(getattr(body, "replica_id", -1)) >= 0
+        committed = not replica and int(getattr(body, "isolation_level", 0)) == READ_COMMITTED
         cls = codec.response_class(LIST_OFFSETS, version)
         part_cls = nested(cls, "ListOffsetsPartitionResponse")
         topics = []
         for topic in body.topics:
             name = str(topic.name)
             allowed = self._auth.allowed(conn, "Describe", TOPIC, name)
-            results = await asyncio.gather(*(self._list_offset(conn, name, p, committed, allowed)
+            results = await asyncio.gather(*(self._list_offset(conn, name, p, committed, allowed, replica)
                                              for p in topic.partitions))
             entries = []
             for p, result in zip(topic.partitions, results, strict=True):
@@ -367,13 +370,15 @@ class KafkaApis:
             topics.append(make(nested(cls, "ListOffsetsTopicResponse"), name=name, partitions=tuple(entries)))
         return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
-    async def _list_offset(self, conn: Connection, topic: str, p: Any, committed: bool, allowed: bool) -> Any:
+    async def _list_offset(self, conn: Connection, topic: str, p: Any, committed: bool, allowed: bool,
+                           replica: bool) -> Any:
         if not allowed:
             return TopicAuthorizationFailedError(f"{self._auth.principal(conn)} may not Describe topic {topic}")
         try:
             return await self._partitions.offsets.leader_offset(ListOffsetsRequest(
                 topic, int(p.partition_index), FETCH_READ_COMMITTED if committed else FETCH_READ_UNCOMMITTED,
-                timestamp=int(p.timestamp), current_leader_epoch=int(getattr(p, "current_leader_epoch", -1))))
+                timestamp=int(p.timestamp), current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                replica=replica))
         except Exception as e:
             return typed(e, f"list offsets of {topic}-{p.partition_index}")
 

@@ -66,20 +66,19 @@ from typing import Any
 
 from broker.kafka import codec
 from broker.kafka.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from broker.kafka.errors import error_for_code
 from odradek.protocol import scram
 from odradek.protocol.errors import (
     AuthenticationFailedError,
     BrokerNotAvailableError,
     InvalidRequestError,
-    OdradekError,
-    UnknownServerError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
 
 __all__ = [
     "CONNECT_TIMEOUT_S", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MAX_RESPONSE_BYTES", "REQUEST_TIMEOUT_S",
-    "KafkaChannel", "SaslCredentials", "error_for_code",
+    "KafkaChannel", "SaslCredentials",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,31 +119,6 @@ class SaslCredentials:
     def __post_init__(self) -> None:
         if self.mechanism != "PLAIN" and self.mechanism not in scram.MECHANISMS:
             raise ValueError(f"SASL mechanism {self.mechanism!r}: one of PLAIN, {', '.join(scram.MECHANISMS)}")
-
-
-@functools.cache
-def _errors_by_code() -> dict[int, type[OdradekError]]:
-    """Kafka error code -> the typed error first declared with it (odradek/protocol/errors.py's order)."""
-    table: dict[int, type[OdradekError]] = {}
-    todo = list(OdradekError.__subclasses__())
-    while todo:
-        cls = todo.pop(0)
-        if cls.kafka_code >= 0:
-            table.setdefault(cls.kafka_code, cls)
-        todo.extend(cls.__subclasses__())
-    return table
-
-
-def error_for_code(kafka_code: int, message: str | None = None, **details: Any) -> OdradekError | None:
-    """The typed error a Kafka error code in an answer stands for (None for 0); an unknown code is
-    UNKNOWN_SERVER_ERROR with the code in its details."""
-    if kafka_code == _NONE:
-        return None
-    cls = _errors_by_code().get(kafka_code)
-    if cls is None:
-        return UnknownServerError(message or f"Kafka error code {kafka_code}", kafka_error_code=kafka_code,
-                                  **details)
-    return cls(message or "", **details)
 
 
 class _ProtocolError(Exception):

@@ -21,8 +21,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.kafka import codec
-from broker.kafka.channel import KafkaChannel, SaslCredentials, error_for_code
+from broker.kafka.channel import KafkaChannel, SaslCredentials
 from broker.kafka.codec import API_VERSIONS, FETCH, METADATA, SASL_AUTHENTICATE, make, nested
+from broker.kafka.errors import error_for_code
 from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import CloseConnection, Connection, KafkaServer
 from broker.kafka.sasl import SaslGate
