@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
 
 # Request limits (BrokerConfig fields of the same names; docs/http-api.md "Limits"): flag -> help.
 LIMIT_FLAGS: dict[str, str] = {
@@ -54,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         kafka_sasl_mechanisms = parse_mechanisms(args.kafka_sasl_enabled_mechanisms)
     except ValueError as e:
         raise SystemExit(f"odradek broker: {e}") from None
+    if args.num_replica_fetchers < 1:
+        raise SystemExit("odradek broker: --num-replica-fetchers must be at least 1")
     if args.socket_request_max_bytes < 1 or args.connections_max_idle_ms < 1:
         raise SystemExit("odradek broker: --socket-request-max-bytes and --connections-max-idle-ms must be positive")
     if inter_broker is not None:  # --listeners: the inter-broker listener is the registered address
@@ -94,7 +100,15 @@ def run(args: argparse.Namespace) -> int:
         max_incremental_fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
         min_incremental_fetch_session_eviction_ms=args.min_incremental_fetch_session_eviction_ms,
         kafka_sasl_mechanisms=kafka_sasl_mechanisms,
+        replica_fetch_transport=args.replica_fetch_transport,
+        num_replica_fetchers=args.num_replica_fetchers,
+        kafka_inter_broker_listener_name=(args.kafka_inter_broker_listener_name or "").upper() or None,
+        sasl_mechanism_inter_broker_protocol=args.sasl_mechanism_inter_broker_protocol,
     )
+    try:
+        check_replica_fetch_transport(config)
+    except ValueError as e:
+        raise SystemExit(f"odradek broker: {e}") from None
     if config.unsafe_ack_before_isr:
         print("odradek broker: WARNING: --unsafe-ack-before-isr is on: acks=all is acknowledged before the ISR "
               "has the write, and acknowledged writes can be lost (a planted bug for testing odradek verify only)",
@@ -105,6 +119,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"odradek broker: WARNING: {flag} is on: a planted transaction bug for testing odradek verify "
                   "only; read_committed readers will see what they must not", file=sys.stderr, flush=True)
     return run_broker(config)
+
+
+def check_replica_fetch_transport(config: BrokerConfig) -> None:
+    """Followers fetching over Kafka's protocol need a Kafka listener to fetch through (by name in every leader's
+    registration), and, on a SASL one, this broker's own user to log in as; ValueError with a one-line reason."""
+    if config.replica_fetch_transport != "kafka":
+        return
+    listener = config.kafka_inter_broker_listener()
+    if listener is None:
+        raise ValueError("--replica-fetch-transport kafka needs --kafka-listeners (followers fetch through the "
+                         "inter-broker Kafka listener)")
+    if listener.sasl and not (config.security.inter_broker_user and config.security.inter_broker_password):
+        raise ValueError(f"--replica-fetch-transport kafka through the SASL listener {listener} needs "
+                         "--inter-broker-user and $ODRADEK_INTER_BROKER_PASSWORD")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -160,6 +188,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-incremental-fetch-session-eviction-ms", type=int,
                    default=defaults.min_incremental_fetch_session_eviction_ms,
                    help="a fetch session unused this long may be evicted for a new one (Kafka's name)")
+    g = p.add_argument_group("replication")
+    g.add_argument("--replica-fetch-transport", choices=("http", "kafka"), default=defaults.replica_fetch_transport,
+                   help="how followers fetch: kafka (one multi-partition Fetch per leader per round in a fetch "
+                        "session, over the inter-broker Kafka listener) or http (one long-poll per partition)")
+    g.add_argument("--num-replica-fetchers", type=int, default=defaults.num_replica_fetchers,
+                   help="fetchers (connections) per leader with --replica-fetch-transport kafka (Kafka's name)")
+    g.add_argument("--kafka-inter-broker-listener-name", default=None,
+                   help="the Kafka listener followers fetch through (Kafka's inter.broker.listener.name; "
+                        "default: the first of --kafka-listeners)")
+    g.add_argument("--sasl-mechanism-inter-broker-protocol", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                   default=defaults.sasl_mechanism_inter_broker_protocol,
+                   help="how --inter-broker-user logs in on a SASL inter-broker Kafka listener (Kafka's name)")
     p.add_argument("--unsafe-ack-before-isr", action="store_true",
                    help="testing odradek verify only: acknowledges writes the ISR may not have (never in production)")
     # Hidden: planted transaction bugs for odradek verify's self-test (docs/verify.md, "A checker that can fail").

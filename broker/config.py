@@ -97,6 +97,17 @@ class BrokerConfig:
     # Kafka's sasl.enabled.mechanisms on the SASL_PLAINTEXT and SASL_SSL Kafka listeners (broker/kafka/sasl.py),
     # checked against the SCRAM credentials in /config/users.
     kafka_sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    # How followers replicate (broker/replication/replica_manager.py): "kafka", Kafka's way (one fetcher per
+    # leader and fetcher id, one multi-partition Fetch per round in a fetch session, over one connection to the
+    # leader's inter-broker Kafka listener), or "http" (one long-poll per partition over the HTTP replica routes).
+    replica_fetch_transport: str = "http"
+    # Kafka's num.replica.fetchers: fetchers (connections) per leader broker, partitions hashed among them.
+    num_replica_fetchers: int = 1
+    # Kafka's inter.broker.listener.name, for the Kafka listeners: the one followers fetch from (by this name in
+    # each leader's registration); None: the first Kafka listener. A SASL one is logged in to as
+    # --inter-broker-user with Kafka's sasl.mechanism.inter.broker.protocol.
+    kafka_inter_broker_listener_name: str | None = None
+    sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-256"
 
     @staticmethod
     def parse_listen(listen: str) -> tuple[str, int]:
@@ -113,6 +124,17 @@ class BrokerConfig:
         if not sep or scheme.lower() not in ("http", "https"):
             raise ValueError(f"--advertised-url must be http(s)://HOST:PORT, got {self.advertised_url!r}")
         return self.parse_listen(rest.rstrip("/"))
+
+    def kafka_inter_broker_listener(self) -> KafkaListener | None:
+        """The Kafka listener brokers replicate through (None: this broker has none); ValueError naming the flag
+        when ``kafka_inter_broker_listener_name`` is not one of the listeners."""
+        if not self.kafka_listeners:
+            return None
+        name = self.kafka_inter_broker_listener_name or self.kafka_listeners[0].name
+        for lst in self.kafka_listeners:
+            if lst.name == name:
+                return lst
+        raise ValueError(f"--kafka-inter-broker-listener-name {name} is not one of --kafka-listeners")
 
     def kafka_endpoints(self) -> tuple[KafkaEndpoint, ...]:
         """The Kafka endpoints registered in ZooKeeper: the advertised listeners, else the listeners."""

@@ -45,6 +45,7 @@ from broker.fetch.service import FetchService
 from broker.group_router import GroupRouter
 from broker.interbroker import InterBrokerClient
 from broker.kafka.front_door import KafkaFrontDoor
+from broker.kafka.leader_endpoint import leader_endpoints
 from broker.loop_monitor import LoopMonitor, watch_gc
 from broker.metadata.cache import MetadataCache
 from broker.metadata.events import Event, EventQueue
@@ -159,7 +160,10 @@ class Broker:
                                        producer_id_expiration_ms=config.producer_id_expiration_ms,
                                        unsafe_ack_before_isr=config.unsafe_ack_before_isr,
                                        interbroker=self.interbroker,
-                                       broker_epoch=lambda: self.broker_epoch)  # follower fetches carry it
+                                       broker_epoch=lambda: self.broker_epoch,  # follower fetches carry it
+                                       leader_endpoints=leader_endpoints(config, self.cache)
+                                       if config.replica_fetch_transport == "kafka" else None,
+                                       num_replica_fetchers=config.num_replica_fetchers)
         self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
         self.follower_fetches = FollowerFetchService(  # a newer leader epoch in a fetch: re-read our state
             self.broker_id, self.cache, self.replicas.throttle,

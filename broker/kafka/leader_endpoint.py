@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.config import BrokerConfig
 from broker.kafka import codec
 from broker.kafka.apis import topic_uuid
 from broker.kafka.channel import KafkaChannel, SaslCredentials
@@ -51,9 +52,10 @@ from broker.kafka.errors import error_for_code
 from broker.metadata.cache import MetadataCache
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings, TopicPartition
+from broker.security.tls import client_context
 from odradek.protocol.errors import BrokerNotAvailableError, UnknownServerError, UnknownTopicIdError
 
-__all__ = ["FETCH_VERSION", "KafkaLeaderEndPoint", "LeaderAddress"]
+__all__ = ["FETCH_VERSION", "KafkaLeaderEndPoint", "LeaderAddress", "leader_endpoints"]
 
 FETCH_VERSION = 15  # replica_state (KIP-903): the leader checks our broker epoch
 EPOCHS_VERSION = 4
@@ -73,6 +75,31 @@ def registered_address(cache: MetadataCache, listener: str) -> LeaderAddress:
         return next(((e.host, e.port) for e in info.kafka_endpoints if e.listener == listener), None)
 
     return address
+
+
+def leader_endpoints(config: BrokerConfig, cache: MetadataCache) -> Callable[[int, int], KafkaLeaderEndPoint]:
+    """The replica manager's endpoint factory, (leader id, fetcher id) -> a new endpoint: to the leader's Kafka
+    listener of this broker's inter-broker listener name, with TLS as the broker's certificate and CA give it (on
+    SSL and SASL_SSL), logged in as ``--inter-broker-user`` (on SASL_PLAINTEXT and SASL_SSL), with Kafka's client
+    id for a replica fetcher (``broker-<id>-fetcher-<fetcher id>``). ValueError when this broker has no such
+    listener, or no user for a SASL one."""
+    listener = config.kafka_inter_broker_listener()
+    if listener is None:
+        raise ValueError("followers fetching over Kafka's protocol need a Kafka listener")
+    sec = config.security
+    tls = client_context(sec.ssl_cafile, sec.ssl_certfile, sec.ssl_keyfile) if listener.tls else None
+    sasl = None
+    if listener.sasl:
+        if not sec.inter_broker_user or sec.inter_broker_password is None:
+            raise ValueError(f"the SASL listener {listener} needs --inter-broker-user and its password")
+        sasl = SaslCredentials(config.sasl_mechanism_inter_broker_protocol, sec.inter_broker_user,
+                               sec.inter_broker_password)
+
+    def endpoint(leader_id: int, fetcher_id: int) -> KafkaLeaderEndPoint:
+        return KafkaLeaderEndPoint.for_cache(leader_id, cache, listener.name, ssl_context=tls, sasl=sasl,
+                                             client_id=f"broker-{config.broker_id}-fetcher-{fetcher_id}")
+
+    return endpoint
 
 
 class KafkaLeaderEndPoint:

@@ -8,7 +8,8 @@ and the answer, so a follower of a thousand quiet partitions sends almost nothin
 The rules, per partition (those of broker/replication/replica_fetcher.py, the per-partition HTTP fetcher):
 
 * **Truncation first** (KIP-101/279). A partition joins the fetcher untruncated: before its first fetch, one
-  OffsetsForLeaderEpoch request for all such partitions asks where the leader ended our latest epoch, and the log
+  OffsetsForLeaderEpoch request for all such partitions asks where the leader ended our latest epoch (a partition
+  the leader answers with an error is asked again after the backoff, not before), and the log
   is cut to ``min(the leader's end, our own end of that epoch)``; never by high watermark alone, which could lose
   committed records or keep a divergent tail (a log without epoch history falls back to the high watermark).
 * **Fetch from the log end**, naming the leader epoch the partition follows (the leader fences either side if
@@ -139,7 +140,7 @@ class LeaderFetcher:
     async def _idle(self) -> None:
         """Nothing to fetch: wait for a partition to be added, or the earliest held-back one to be due."""
         self._changed.clear()
-        due = [f.delayed_until for f in self._follows.values() if f.truncated and self._current(f)]
+        due = [f.delayed_until for f in self._follows.values() if self._current(f)]
         timeout = max(0.0, min(due) - self._clock()) if due else None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
@@ -147,7 +148,9 @@ class LeaderFetcher:
     # ----------------------------------------------------------------------------------------- truncation
 
     async def _truncate_pending(self) -> None:
-        pending = {k: f for k, f in self._follows.items() if not f.truncated and self._current(f)}
+        now = self._clock()
+        pending = {k: f for k, f in self._follows.items()
+                   if not f.truncated and f.delayed_until <= now and self._current(f)}
         if not pending:
             return
         asks: dict[TopicPartition, tuple[int, int]] = {}
@@ -163,12 +166,14 @@ class LeaderFetcher:
             return
         answers = await self.endpoint.epoch_end_offsets(asks, replica_id=self._broker_id)
         jobs = []
-        for key, answer in answers.items():
+        for key in asks:
             f = self._follows.get(key)
             if f is None or f.truncated or not self._current(f):
                 continue
-            if answer.error is not None:
-                log.debug("%s-%d: epoch end offset from broker %d: %s", *key, self.leader_id, answer.error)
+            answer = answers.get(key)
+            if answer is None or answer.error is not None:
+                log.debug("%s-%d: epoch end offset from broker %d: %s", *key, self.leader_id,
+                          answer.error if answer is not None else "not answered")
                 f.delayed_until = self._clock() + self._backoff_s
                 continue
             jobs.append(self._truncate(f, truncation_target(f.part, answer.leader_epoch, answer.end_offset)))

@@ -3,10 +3,22 @@
 It hears about partition states from the metadata watcher (``MetadataListener``) and makes each local replica
 leader or follower accordingly; HTTP handlers ask it for the partition to produce to or read from.
 
-Concurrency: owned by the broker's asyncio loop. Background jobs (ISR expiry, high-watermark checkpoints) are
-tasks on the same loop; fetchers are one task per follower partition. Disk work goes to the data directory's
-storage executor (``LogManager.executor``), ZooKeeper writes of ISR changes to the ISR manager, so nothing
-here blocks the loop.
+Followers replicate over one of two transports (the broker's ``replica.fetch.transport``):
+
+* ``kafka``: Kafka's way. One ``LeaderFetcher`` per (leader broker, fetcher id) sends one multi-partition Fetch
+  per round in an incremental fetch session over one connection to the leader's inter-broker Kafka listener
+  (broker/replication/fetcher_manager.py; the endpoint, ``leader_endpoints``, is built by the broker from
+  broker/kafka/leader_endpoint.py, a front-door module this package does not import);
+* ``http`` (no ``leader_endpoints``): one ``FollowerFetcher`` long-poll per follower partition over the HTTP
+  replica routes (broker/replication/replica_fetcher.py).
+
+Either way the rules are the same: truncation by leader epoch first, the replication throttle, the leader's ISR
+and high-watermark decisions (broker/replication/follower_fetch.py) from the fetch offsets it is sent.
+
+Concurrency: owned by the broker's asyncio loop. Background jobs (ISR expiry, high-watermark checkpoints) are tasks
+on the same loop; fetchers are one task per (leader, fetcher id), or one per follower partition over HTTP. Disk
+work goes to the data directory's storage executor (``LogManager.executor``), ZooKeeper writes of ISR changes to
+the ISR manager, so nothing here blocks the loop.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from broker.interbroker import InterBrokerClient
 from broker.log.checkpoint import read_offsets, write_offsets
 from broker.log.manager import LogManager
 from broker.metadata.cache import MetadataCache, MetadataListener, PartitionInfo
+from broker.replication.fetcher_manager import EndPointFactory, FetcherManager
 from broker.replication.isr_manager import IsrManager
 from broker.replication.partition import FOLLOWER, LEADER, Partition, ReplicationConfig
 from broker.replication.producer_state import DEFAULT_EXPIRATION_MS, ProducerStateManager
@@ -69,10 +82,14 @@ class ReplicaManager(MetadataListener):
                  replica_lag_time_max_ms: int = 10000, hw_checkpoint_interval_ms: int = 5000,
                  retention_check_interval_ms: int = 300_000, producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
                  unsafe_ack_before_isr: bool = False, interbroker: InterBrokerClient | None = None,
-                 broker_epoch: Callable[[], int | None] | None = None) -> None:
-        """``interbroker``: the broker's one inter-broker client, which follower fetches go through (only a
+                 broker_epoch: Callable[[], int | None] | None = None,
+                 leader_endpoints: EndPointFactory | None = None, num_replica_fetchers: int = 1) -> None:
+        """``interbroker``: the broker's one inter-broker client, which HTTP follower fetches go through (only a
         replica manager that never follows, as in unit tests, may go without one). ``broker_epoch``: this
-        broker's epoch now (its registration's czxid; None while unregistered), which follower fetches carry."""
+        broker's epoch now (its registration's czxid; None while unregistered), which follower fetches carry.
+        ``leader_endpoints``: followers fetch over Kafka's protocol, one fetcher per (leader, fetcher id) with an
+        endpoint from this factory, ``num_replica_fetchers`` per leader (Kafka's ``num.replica.fetchers``);
+        None: over HTTP, one long-poll per partition."""
         self.broker_id = broker_id
         self._interbroker = interbroker
         self.data_dir = data_dir
@@ -91,10 +108,14 @@ class ReplicaManager(MetadataListener):
         # The planted bug of `odradek verify`'s self-test (BrokerConfig.unsafe_ack_before_isr), handed to every
         # partition opened here; never on in production.
         self.unsafe_ack_before_isr = unsafe_ack_before_isr
-        self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}  # HTTP: one per follower partition
         self._tasks: list[asyncio.Task[None]] = []
         self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
         self.broker_epoch: Callable[[], int | None] = broker_epoch or (lambda: None)
+        # Kafka's protocol: one fetcher per (leader, fetcher id), partitions added and removed as states change
+        self.fetcher_manager = None if leader_endpoints is None else FetcherManager(
+            broker_id, leader_endpoints, num_fetchers=num_replica_fetchers, broker_epoch=self._broker_epoch_now,
+            throttle=self.throttle)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.logs.startup)
@@ -104,6 +125,8 @@ class ReplicaManager(MetadataListener):
         ]
 
     async def close(self) -> None:
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.close()
         for task in [*self._tasks, *self._fetchers.values()]:
             task.cancel()
         for task in [*self._tasks, *self._fetchers.values()]:
@@ -189,7 +212,9 @@ class ReplicaManager(MetadataListener):
         if change is not None:
             log.info("%s-%d: %s for leader epoch %d (leader %d, isr %s)", info.topic, info.partition, change,
                      info.leader_epoch, info.leader, list(info.isr))
-        if part.role == FOLLOWER:
+        if part.role == FOLLOWER and self.fetcher_manager is not None:
+            await self.fetcher_manager.follow(part, restart=change is not None)
+        elif part.role == FOLLOWER:
             fetcher = self._fetchers.get(key)
             if change is not None or fetcher is None or fetcher.done():
                 await self._stop_fetcher(key)
@@ -226,6 +251,9 @@ class ReplicaManager(MetadataListener):
 
     # ----------------------------------------------------------------------------------------- internals
 
+    def _broker_epoch_now(self) -> int | None:
+        return self.broker_epoch()
+
     def _client(self) -> InterBrokerClient:
         assert self._interbroker is not None, "a follower needs the broker's inter-broker client"
         return self._interbroker
@@ -248,6 +276,8 @@ class ReplicaManager(MetadataListener):
         return part
 
     async def _stop_fetcher(self, key: tuple[str, int]) -> None:
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.unfollow(key)
         task = self._fetchers.pop(key, None)
         if task is not None:
             task.cancel()

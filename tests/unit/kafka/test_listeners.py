@@ -77,6 +77,14 @@ def test_advertised_listeners_default_to_the_listeners_and_must_name_one() -> No
     (["--kafka-listeners", "EXTERNAL://127.0.0.1:9093"], "--kafka-listeners: listener EXTERNAL names no security"),
     (["--kafka-listeners", "SASL_PLAINTEXT://127.0.0.1:9093", "--kafka-sasl-enabled-mechanisms", "GSSAPI"],
      "--kafka-sasl-enabled-mechanisms: GSSAPI; served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    (["--replica-fetch-transport", "kafka"], "--replica-fetch-transport kafka needs --kafka-listeners"),
+    (["--replica-fetch-transport", "kafka", "--kafka-listeners", "PLAINTEXT://127.0.0.1:9093",
+      "--kafka-inter-broker-listener-name", "INTERNAL"],
+     "--kafka-inter-broker-listener-name INTERNAL is not one of --kafka-listeners"),
+    (["--replica-fetch-transport", "kafka", "--kafka-listeners", "SASL_PLAINTEXT://127.0.0.1:9093"],
+     "--replica-fetch-transport kafka through the SASL listener SASL_PLAINTEXT://127.0.0.1:9093 needs "
+     "--inter-broker-user"),
+    (["--num-replica-fetchers", "0"], "--num-replica-fetchers must be at least 1"),
 ])
 def test_the_broker_refuses_to_start_on_what_it_cannot_serve_with_one_line(tmp_path: Path, flags: list[str],
                                                                            reason: str) -> None:

@@ -108,3 +108,38 @@ def test_the_broker_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch,
     assert "testing odradek verify only" in help_text
     with pytest.raises(SystemExit):
         _config_from_flags(monkeypatch, "--producer-id-expiration-ms", "0")
+
+
+def test_the_replica_fetch_transport_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = _config_from_flags(monkeypatch)
+    assert (default.replica_fetch_transport, default.num_replica_fetchers) == ("http", 1)  # main stays on HTTP
+    kafka = _config_from_flags(monkeypatch, "--replica-fetch-transport", "kafka", "--num-replica-fetchers", "3",
+                               "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192,INTERNAL://127.0.0.1:9193",
+                               "--kafka-listener-security-protocol-map", "INTERNAL:PLAINTEXT",
+                               "--kafka-inter-broker-listener-name", "internal")
+    assert (kafka.replica_fetch_transport, kafka.num_replica_fetchers) == ("kafka", 3)
+    listener = kafka.kafka_inter_broker_listener()
+    assert listener is not None and (listener.name, listener.port) == ("INTERNAL", 9193)
+    first = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192")
+    assert first.kafka_inter_broker_listener() == first.kafka_listeners[0]  # Kafka's default: the first
+
+
+def test_the_broker_and_its_replica_manager_take_the_kafka_transport(tmp_path: Path) -> None:
+    from broker.server import Broker
+
+    async def main() -> None:
+        for transport, fetches_over_kafka in (("http", False), ("kafka", True)):
+            config = BrokerConfig(1, "127.0.0.1:1", "127.0.0.1", 0, tmp_path / transport,
+                                  kafka_listeners=cli_listeners("PLAINTEXT://127.0.0.1:9192"),
+                                  replica_fetch_transport=transport, num_replica_fetchers=2)
+            manager = Broker(config).replicas.fetcher_manager
+            assert (manager is not None) is fetches_over_kafka
+            assert manager is None or manager.num_fetchers == 2
+
+    asyncio.run(main())
+
+
+def cli_listeners(spec: str) -> Any:
+    from broker.kafka.listeners import parse_kafka_listeners
+
+    return parse_kafka_listeners(spec)

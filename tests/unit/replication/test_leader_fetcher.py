@@ -226,3 +226,41 @@ def test_a_partition_that_stops_following_this_leader_is_dropped(tmp_path: Path)
             task.cancel()
 
     asyncio.run(main())
+
+
+def test_a_partition_whose_epoch_end_is_refused_is_asked_again_after_the_backoff_while_others_fetch(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        # partition 1's follower holds records of epoch 1, so it asks where the leader ended that epoch
+        for key in (("t", 1),):
+            await leaders[key].append(batch(2), acks=1, timeout_ms=1000)
+            await followers[key].append_replicated(bytes(leaders[key].log.read(0, 1 << 20).data), 0)
+        endpoint = MemoryLeader(leaders)
+        asked: list[tuple[str, int]] = []
+        answer = endpoint.epoch_end_offsets
+
+        async def refuse_twice(asks: Mapping[tuple[str, int], tuple[int, int]], *, replica_id: int) -> Any:
+            asked.extend(asks)
+            if len(asked) <= 2:
+                return {key: EpochEnd(error=NotLeaderOrFollowerError("not yet")) for key in asks}
+            return await answer(asks, replica_id=replica_id)
+
+        endpoint.epoch_end_offsets = refuse_twice  # type: ignore[method-assign]
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, backoff_s=0.15)
+        for part in followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            started = asyncio.get_running_loop().time()
+            await leaders[("t", 0)].append(batch(3), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 0)].log_end_offset == 3)  # partition 0 does not wait for 1
+            await leaders[("t", 1)].append(batch(1), acks=1, timeout_ms=1000)
+            await until(lambda: followers[("t", 1)].log_end_offset == 3)
+            # asked once, refused, again only after each backoff: not at every round of partition 0's fetches
+            assert asked == [("t", 1)] * 3
+            assert asyncio.get_running_loop().time() - started >= 0.25
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
