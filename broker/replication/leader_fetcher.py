@@ -14,6 +14,9 @@ The rules, per partition (those of broker/replication/replica_fetcher.py, the pe
   committed records or keep a divergent tail (a log without epoch history falls back to the high watermark).
 * **Fetch from the log end**, naming the leader epoch the partition follows (the leader fences either side if
   stale) and our log start offset; the leader's high watermark and log start offset come back and are followed.
+* **The replication throttle** (KIP-73, broker/replication/throttle.py) caps what a throttled partition asks for
+  and spends what it got; while the follower's quota is in debt, throttled partitions sit out of the fetch (Kafka's
+  ``shouldFollowerThrottle``) and the others go on: a throttle never delays a partition it does not name.
 * **One storage job per partition per answer**: the answer's batches for a partition are appended as bytes in one
   job on that partition's queue; the partitions of one answer are appended concurrently.
 * **Errors are per partition**: OFFSET_OUT_OF_RANGE asks the leader's log bounds and cuts back to its end or
@@ -46,6 +49,7 @@ from broker.replication.partition import FOLLOWER, Partition
 from odradek.protocol.errors import OdradekError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
+    from broker.quotas import TokenBucket
     from broker.replication.throttle import ReplicationThrottle
 
 log = logging.getLogger(__name__)
@@ -134,8 +138,23 @@ class LeaderFetcher:
 
     def _ready(self) -> dict[TopicPartition, _Follow]:
         now = self._clock()
-        return {k: f for k, f in self._follows.items()
-                if f.truncated and f.delayed_until <= now and self._current(f)}
+        ready = {}
+        for key, f in self._follows.items():
+            if not (f.truncated and f.delayed_until <= now and self._current(f)):
+                continue
+            bucket = self._bucket(f.part)
+            wait = bucket.delay() if bucket is not None else 0.0
+            if wait > 0:  # over the follower's replication quota: this partition sits the debt out
+                f.delayed_until = now + wait
+                continue
+            ready[key] = f
+        return ready
+
+    def _bucket(self, part: Partition) -> TokenBucket | None:
+        """The follower's replication quota for ``part`` (KIP-73), or None when it is not throttled."""
+        if self._throttle is None:
+            return None
+        return self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr)
 
     async def _idle(self) -> None:
         """Nothing to fetch: wait for a partition to be added, or the earliest held-back one to be due."""
@@ -195,10 +214,9 @@ class LeaderFetcher:
         for key, f in ready.items():
             part = f.part
             cap = self._settings.partition_max_bytes
-            if self._throttle is not None:
-                bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr)
-                if bucket is not None:
-                    cap = bucket.cap(cap)
+            bucket = self._bucket(part)
+            if bucket is not None:
+                cap = bucket.cap(cap)
             wanted[key] = PartitionData(part.log_end_offset, part.log_start_offset, cap, f.epoch)
         return wanted
 
@@ -240,10 +258,9 @@ class LeaderFetcher:
         await part.append_replicated(fetched.records, fetched.high_watermark)
         if fetched.log_start_offset > part.log_start_offset:
             await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
-        if self._throttle is not None and fetched.records:
-            bucket = self._throttle.follower_limit(part.topic, part.partition, self._broker_id in part.isr)
-            if bucket is not None:
-                await bucket.spend(len(fetched.records))
+        bucket = self._bucket(part) if fetched.records else None
+        if bucket is not None:
+            bucket.record(len(fetched.records))  # the debt holds throttled partitions back (``_ready``), no one else
 
     async def _out_of_range(self, key: TopicPartition, f: _Follow) -> None:
         """Our log end is outside the leader's log: cut back to its end, or start over at its start."""
