@@ -22,10 +22,11 @@ from broker.fetch.service import FetchService
 from broker.fetch.sessions import FetchSessionCache
 from broker.kafka.apis import KafkaApis
 from broker.kafka.authorization import KafkaAuthorizer
-from broker.kafka.leader_endpoint import KafkaLeaderEndPoint
+from broker.kafka.leader_endpoint import KafkaLeaderEndPoint, leader_endpoints
 from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import KafkaServer
 from broker.kafka.partitions import PartitionServices
+from broker.kafka.sasl import SaslGate
 from broker.log import Log
 from broker.metadata.cache import MetadataCache
 from broker.replication.fetch_session_handler import FetchSessionHandler, PartitionData
@@ -33,6 +34,10 @@ from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.leader_endpoint import FetchSettings
 from broker.replication.leader_fetcher import LeaderFetcher
 from broker.replication.partition import FOLLOWER, LEADER, Partition
+from broker.security.authn import Authenticator
+from broker.security.settings import SecuritySettings
+from broker.security.tls import make_local_pki, server_context
+from odradek.protocol import scram
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
     FencedLeaderEpochError,
@@ -73,8 +78,11 @@ class Cluster:
     """Broker 1 leading t-0 and t-1 (replicas 1, 2; ISR 1, 2) behind a real Kafka listener; broker 2 following
     both, with a metadata cache naming broker 1's listener (once it is bound) and the topic's id."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, listener: KafkaListener = PLAINTEXT, *, ssl_context: Any = None,
+                 gate: Callable[[Any], Any] | None = None) -> None:
         self.tmp_path = tmp_path
+        self.listener, self.ssl_context, self.gate = listener, ssl_context, gate
+        self.asked: list[tuple[str, str]] = []  # (principal, operation) the leader's authorizer was asked
         self.leader_cache = MetadataCache()
         self.leader_cache.topics = {"t": TopicAssignment({0: [1, 2], 1: [1, 2]}, topic_id=TOPIC_ID)}
         self.leader_cache.brokers = {b: BrokerInfo(b, "127.0.0.1", 8080 + b, epoch=EPOCH[b]) for b in (1, 2, 3)}
@@ -106,15 +114,21 @@ class Cluster:
         ready = asyncio.Event()
         ready.set()
         view = SimpleNamespace(broker_id=LEADER_ID, cluster_id="cid", controller_id=LEADER_ID, ready=ready)
+        def allowed(principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
+            self.asked.append((principal, operation))
+            return True
+
         apis = KafkaApis(view, self.leader_cache, services,  # type: ignore[arg-type]
-                         KafkaAuthorizer(SimpleNamespace(enforce=True, allowed=lambda *a: True)),  # type: ignore[arg-type]
+                         KafkaAuthorizer(SimpleNamespace(enforce=True, allowed=allowed)),  # type: ignore[arg-type]
                          BrokerConfig(LEADER_ID, "zk", "127.0.0.1", 8081, self.tmp_path))
-        self.server = KafkaServer((PLAINTEXT,), apis.handle)
+        dispatch = apis.handle if self.gate is None else self.gate(apis.handle)
+        self.server = KafkaServer((self.listener,), dispatch, ssl_context=self.ssl_context)
         await self.server.start()
-        port = self.server.bound_port(PLAINTEXT.name)
+        port = self.server.bound_port(self.listener.name)
         self.follower_cache.brokers = {LEADER_ID: BrokerInfo(LEADER_ID, "127.0.0.1", 8081, epoch=EPOCH[1],
                                                              kafka_endpoints=(KafkaEndpoint(
-                                                                 "PLAINTEXT", "127.0.0.1", port, "PLAINTEXT"),))}
+                                                                 self.listener.name, "127.0.0.1", port,
+                                                                 self.listener.security_protocol),))}
 
     def endpoint(self, leader_id: int = LEADER_ID) -> KafkaLeaderEndPoint:
         return KafkaLeaderEndPoint.for_cache(leader_id, self.follower_cache, "PLAINTEXT",
@@ -125,9 +139,9 @@ class Cluster:
             await self.server.stop()
 
 
-def run(test: Callable[[Cluster], Awaitable[None]], tmp_path: Path) -> None:
+def run(test: Callable[[Cluster], Awaitable[None]], tmp_path: Path, **kwargs: Any) -> None:
     async def main() -> None:
-        cluster = Cluster(tmp_path)
+        cluster = Cluster(tmp_path, **kwargs)
         await cluster.start()
         try:
             await asyncio.wait_for(test(cluster), 20)
@@ -271,3 +285,49 @@ def test_epoch_ends_and_log_bounds_are_the_leaders_log_not_its_high_watermark(tm
             await endpoint.close()
 
     run(test, tmp_path)
+
+
+# ------------------------------------------------------------------------------- the broker's security settings
+
+
+def test_the_brokers_endpoints_fetch_over_sasl_ssl_as_the_inter_broker_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("broker.kafka.sasl.FAILED_AUTHENTICATION_DELAY_S", 0.0)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    make_local_pki(pki, ["broker-1", "broker-2"])
+    users = {"replicator": {m: scram.make_credential(m, "secret").encode() for m in scram.MECHANISMS}}
+    listener = KafkaListener("INTERNAL", "127.0.0.1", 0, "SASL_SSL")
+    leader_tls = server_context(SecuritySettings(ssl_cafile=str(pki / "ca.pem"), ssl_certfile=str(pki / "broker-1.pem"),
+                                                 ssl_keyfile=str(pki / "broker-1.key"), ssl_client_auth="none"))
+
+    def gate(handle: Any) -> Any:
+        return SaslGate(handle, Authenticator(lambda u: users.get(u, {}), None), ("SCRAM-SHA-512",)).dispatch
+
+    async def test(c: Cluster) -> None:
+        follower_config = BrokerConfig(
+            FOLLOWER_ID, "zk", "127.0.0.1", 8082, tmp_path, kafka_listeners=(
+                KafkaListener("PLAINTEXT", "127.0.0.1", 9192, "PLAINTEXT"), listener),
+            kafka_inter_broker_listener_name="INTERNAL", sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
+            security=SecuritySettings(ssl_cafile=str(pki / "ca.pem"), ssl_certfile=str(pki / "broker-2.pem"),
+                                      ssl_keyfile=str(pki / "broker-2.key"), inter_broker_user="replicator",
+                                      inter_broker_password="secret"))
+        endpoint = leader_endpoints(follower_config, c.follower_cache)(LEADER_ID, 0)
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: EPOCH[FOLLOWER_ID], settings=QUICK)
+        for part in c.followers.values():
+            fetcher.add(part)
+        task = asyncio.create_task(fetcher.run())
+        try:
+            done = await asyncio.wait_for(c.leaders[("t", 0)].append(batch(2), acks=-1, timeout_ms=5000), 8)
+            assert done.last_offset == 1
+            await until(lambda: log_bytes(c.followers[("t", 0)]) == log_bytes(c.leaders[("t", 0)]),
+                        "the follower to hold the leader's records")
+        finally:
+            task.cancel()
+            await endpoint.close()
+        assert ("User:replicator", "ClusterAction") in c.asked  # logged in as the inter-broker user
+
+    run(test, tmp_path, listener=listener, ssl_context=leader_tls, gate=gate)
+    with pytest.raises(ValueError, match="needs --inter-broker-user"):
+        leader_endpoints(BrokerConfig(2, "zk", "127.0.0.1", 8082, tmp_path, kafka_listeners=(listener,)),
+                         MetadataCache())
