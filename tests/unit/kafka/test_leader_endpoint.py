@@ -92,6 +92,7 @@ class Cluster:
         self.followers: dict[tuple[str, int], Partition] = {}
         self.sessions = FetchSessionCache(10, 120_000, rng=random.Random(3))
         self.server: KafkaServer | None = None
+        self.dispatch: Any = None
 
     async def start(self) -> None:
         for p in (0, 1):
@@ -121,8 +122,8 @@ class Cluster:
         apis = KafkaApis(view, self.leader_cache, services,  # type: ignore[arg-type]
                          KafkaAuthorizer(SimpleNamespace(enforce=True, allowed=allowed)),  # type: ignore[arg-type]
                          BrokerConfig(LEADER_ID, "zk", "127.0.0.1", 8081, self.tmp_path))
-        dispatch = apis.handle if self.gate is None else self.gate(apis.handle)
-        self.server = KafkaServer((self.listener,), dispatch, ssl_context=self.ssl_context)
+        self.dispatch = apis.handle if self.gate is None else self.gate(apis.handle)
+        self.server = KafkaServer((self.listener,), self.dispatch, ssl_context=self.ssl_context)
         await self.server.start()
         port = self.server.bound_port(self.listener.name)
         self.follower_cache.brokers = {LEADER_ID: BrokerInfo(LEADER_ID, "127.0.0.1", 8081, epoch=EPOCH[1],
@@ -331,3 +332,29 @@ def test_the_brokers_endpoints_fetch_over_sasl_ssl_as_the_inter_broker_user(
     with pytest.raises(ValueError, match="needs --inter-broker-user"):
         leader_endpoints(BrokerConfig(2, "zk", "127.0.0.1", 8082, tmp_path, kafka_listeners=(listener,)),
                          MetadataCache())
+
+
+def test_a_leader_registered_on_another_port_is_reached_there_on_a_new_connection(tmp_path: Path) -> None:
+    async def test(c: Cluster) -> None:
+        endpoint = c.endpoint()
+        try:
+            await c.leaders[("t", 0)].append(batch(2), acks=1, timeout_ms=1000)
+            assert await endpoint.log_bounds(("t", 0), replica_id=FOLLOWER_ID) == (0, 2)
+            assert c.server is not None
+            # the leader comes back on another port (a restart): its registration says so, and the endpoint follows
+            moved = KafkaServer((PLAINTEXT,), c.dispatch)
+            await moved.start()
+            try:
+                await c.server.stop()
+                port = moved.bound_port(PLAINTEXT.name)
+                c.follower_cache.brokers[LEADER_ID] = BrokerInfo(
+                    LEADER_ID, "127.0.0.1", 8081, epoch=EPOCH[1],
+                    kafka_endpoints=(KafkaEndpoint("PLAINTEXT", "127.0.0.1", port, "PLAINTEXT"),))
+                assert await endpoint.log_bounds(("t", 0), replica_id=FOLLOWER_ID) == (0, 2)
+                assert moved.connection_count == 1
+            finally:
+                await moved.stop()
+        finally:
+            await endpoint.close()
+
+    run(test, tmp_path)
