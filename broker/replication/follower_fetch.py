@@ -7,11 +7,13 @@ is here.
 
 Invariants: a request never demotes a leader (a newer leader epoch only asks for the partition's state to be
 re-read from ZooKeeper, and applying that state is what may demote us); a fetch that fails validation reads
-nothing and spends no replication quota; a read whose quota spend fails closes what it opened.
+nothing and spends no replication quota; the quota delays the throttled partition alone, never the answer that
+carries it with others.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -96,25 +98,27 @@ class FollowerFetchService:
                 high_watermark=part.high_watermark)
 
     async def fetch(self, part: Partition, fetch: FollowerFetch, *, zero_copy: bool = True) -> FetchResult:
-        """Validate, then read for the follower within the leader's replication quota (KIP-73): the read is
-        capped by the quota's budget and its size is spent after it (waiting, when over the quota)."""
+        """Validate, then read for the follower within the leader's replication quota (KIP-73).
+
+        The quota holds back the throttled partition, never the answer it travels in (a Kafka fetch carries many
+        partitions): under the quota the read is capped by its budget and answered at once, its size spent; over
+        it, the partition is answered with no records, as Kafka's leader leaves a throttled partition out, once the
+        debt is paid or the fetch's own wait is over (so a long-poll does not come straight back to ask again).
+        Either way the fetch offset acknowledges what the follower holds."""
         self.validate(part, fetch)
         bucket = self._throttle.leader_limit(part.topic, part.partition, fetch.replica_id in part.isr)
+        if bucket is not None:
+            debt = bucket.delay()
+            if debt > 0:
+                result = part.acknowledge_follower(fetch.replica_id, fetch.offset, fetch.leader_epoch)
+                if fetch.timeout_ms > 0:
+                    await asyncio.sleep(min(debt, fetch.timeout_ms / 1000))
+                return result
         max_bytes = bucket.cap(fetch.max_bytes) if bucket else fetch.max_bytes
         result = await part.read_for_follower(fetch.replica_id, fetch.offset, fetch.leader_epoch, max_bytes,
                                               fetch.timeout_ms, zero_copy=zero_copy)
         size = result.size if isinstance(result, SliceResult) else len(result.data)
         if bucket is not None and size:
-            try:
-                await bucket.spend(size)
-            except BaseException:
-                close(result)
-                raise
+            bucket.record(size)  # the debt holds this partition's next fetches back
         return result
 
-
-def close(result: FetchResult | object) -> None:
-    """Release what a read opened (a zero-copy read holds duplicated file descriptors); bytes need nothing."""
-    release = getattr(result, "close", None)
-    if release is not None:
-        release()

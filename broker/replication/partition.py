@@ -452,6 +452,16 @@ class Partition:
         job = storage_jobs.slices if zero_copy else storage_jobs.read
         return await self._storage.run(None, job, self.log, offset, max_bytes, None)
 
+    def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:
+        """A follower's fetch answered with no records (the leader's replication quota is spent, KIP-73): its
+        offset still acknowledges everything before it, exactly as a read's would."""
+        self._check_follower_fetch(replica_id, fetch_epoch)
+        if offset > self.log.log_end_offset:
+            raise OffsetOutOfRangeError(f"fetch offset {offset} > log end offset {self.log.log_end_offset}",
+                                        log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset)
+        self._record_follower_fetch(replica_id, offset)
+        return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
+
     def _check_follower_fetch(self, replica_id: int, fetch_epoch: int) -> None:
         if self.role != LEADER:
             raise self.not_leader()

@@ -27,6 +27,7 @@ from broker.kafka.codec import make, nested
 from broker.kafka.partitions import PartitionServices
 from broker.log import Log
 from broker.metadata.cache import MetadataCache
+from broker.quotas import TokenBucket
 from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.partition import Partition
 from odradek.protocol.errors import UnknownTopicError
@@ -177,6 +178,7 @@ class Leader:
         self.parts: dict[int, Partition] = {}
         self.sessions = FetchSessionCache()
         self.asked: list[tuple[str, ...]] = []
+        self.throttle: Any = SimpleNamespace(leader_limit=lambda topic, partition, in_isr: None)
 
     async def start(self, cluster_action: bool = True) -> KafkaApis:
         for p in (0, 1):
@@ -185,8 +187,7 @@ class Leader:
             part = Partition("t", p, 1, log, FakeIsrManager(), lambda b: f"http://broker-{b}")
             await part.apply(info(1, 4, self.isr, partition=p), config())
             self.parts[p] = part
-        throttle = SimpleNamespace(leader_limit=lambda topic, partition, in_isr: None)
-        followers = FollowerFetchService(1, self.cache, throttle,  # type: ignore[arg-type]
+        followers = FollowerFetchService(1, self.cache, self.throttle,
                                          reread_state=lambda topic, partition: None)
         fetches = FetchService(1, Router({("t", p): part for p, part in self.parts.items()}), followers,
                                None)  # type: ignore[arg-type]
@@ -300,5 +301,33 @@ def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max
         assert loop.time() - started < ANSWERED_WITHIN_S  # the append ended it, not max_wait
         parts = by_partition(body)
         assert (parts[0].records, len(parts[1].records)) == (b"", len(batch(4)))
+
+    asyncio.run(main())
+
+
+def test_a_throttled_partition_over_its_quota_is_answered_empty_and_never_holds_back_the_others(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        bucket = TokenBucket(20_000)  # KIP-73's leader quota, naming partition 1 for replica 3 (not in the ISR)
+        leader.throttle = SimpleNamespace(
+            leader_limit=lambda topic, partition, in_isr: bucket if partition == 1 and not in_isr else None)
+        apis = await leader.start()
+        for _ in range(3):
+            await leader.parts[1].append(batch(1, b"x" * 30_000), acks=1, timeout_ms=1000)
+        first = by_partition(await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=3, broker_epoch=EPOCH[3],
+                                                            leader_epoch=4)))
+        taken = len(first[1].records)
+        assert 0 < taken < leader.parts[1].log.size_in_bytes  # capped by the quota, which is in debt now
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 1}, replica=3, broker_epoch=EPOCH[3],
+                                                                leader_epoch=4, max_wait_ms=5000)))
+        await asyncio.sleep(0.2)
+        await leader.parts[0].append(batch(1), acks=1, timeout_ms=1000)
+        parts = by_partition(await asyncio.wait_for(fetching, 5))
+        assert loop.time() - started < 0.2 + 0.4  # answered on partition 0's append, not after partition 1's debt
+        assert (len(parts[0].records), parts[1].records) == (len(batch(1)), b"")
+        assert leader.parts[1].followers[3].log_end_offset == 1  # partition 1's offset acknowledged all the same
 
     asyncio.run(main())

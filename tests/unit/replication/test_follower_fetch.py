@@ -32,6 +32,11 @@ class FakePartition:
 
     def __init__(self) -> None:
         self.reads: list[tuple[Any, ...]] = []
+        self.acknowledged: list[tuple[int, int, int]] = []
+
+    def acknowledge_follower(self, replica_id: int, offset: int, epoch: int) -> ReadResult:
+        self.acknowledged.append((replica_id, offset, epoch))
+        return ReadResult(b"", offset, 0, 10)
 
     async def read_for_follower(self, replica_id: int, offset: int, epoch: int, max_bytes: int, timeout_ms: int,
                                 zero_copy: bool = False) -> ReadResult:
@@ -40,14 +45,19 @@ class FakePartition:
 
 
 class FakeBucket:
-    def __init__(self) -> None:
+    def __init__(self, debt_s: float = 0.0) -> None:
         self.spent: list[int] = []
+        self.debt_s = debt_s
 
     def cap(self, max_bytes: int) -> int:
         return min(max_bytes, 100)
 
-    async def spend(self, size: int) -> None:
+    def delay(self) -> float:
+        return self.debt_s
+
+    def record(self, size: int) -> float:
         self.spent.append(size)
+        return 0.0
 
 
 def _service(bucket: FakeBucket | None = None) -> tuple[FollowerFetchService, list[tuple[str, int]]]:
@@ -109,3 +119,24 @@ def test_without_a_quota_the_fetch_reads_its_max_bytes() -> None:
     part = FakePartition()
     asyncio.run(service.fetch(part, _fetch()))  # type: ignore[arg-type]
     assert part.reads[0][3] == 1000
+
+
+@pytest.mark.parametrize(("debt_s", "timeout_ms", "waited"), [(0.2, 5000, 0.2), (5.0, 100, 0.1), (5.0, 0, 0.0)])
+def test_over_the_quota_the_partition_is_answered_empty_once_the_debt_or_the_wait_is_over_and_acknowledged(
+        debt_s: float, timeout_ms: int, waited: float) -> None:
+    bucket = FakeBucket(debt_s)
+    service, _ = _service(bucket)
+    part = FakePartition()
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        fetch = FollowerFetch(2, 102, 5, 9, max_bytes=1000, timeout_ms=timeout_ms)
+        result = await service.fetch(part, fetch)  # type: ignore[arg-type]
+        assert result.data == b""
+        return loop.time() - started
+
+    elapsed = asyncio.run(main())
+    assert part.reads == [] and bucket.spent == []  # nothing read, nothing spent
+    assert part.acknowledged == [(2, 9, 5)]  # the offset acknowledges all the same
+    assert waited - 0.02 <= elapsed <= waited + 0.15  # never longer than the fetch may wait, nor the debt lasts
