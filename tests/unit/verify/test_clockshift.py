@@ -71,7 +71,9 @@ class Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("\n")
         self.proc.stdin.flush()
-        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+        ready = select.poll()  # not select.select: the test process may hold fds numbered past FD_SETSIZE (1024)
+        ready.register(self.proc.stdout, select.POLLIN)
+        if not ready.poll(timeout * 1000):
             self.proc.kill()
             pytest.fail(f"the child under the shim did not answer in {timeout:.0f} s (a sleep that never ends?)")
         line = self.proc.stdout.readline()
