@@ -22,7 +22,6 @@ Concurrency: on the broker's event loop, called by the replica manager only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ if TYPE_CHECKING:
     from broker.replication.throttle import ReplicationThrottle
 
 log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 5.0  # how long closing a fetcher waits for its task to end
 
 # (leader broker id, fetcher id) -> a new endpoint to that leader (its own connection)
 EndPointFactory = Callable[[int, int], LeaderEndPoint]
@@ -140,10 +141,18 @@ class FetcherManager:
         if running is None:
             return
         running.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await running.task
-        with contextlib.suppress(Exception):
+        # asyncio.wait: the fetcher's end (cancelled, or failed) is not raised here, while a cancellation of the
+        # caller still is; a fetcher that does not end in time is left behind, loudly, rather than stall the
+        # replica manager's state changes behind it
+        done, _ = await asyncio.wait([running.task], timeout=CLOSE_TIMEOUT_S)
+        if not done:
+            log.error("broker %d: fetcher %d for leader %d did not stop within %.0f s of its cancellation",
+                      self._broker_id, where[1], where[0], CLOSE_TIMEOUT_S)
+        try:
             await running.fetcher.endpoint.close()
+        except Exception:
+            log.exception("broker %d: closing the connection of fetcher %d for leader %d failed", self._broker_id,
+                          where[1], where[0])
         for key in [k for k, w in self._assigned.items() if w == where]:
             del self._assigned[key]
         log.info("broker %d: fetcher %d for leader %d closed", self._broker_id, where[1], where[0])

@@ -161,8 +161,11 @@ class LeaderFetcher:
         self._changed.clear()
         due = [f.delayed_until for f in self._follows.values() if self._current(f)]
         timeout = max(0.0, min(due) - self._clock()) if due else None
+        # asyncio.timeout, not wait_for: on 3.11 a wait_for whose event is set in the same step as the task is
+        # cancelled (``remove`` then the manager's cancel) returns normally and the cancellation is lost
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
 
     # ----------------------------------------------------------------------------------------- truncation
 

@@ -312,3 +312,28 @@ def test_a_throttled_partition_replicates_at_its_rate_and_never_holds_back_the_o
             task.cancel()
 
     asyncio.run(main())
+
+
+def test_a_fetcher_waiting_idle_ends_when_cancelled_in_the_step_its_last_partition_is_removed(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 1)
+        endpoint = MemoryLeader(leaders)
+
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise NotLeaderOrFollowerError("moved")
+
+        leaders[("t", 0)].read_for_follower = refuse  # type: ignore[method-assign]
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, backoff_s=5)
+        fetcher.add(followers[("t", 0)])
+        task = asyncio.create_task(fetcher.run())
+        await until(lambda: fetcher.rounds == 1)
+        await asyncio.sleep(0.05)  # the partition is held back: the fetcher waits for it, or for a change
+        # what the fetcher manager does when a partition's leader moves: remove it, then cancel the empty fetcher
+        fetcher.remove(("t", 0))
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=1)
+        assert done, "the cancellation was lost: the fetcher kept waiting"
+        assert task.cancelled()
+
+    asyncio.run(main())
