@@ -439,7 +439,12 @@ class KafkaProducerWorker(threading.Thread):
 
 
 class GroupMemberWorker(threading.Thread):
-    """A consumer-group member: poll, "process" (record), then commit what it processed, by hand."""
+    """A consumer-group member: poll, "process" (record), then commit what it processed, by hand.
+
+    The ``generation`` of a poll counts the assignments and losses this member went through (callbacks run
+    inside ``poll``), as KafkaGroupMemberWorker's does: a position may move back exactly there (a partition
+    starts again from the committed offset), also when a member that lost its partitions is given them again
+    within the same group generation."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, history: History,
                  stop: threading.Event, session_timeout_ms: int) -> None:
@@ -453,11 +458,15 @@ class GroupMemberWorker(threading.Thread):
                                       request_timeout_ms=5000)
         self.processed: dict[int, int] = {}
         self.error: str | None = None
+        self.generation = 0
+
+    def _moved(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.generation += 1
 
     def run(self) -> None:
         c = self.consumer
         try:
-            c.subscribe([self.topic])
+            c.subscribe([self.topic], on_assign=self._moved, on_revoke=self._moved, on_lost=self._moved)
             while not self.stop_event.is_set():
                 try:
                     batch = c.poll(500)
@@ -467,7 +476,7 @@ class GroupMemberWorker(threading.Thread):
                     continue
                 if not batch:
                     continue
-                gen = c.generation
+                gen = self.generation  # callbacks run inside poll: what it returned belongs to this one
                 now = self.history.now()
                 polls = [PollOp(self.member, gen, tp.partition, r.offset, value_of(r.value), now)
                          for tp, recs in batch.items() for r in recs]

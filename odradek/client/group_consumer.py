@@ -96,6 +96,7 @@ class GroupConsumer(Consumer):
         self._on_assign: Callback | None = None
         self._on_revoke: Callback | None = None
         self._on_lost: Callback | None = None
+        self._generation = -1  # of the assignment applied (set by poll's thread; a loss resets it at once)
         self._committer: ThreadPoolExecutor | None = None
         self._stats = {"records": 0, "commits": 0, "commit_failures": 0, "rebalances": 0, "lost": 0}
         self._api = GroupApi(self._transport, group_id, self._group_urls, self._request_timeout_ms)
@@ -163,7 +164,10 @@ class GroupConsumer(Consumer):
 
     @property
     def generation(self) -> int:
-        return self._membership.generation
+        """The generation of the assignment ``poll`` serves (-1 when none): Kafka's ``groupMetadata()``. A join
+        answered but not yet applied by ``poll`` does not count, so the records ``poll`` returned and the
+        generation read after it belong together (``send_offsets_to_transaction`` fences with it)."""
+        return self._generation
 
     # --------------------------------------------------------------------------------------------- poll
 
@@ -378,6 +382,7 @@ class GroupConsumer(Consumer):
         """Membership thread: drop everything now, so not one more record of these partitions is handed out."""
         lost = self.assignment()
         self._drop(lost)
+        self._generation = -1
         with self._events_lock:  # a join answer not applied yet is as stale as the partitions
             self._events = [e for e in self._events if e[0] != "join"]
         if lost:
@@ -430,6 +435,7 @@ class GroupConsumer(Consumer):
     def _apply_join(self, result: JoinResult) -> None:
         plan = plan_rebalance(self.assignment(), result)
         self._stats["rebalances"] += 1
+        self._generation = result.generation
         if plan.revoked:
             self._revoke(set(plan.revoked))
         if plan.added:

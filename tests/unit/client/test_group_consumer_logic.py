@@ -187,3 +187,21 @@ def test_poll_returns_nothing_of_partitions_whose_session_may_have_expired() -> 
     assert c.assignment() == set()
     c._membership.member_id = None  # nothing to leave: no request at close
     c.close()
+
+
+def test_generation_is_the_applied_assignments_not_a_join_answer_waiting_for_poll() -> None:
+    """The records a poll returns and the generation read after it belong together (Kafka's groupMetadata): a
+    join answer the membership thread holds counts only once poll applied it, and a loss resets it at once."""
+    from odradek.client.consumer import _PartitionState
+
+    c = consumer(enable_auto_commit=False)
+    c._set_states({TP("t", 0): _PartitionState(None)})
+    c._membership.core.member_id, c._membership.core.generation = "m", 3
+    c.on_join(result([("t", 0)]))  # generation 3, keeping t-0: nothing to fetch, so no network
+    assert c.generation == -1  # not applied yet: what poll hands out still belongs to the old assignment
+    c._coordinate()
+    assert c.generation == 3 and c.assignment() == {TP("t", 0)}
+    c.on_lost("session timed out")
+    assert c.generation == -1 and c.assignment() == set()
+    c._membership.core.member_id = None  # nothing to leave: no request at close
+    c.close()
