@@ -31,8 +31,10 @@ def duplicates_fail(report: dict[str, Any]) -> bool:
 def verdict(report: dict[str, Any]) -> list[str]:
     """The names of the checks that failed (empty: the run passed)."""
     flat = {**report["queue"], **report["replicas"], **(report.get("group") or {})}
+    txn = report.get("txn")
+    incomplete = ["txn_final_read_incomplete"] if txn and (txn.get("final_read_notes") or {}).get("incomplete") else []
     return ([k for k in (FAILING_IDEMPOTENT if duplicates_fail(report) else FAILING) if flat.get(k)]
-            + failed_checks(report.get("txn")))
+            + failed_checks(txn) + incomplete)
 
 
 def txn_lines(t: dict[str, Any]) -> list[str]:
@@ -52,6 +54,10 @@ def txn_lines(t: dict[str, Any]) -> list[str]:
     stuck = (t.get("final_read_notes") or {}).get("stuck")
     if stuck:
         lines.append(f"  last stable offset below the high watermark after the run (transactions left open): {stuck}")
+    incomplete = (t.get("final_read_notes") or {}).get("incomplete")
+    if incomplete:
+        lines.append("  the final read did not reach the last stable offset of (partition: [position, end]; what "
+                     f"it did not read is unread, not shown lost): {incomplete}")
     return lines
 
 

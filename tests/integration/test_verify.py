@@ -169,7 +169,11 @@ def _assert_txn_clean(report: dict, text: str) -> None:
     assert t["polled"] > 0 and t["final_read"] > 0, t
     assert set(t["checks"]) == TXN_CHECKS and all(c["ran"] for c in t["checks"].values()), t["checks"]
     failing = {k: c["count"] for k, c in t["checks"].items() if c["fails"]}
-    assert failing == dict.fromkeys(failing, 0), {k: t["checks"][k]["examples"][:3] for k, n in failing.items() if n}
+    # On a failure, what the run's report holds of it (the report's directory goes with tmp_path).
+    assert failing == dict.fromkeys(failing, 0), (
+        {k: t["checks"][k]["examples"][:5] for k, n in failing.items() if n}, t.get("final_read_notes"),
+        report.get("faults"))
+    assert not (t.get("final_read_notes") or {}).get("incomplete"), t["final_read_notes"]
     assert not t["checks"]["G0"]["fails"] and not t["checks"]["G1c"]["fails"]
     assert "txn checks: G1a 0  torn-transaction 0  lost-write 0" in text
 

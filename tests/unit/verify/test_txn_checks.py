@@ -257,6 +257,20 @@ def test_the_verdict_and_summary_name_the_failed_txn_checks() -> None:
     assert "0 G1a, 0 torn-transaction, 0 lost-write" in report.summary_lines(r)[-1]
 
 
+def test_a_final_read_that_could_not_finish_fails_by_that_name_not_only_as_lost_writes() -> None:
+    """Records a final read never reached are unread, not shown lost: the verdict and the summary say so."""
+    from tests.unit.verify.test_verdict import _report
+
+    h, final = _clean()
+    t = txn_checker.check_txn(h, final)
+    t["final_read_notes"] = {"incomplete": {f"{A}/1": [3, 9]}}
+    r = _report("client", duplicate=False, idempotent_producer=True, txn=t)
+    assert report.verdict(r) == ["txn_final_read_incomplete"]
+    assert any("did not reach the last stable offset" in line and "[3, 9]" in line for line in report.txn_lines(t))
+    t["final_read_notes"] = {"incomplete": {}}
+    assert report.verdict(r) == []
+
+
 def test_the_txn_planted_bugs_are_hidden_broker_flags(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from broker.cli import build_parser as broker_parser
     from odradek_verify import cli
