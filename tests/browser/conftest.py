@@ -27,6 +27,9 @@ from tests.harness.wait import SLOW_MACHINE_S
 
 CHROMIUM = ("chromium", "chromium-browser")
 WINDOW = (1400, 1000)
+# Where the tests' screenshots go: var/console (ignored by git), so that a test run leaves the tree as it was;
+# ODRADEK_SCREENSHOTS=docs/console refreshes the ones docs/console.md shows.
+SHOTS = Path(os.environ.get("ODRADEK_SCREENSHOTS") or Path(__file__).resolve().parents[2] / "var" / "console")
 
 
 def _find(names: Sequence[str]) -> str | None:

@@ -5,8 +5,9 @@ Each page is loaded from broker 1's /ui, waited for until its first refresh is d
 it logged no error in the browser console (a failed load the page expects is named where it is allowed), it
 shows what the API answers for the same thing (each test reads the API's JSON itself and compares it with the
 page's table cells), and its actions work behind their confirmation (cancel changes nothing, confirm changes
-what the API then shows). A screenshot of each page is written to docs/console/<page>.png (docs/console.md
-links them). The last test kills a broker and times how long the overview takes to show it down.
+what the API then shows). A screenshot of each page is written to <SHOTS>/<page>.png (var/console; with
+ODRADEK_SCREENSHOTS=docs/console, the ones docs/console.md links). The last test kills a broker and times how
+long the overview takes to show it down.
 """
 
 from __future__ import annotations
@@ -19,20 +20,18 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.api.console import PROBE_TIMEOUT_S
-from tests.browser.conftest import console_errors, screenshot
+from tests.browser.conftest import SHOTS, console_errors, screenshot
 from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
 
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
 READING = json.dumps({"type": "record", "name": "Reading", "fields": [

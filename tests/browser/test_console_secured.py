@@ -21,7 +21,7 @@ caller (alice's password over HTTP Basic, or the admin's certificate for what is
   clears it;
 * the browser logs no error but the 401 and 403 loads each test expects.
 
-Screenshots: docs/console/signin.png and docs/console/secured-topics.png (docs/console.md links them).
+Screenshots: signin.png and secured-topics.png in SHOTS (tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -34,21 +34,19 @@ import ssl
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from odradek_local.cluster import LocalCluster
 from odradek_local.security import admin_files, broker_name, tls_dir
-from tests.browser.conftest import chromium_driver, console_errors, screenshot
+from tests.browser.conftest import SHOTS, chromium_driver, console_errors, screenshot
 from tests.harness.ports import free_port_block
 from tests.harness.wait import SLOW_MACHINE_S
 from tests.integration.test_security import PASSWORDS, ZK_DIGEST, basic, request, tool
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 TOPICS = ("orders", "payments", "secret")
 GROUPS = ("billing", "audit")
