@@ -4,7 +4,7 @@ the issue asks for: faults by kind, acknowledged, lost, duplicated, divergent, a
 recovery time per fault kind. Every kind of the ``all`` scenario gets a row, so one that never ran shows as 0.
 
     sudo .venv/bin/python bench/verify_long.py [--minutes 30] [--out verify-long] [--figure docs/verify-timeline.png]
-                                               [--via client|rest] [--seed N]
+                                               [--via client|rest] [--seed N] [--workload queue,txn]
 
 Needs root (network namespaces, iptables inside them, a loop-mounted disk) and Debian's ZooKeeper. Prints
 figures and exits 1 if any check failed; it is not a test.
@@ -33,11 +33,15 @@ def main() -> int:
     ap.add_argument("--via", choices=("client", "rest"), default="client")
     ap.add_argument("--seed", type=int, default=1729)
     ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--workload", default=None,
+                    help="verify's --workload (default queue,txn; queue with --via rest, which has no transactions)")
     args = ap.parse_args()
+    if args.workload is None:
+        args.workload = "queue" if args.via == "rest" else "queue,txn"
     cmd = [sys.executable, "-m", "odradek_tools", "verify", "--out", str(args.out),
            "--duration", str(args.minutes * 60),
            "--concurrency", str(args.concurrency), "--quiet", "0.5,1.5", "--scenario", "all", "--seed",
-           str(args.seed), "--via", args.via]
+           str(args.seed), "--via", args.via, "--workload", args.workload]
     print("running:", " ".join(cmd), flush=True)
     code = subprocess.run(cmd, cwd=REPO).returncode
     report_path = args.out / "report.json"
@@ -64,6 +68,13 @@ def main() -> int:
     if g:
         print(f"group: polled {g['polled']}, poll skips {g['poll_skips']}, non-monotonic {g['nonmonotonic_polls']}, "
               f"committed beyond processed {g['committed_beyond_processed']}")
+    t = r.get("txn")
+    if t:
+        print(f"transactions: {t['transactions']} ({t['consume_transform_produce']} consume-transform-produce), "
+              f"committed {t['committed']}, aborted {t['aborted']} ({t['aborted_on_purpose']} on purpose), "
+              f"unknown {t['unknown']}; read_committed polls {t['polled']}, final read {t['final_read']}")
+        print("txn checks: " + "  ".join(f"{k} {c['count']}" + ("" if c["fails"] else " (reported)")
+                                         for k, c in t["checks"].items()))
     print(f"availability: {a['share_of_time_writable']:.1%} of partition-seconds writable, "
           f"{a['share_of_writes_acknowledged']:.1%} of writes acknowledged")
     for kind, why in r.get("skipped_faults", {}).items():
