@@ -28,6 +28,12 @@ ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 # Without an slf4j binding ZooKeeper logs nothing at all; these give it log4j with the CONSOLE appender.
 LOGGING_JARS = (Path("/usr/share/java/slf4j-log4j12.jar"), Path("/usr/share/java/log4j-1.2.jar"))
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# ZooKeeper 3.8.0 (Debian's) can lose committed writes when a follower synced by DIFF goes back to an election:
+# it applied the leader's transactions in memory but had not logged them, yet it already wrote the new epoch, so
+# it wins the next election with its old log and truncates the others (ZOOKEEPER-4643, -4646, -4785; fixed in
+# 3.9.2). A snapshot sync is written to disk before the follower takes the new epoch, so we ask for it always.
+# ZooKeeper logs "Forcing snapshot sync - should not see this in production" at each sync: that is this flag.
+FORCE_SNAPSHOT_SYNC = "-Dzookeeper.forceSnapshotSync=true"
 FOUR_LETTER_WORDS = "srvr,mntr,stat,conf,ruok,isro"
 STATE_FILE = "ensemble.json"
 HOST = "127.0.0.1"
@@ -131,6 +137,7 @@ class ZkEnsemble:
         sync_limit: int = 5,
         zookeeper_jar: Path = ZOOKEEPER_JAR,
         java: str = "java",
+        force_snapshot_sync: bool = True,
     ) -> None:
         if size < 1:
             raise ValueError(f"ensemble size must be at least 1, got {size}")
@@ -144,6 +151,7 @@ class ZkEnsemble:
         self.sync_limit = sync_limit
         self.zookeeper_jar = Path(zookeeper_jar)
         self.java = java
+        self.force_snapshot_sync = force_snapshot_sync
         self.nodes: dict[int, ZkNode] = {
             i: ZkNode(
                 id=i,
@@ -211,6 +219,7 @@ class ZkEnsemble:
             "-Xms32m",
             "-XX:+UseSerialGC",
             "-Dzookeeper.root.logger=INFO,CONSOLE",
+            *([FORCE_SNAPSHOT_SYNC] if self.force_snapshot_sync else []),
             "-cp",
             ":".join(str(p) for p in classpath if p.exists()),
             MAIN_CLASS,
@@ -401,6 +410,7 @@ class ZkEnsemble:
             "sync_limit": self.sync_limit,
             "zookeeper_jar": str(self.zookeeper_jar),
             "java": self.java,
+            "force_snapshot_sync": self.force_snapshot_sync,
             "processes": {str(i): p.to_json() for i, p in sorted(self._procs.items())},
         }
 
@@ -430,6 +440,7 @@ class ZkEnsemble:
             sync_limit=data["sync_limit"],
             zookeeper_jar=Path(data["zookeeper_jar"]),
             java=data["java"],
+            force_snapshot_sync=data.get("force_snapshot_sync", True),
         )
         ensemble._procs = {int(i): ManagedProcess.from_json(p) for i, p in data["processes"].items()}
         return ensemble

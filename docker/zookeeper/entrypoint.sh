@@ -30,7 +30,9 @@ mkdir -p "$ZOO_DATA_DIR" "$ZOO_DATA_LOG_DIR"
 mv "$cfg.tmp" "$cfg"
 echo "$ZOO_MY_ID" >"$ZOO_DATA_DIR/myid"
 
-heap=(-Xmx"${ZOO_HEAP_MB}"m -Xms32m -XX:+UseSerialGC)
+# forceSnapshotSync: ZooKeeper before 3.9.2 can lose committed writes after a DIFF sync (ZOOKEEPER-4643/4646);
+# a snapshot sync is on disk before the follower takes the new epoch (odradek_local/zookeeper.py says more).
+heap=(-Xmx"${ZOO_HEAP_MB}"m -Xms32m -XX:+UseSerialGC -Dzookeeper.forceSnapshotSync="${ZOO_FORCE_SNAPSHOT_SYNC:-true}")
 if [[ -f /usr/share/java/zookeeper.jar ]]; then
     # Debian's ZooKeeper: its jar's manifest lists its dependencies; add a log4j binding for console logs.
     cp=/usr/local/lib/odradek-zk:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
