@@ -8,12 +8,14 @@ re-read at every request and written conditionally on its zkVersion: a coordinat
 session expiry) and still acts can only fail its write, never overwrite its successor's decision.
 
 Completing a transaction: write Prepare{Commit,Abort} (the decision), then one marker per partition of the
-transaction on that partition's leader (acks=all), then (for a commit) the group offsets, then Complete*.
-A crash anywhere leaves either Ongoing (nothing decided: the timeout or the next init aborts it) or Prepare*
-(decided: whoever coordinates next writes the markers again, which is harmless: a second marker for a
-transaction already ended changes nothing but a record). The sweep (every ``sweep_interval_s``, on every broker)
-finishes Prepare* states and aborts Ongoing ones past ``transaction.timeout.ms``, claiming ids whose
-coordinator died.
+transaction on that partition's leader (acks=all), then (for a commit) the group offsets, then Complete*. A crash
+anywhere leaves either Ongoing (nothing decided: the timeout or the next init aborts it) or Prepare* (decided:
+whoever coordinates next writes the markers again). Markers carry the transaction's own coordinator epoch
+(``TxnState.coordinator_epoch``, one more at each decision), so a partition leader writes a transaction's marker
+once: a second one (a retry, a deposed coordinator still retrying) is skipped, and one older than the last it wrote
+is TRANSACTION_COORDINATOR_FENCED, instead of ending the producer's next transaction there. The sweep (every
+``sweep_interval_s``, on every broker) finishes Prepare* states and aborts Ongoing ones past
+``transaction.timeout.ms``, claiming ids whose coordinator died.
 
 Concurrency: asyncio, one lock per transactional id on this broker; ZooKeeper I/O in threads.
 """
@@ -245,7 +247,7 @@ class TxnCoordinator:
     async def _complete(self, tid: str, st: TxnState, version: int) -> tuple[TxnState, int]:
         """Markers on every partition (in parallel), the group offsets of a commit, then Complete*."""
         commit = st.state == s.PREPARE_COMMIT
-        coordinator_epoch = self._broker_epoch() or 0
+        coordinator_epoch = st.coordinator_epoch
         partitions = list(st.partitions)
         if commit and self.unsafe_partial_commit_markers and len(partitions) > 1:
             partitions = partitions[:-1]  # the planted bug: one partition never gets its COMMIT marker

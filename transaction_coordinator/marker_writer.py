@@ -10,11 +10,11 @@ import-linter contract in pyproject.toml). The broker hands over its leader rout
 ``Partition`` is a ``LocalLeader``, its ``Remote`` a ``RemoteLeader``) and a function that POSTs JSON to another
 broker and raises the remote's typed error; unit tests pass small fakes.
 
-Invariants: a marker carries the coordinator epoch (capped to int32, the batch field's width), so a leader can
-tell a zombie coordinator's marker; one ``append`` is bounded by ``timeout_ms`` (routing and appending share the
-deadline); ``write`` retries only retriable errors, with a capped backoff, and after ``attempts`` tries raises
-the last error.
-"""
+Invariants: a marker carries its transaction's coordinator epoch (``TxnState.coordinator_epoch``, capped to int32,
+the field's width), so a leader writes each transaction's marker once and refuses an older transaction's (a retry or
+a deposed coordinator's late write cannot end the producer's next transaction); one ``append`` is bounded by
+``timeout_ms`` (routing and appending share the deadline); ``write`` retries only retriable errors, with a capped
+backoff, and after ``attempts`` tries raises the last error. """
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class LocalLeader(Protocol):
     """This broker's leader replica of the partition: appends a control batch (``kind`` COMMIT or ABORT)."""
 
     async def append_marker(self, batch: bytes, producer_id: int, producer_epoch: int, kind: int,
-                            timeout_ms: int) -> AppendedMarker: ...
+                            timeout_ms: int, coordinator_epoch: int = -1) -> AppendedMarker: ...
 
 
 class RemoteLeader(Protocol):
@@ -70,7 +70,7 @@ class LeaderMarkerWriter:
     async def append(self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
                      *, forwarded: bool = False) -> int:
         """Write one marker on the partition's leader, here or (unless ``forwarded``) on the broker that leads
-        it; answers the marker's offset."""
+        it; answers the marker's offset (-1: this transaction's marker was there already)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_ms / 1000
         route = await self._route(topic, partition, deadline)
@@ -83,9 +83,11 @@ class LeaderMarkerWriter:
                               "commit": commit, "coordinator_epoch": coordinator_epoch}),
                 self._timeout_ms / 1000 + 5)
             return int(answer["offset"])
-        batch = encode_marker(pid, epoch, commit, min(coordinator_epoch, INT32_MAX), int(time.time() * 1000))
+        coordinator_epoch = min(coordinator_epoch, INT32_MAX)
+        batch = encode_marker(pid, epoch, commit, coordinator_epoch, int(time.time() * 1000))
         remaining_ms = max(1, int((deadline - loop.time()) * 1000))  # at least 1: 0 would mean "do not wait"
-        result = await route.append_marker(batch, pid, epoch, COMMIT if commit else ABORT, remaining_ms)
+        result = await route.append_marker(batch, pid, epoch, COMMIT if commit else ABORT, remaining_ms,
+                                           coordinator_epoch)
         return result.first_offset
 
     async def write(self, topic: str, partition: int, pid: int, epoch: int, commit: bool, coord_epoch: int) -> None:

@@ -63,12 +63,18 @@ class TxnState:
     updated_ms: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     last_epoch: int = -1  # the epoch before the last KIP-360 bump (-1: none): a retried init names it
+    # The coordinator epoch this transaction's markers carry: one more at every decision (Prepare*), so each
+    # transaction of the id has its own, growing. A partition leader refuses a marker below the last one it
+    # wrote for the producer and skips one equal to it (that transaction's marker again: a retry, or a deposed
+    # coordinator's late write), so no marker ends a later transaction than its own.
+    coordinator_epoch: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": 1, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
             "state": self.state, "partitions": [list(tp) for tp in self.partitions], "timeout_ms": self.timeout_ms,
             "start_ms": self.start_ms, "updated_ms": self.updated_ms, "last_producer_epoch": self.last_epoch,
+            "coordinator_epoch": self.coordinator_epoch,
             "offsets": [{"group": o.group, "generation": o.generation, "offsets": [list(x) for x in o.offsets]}
                         for o in self.offsets],
         }
@@ -82,7 +88,8 @@ class TxnState:
             tuple(TxnOffsets(str(o["group"]), int(o["generation"]),
                              tuple((str(t), int(p), int(off), str(m)) for t, p, off, m in o["offsets"]))
                   for o in obj.get("offsets", ())),
-            int(obj.get("updated_ms", 0)), last_epoch=int(obj.get("last_producer_epoch", -1)))
+            int(obj.get("updated_ms", 0)), last_epoch=int(obj.get("last_producer_epoch", -1)),
+            coordinator_epoch=int(obj.get("coordinator_epoch", 0)))
 
 
 def check_producer(st: TxnState, producer_id: int, epoch: int) -> None:
@@ -165,7 +172,7 @@ def end(st: TxnState, producer_id: int, epoch: int, commit: bool, now_ms: int) -
     want_prepare = PREPARE_COMMIT if commit else PREPARE_ABORT
     want_complete = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     if st.state == ONGOING:
-        return replace(st, state=want_prepare, updated_ms=now_ms), True
+        return replace(st, state=want_prepare, updated_ms=now_ms, coordinator_epoch=st.coordinator_epoch + 1), True
     if st.state == want_prepare:
         return st, True  # a retry while (or after a coordinator died while) completing
     if st.state == want_complete or (st.state == EMPTY and not st.partitions):
@@ -186,7 +193,8 @@ def expired(st: TxnState, now_ms: int) -> bool:
 def fence_abort(st: TxnState, now_ms: int) -> TxnState:
     """Abort an Ongoing transaction with a bumped epoch (timeout, or a new instance's init): the markers carry
     the new epoch, so the old producer's next batch and its commit are both refused."""
-    return replace(st, state=PREPARE_ABORT, producer_epoch=st.producer_epoch + 1, updated_ms=now_ms, last_epoch=-1)
+    return replace(st, state=PREPARE_ABORT, producer_epoch=st.producer_epoch + 1, updated_ms=now_ms, last_epoch=-1,
+                   coordinator_epoch=st.coordinator_epoch + 1)
 
 
 def bump(st: TxnState, timeout_ms: int, now_ms: int, new_producer_id: int | None = None,

@@ -7,6 +7,9 @@ forwards to another broker's leadership; the binary path is leader-only and name
 
 from __future__ import annotations
 
+import functools
+from urllib.parse import unquote
+
 from aiohttp import web
 
 from broker.admin.topics import validate_topic_name
@@ -111,7 +114,10 @@ async def produce_batches(request: web.Request) -> web.Response:
     timeout_ms = int_param(request, "timeout_ms", 30000, maximum=INT32_MAX)
     data = bytearray(await request.read())
     # Leader-only; checked as Kafka's LogValidator before the append (a refused batch leaves no trace).
-    result = await broker.produce.append_batches(topic, partition, data, acks, timeout_ms, idempotency_key(request))
+    # Transactional batches are verified with the coordinator, as on the Kafka door (KIP-890).
+    verify = functools.partial(broker.txn_router.verify_produce, transactional_id(request), topic, partition)
+    result = await broker.produce.append_batches(topic, partition, data, acks, timeout_ms, idempotency_key(request),
+                                                 verify_txn=verify)
     answer = {
         "topic": topic, "partition": partition, "base_offset": result.base_offset,
         "last_offset": result.last_offset, "record_count": result.record_count,
@@ -120,6 +126,20 @@ async def produce_batches(request: web.Request) -> web.Response:
     if result.batch_offsets is not None:  # an idempotent retry answered partly from state
         answer["batch_base_offsets"] = list(result.batch_offsets)
     return json_response(answer)
+
+
+def transactional_id(request: web.Request) -> str | None:
+    """The batch path's transactional id header, decoded (at most 249 characters, Kafka's bound), or None."""
+    raw = request.headers.get(media.TRANSACTIONAL_ID)
+    if raw is None:
+        return None
+    try:
+        tid = unquote(raw.strip(), errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidRequestError(f"the {media.TRANSACTIONAL_ID} header is not percent-encoded UTF-8") from None
+    if not 0 < len(tid) <= 249:
+        raise InvalidRequestError(f"the {media.TRANSACTIONAL_ID} header must name 1 to 249 characters")
+    return tid
 
 
 def idempotency_key(request: web.Request) -> str | None:

@@ -378,7 +378,8 @@ class KafkaTransactions:
                     try:
                         producers = [make(state_cls, producer_id=a.producer_id, producer_epoch=a.producer_epoch,
                                           last_sequence=a.last_sequence, last_timestamp=a.last_timestamp,
-                                          coordinator_epoch=-1, current_txn_start_offset=a.current_txn_start_offset)
+                                          coordinator_epoch=a.coordinator_epoch,
+                                          current_txn_start_offset=a.current_txn_start_offset)
                                      for a in self._producers.describe(name, int(p))]
                     except Exception as e:
                         error = coordinator_typed(e, f"DescribeProducers of {name}-{p}")

@@ -25,6 +25,7 @@ class ActiveProducer:
     last_sequence: int  # -1: no batch since its epoch began (a marker set it)
     last_timestamp: int  # -1: not known
     current_txn_start_offset: int  # -1: no transaction open on this partition
+    coordinator_epoch: int = -1  # of the last marker written for it here (-1: none)
 
 
 class ProducerStates:
@@ -48,5 +49,5 @@ class ProducerStates:
             batches = list(entry.batches)
             out.append(ActiveProducer(pid, entry.epoch, batches[-1].last_seq if batches else -1,
                                       entry.last_timestamp if entry.last_timestamp >= 0 else -1,
-                                      ongoing.get(pid, -1)))
+                                      ongoing.get(pid, -1), entry.coordinator_epoch))
         return out

@@ -205,9 +205,10 @@ class ProduceService:
         timestamps, CRCs): a refused batch leaves no trace. The check runs on the event loop when it is cheaper
         than a thread hop (small, uncompressed, compiled), else in a thread.
 
-        ``verify_txn`` (KIP-890's verification; the Kafka door passes it with the request's transactional id):
+        ``verify_txn`` (KIP-890's verification; both doors pass it with the request's transactional id):
         asked before a transactional batch whose producer has no transaction open on this partition yet, it
-        raises (INVALID_TXN_STATE, ...) unless the coordinator added the partition to that transaction, so a
+        raises (INVALID_TXN_STATE, ...) unless the coordinator added the partition to that transaction, and the
+        append refuses a batch whose producer's transaction ended meanwhile (a marker since the question), so a
         late or stray batch cannot open a transaction nobody will end."""
         deadline = deadline_after(timeout_ms)
         part = await self.router.await_leader(topic, partition, deadline)
@@ -221,9 +222,8 @@ class ProduceService:
             check()
         else:
             await asyncio.to_thread(check)
-        if verify_txn is not None:
-            await verify_transactional(part, data, verify_txn)
-        result = await part.append(data, acks, remaining_ms(deadline), idempotency_key)
+        guards = None if verify_txn is None else await verify_transactional(part, data, verify_txn)
+        result = await part.append(data, acks, remaining_ms(deadline), idempotency_key, guards)
         batch_offsets = getattr(result, "batch_offsets", None)  # an idempotent retry answered partly from state
         return AppendedBatches(result.first_offset, result.last_offset, result.record_count, result.log_append_time,
                                self.router.broker_id, part.leader_epoch,

@@ -11,9 +11,12 @@ transactional id); later batches of the same transaction find it open here and n
 Not asked: a batch whose epoch is older than the producer's here (the append itself refuses it as
 INVALID_PRODUCER_EPOCH, Kafka's order of checks since KAFKA-19690), and non-transactional batches.
 
-Window left open (Kafka closes it with a verification guard): a marker written between the question and the
-append. Only a batch racing its own transaction's end can meet it; a client sends EndTxn after its produce
-answers, and a retried batch already written is a duplicate, answered from the producer state without writing.
+The window between the question and the append is closed as Kafka closes it, with a verification guard: the
+produce takes the producer's guard before asking, a marker for that producer drops it, and the append (on the
+partition's storage queue, atomic with markers) opens a transaction only with its guard still in place
+(``ProducerStateManager.check_guards``). So a batch that was in flight while its transaction ended (a request
+held up in a paused broker, then processed) is refused, even if its producer's transaction was open here when
+the produce looked, instead of opening a transaction that would swallow the producer's next one.
 """
 
 from __future__ import annotations
@@ -48,7 +51,13 @@ def unverified_producers(data: bytes | bytearray, producer_state: Any) -> list[t
     return out
 
 
-async def verify_transactional(part: Any, data: bytes | bytearray, verify: TxnVerifier) -> None:
-    """Ask ``verify`` about every producer :func:`unverified_producers` names, before ``part`` appends ``data``."""
-    for producer_id, epoch in unverified_producers(data, part.producer_state):
+async def verify_transactional(part: Any, data: bytes | bytearray, verify: TxnVerifier) -> dict[int, object]:
+    """Ask ``verify`` about every producer :func:`unverified_producers` names, before ``part`` appends ``data``;
+    the guards taken before asking, by producer id, for the append (``Partition.append``'s ``txn_guards``)."""
+    state = part.producer_state
+    guards: dict[int, object] = {}
+    for producer_id, epoch in unverified_producers(data, state):
+        guard = state.verification_guard(producer_id) if state is not None else object()
         await verify(producer_id, epoch)
+        guards[producer_id] = guard
+    return guards

@@ -317,11 +317,12 @@ class Partition:
     # ----------------------------------------------------------------------------------------- produce
 
     async def append(self, batches: bytes | bytearray, acks: int, timeout_ms: int,
-                     idempotency_key: str | None = None) -> AppendResult:
+                     idempotency_key: str | None = None, txn_guards: dict[int, object] | None = None) -> AppendResult:
         """Append as leader and wait as ``acks`` asks (0 and 1: after the local append; -1: committed).
 
         Idempotent batches are checked against the producer state first; a duplicate is answered with its
-        original offsets (and, for acks=all, once those are committed).
+        original offsets (and, for acks=all, once those are committed). ``txn_guards``: the verification guards
+        of a produce that verified its transactional batches (``ProducerStateManager.check_guards``).
         """
         if self.role != LEADER:
             raise self.not_leader()
@@ -335,7 +336,8 @@ class Partition:
             )
         # Followers are woken and the HW moved once the bytes are in, even if this caller is cancelled meanwhile.
         result = await self._storage.run(self._key, leader_append, self.log, batches, epoch, self.producer_state,
-                                         self.idempotency_keys, idempotency_key, then=self._after_local_append)
+                                         self.idempotency_keys, idempotency_key, txn_guards,
+                                         then=self._after_local_append)
         if acks != -1:
             return result
         await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
@@ -391,14 +393,19 @@ class Partition:
         return [] if self.producer_state is None else self.producer_state.aborted_between(start, end)
 
     async def append_marker(self, batch: bytes, producer_id: int, producer_epoch: int, kind: int,
-                            timeout_ms: int) -> AppendResult:
-        """The coordinator's COMMIT/ABORT marker, acknowledged once committed (acks=all)."""
+                            timeout_ms: int, coordinator_epoch: int = -1) -> AppendResult:
+        """The coordinator's COMMIT/ABORT marker, acknowledged once committed (acks=all). A marker of a
+        transaction whose marker is here already is not written again: acknowledged once the log as it stands
+        is committed (that marker with it), with offsets -1."""
         if self.role != LEADER or self.producer_state is None:
             raise self.not_leader()
         epoch = self.leader_epoch
         result = await self._storage.run(self._key, marker_append, self.log, bytearray(batch), epoch,
-                                         self.producer_state, producer_id, producer_epoch, kind,
+                                         self.producer_state, producer_id, producer_epoch, kind, coordinator_epoch,
                                          then=self._after_local_append)
+        if result is None:
+            await self._wait_committed(self.log.log_end_offset, epoch, timeout_ms)
+            return AppendResult(-1, -1, 0, -1, None, self.log.log_start_offset)
         await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
         return result
 

@@ -22,6 +22,9 @@ known to every replica: ``ongoing`` maps a producer id to the first offset of it
 transactional batch since its last marker); a COMMIT or ABORT marker closes it, and an aborted one is kept in
 ``aborted`` as ``(producer id, first offset, marker offset)``, Kafka's ``.txnindex`` held in memory and in the
 snapshots. The last stable offset is the least first offset of the open transactions (``first_unstable``).
+Each producer also keeps the coordinator epoch of its last marker here. Those epochs are per transaction, so a
+marker that repeats it (the same transaction's marker again) is skipped and an older one refused: a marker may
+only end the transaction it was decided for, never the producer's next one (``check_marker``).
 
 Concurrency: not thread-safe. Every call runs on the partition's queue of the storage executor (the same
 queue as the log's appends and truncations), which is what makes check-then-append atomic.
@@ -47,11 +50,13 @@ from broker.log.log import AppendResult, Log
 from odradek.protocol.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
 from odradek.protocol.records import TRANSACTIONAL_MASK, BatchHeader, iter_batch_headers
-from odradek.protocol.records.control import ABORT, marker_type
+from odradek.protocol.records.control import ABORT, read_marker
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,9 @@ SNAPSHOTS_KEPT = 2
 REPLAY_CHUNK = 4 << 20
 _CRC = struct.Struct(">I")
 INT32_MAX = 2**31 - 1
+# Markers written before coordinator epochs were per transaction carried the coordinating broker's epoch, capped
+# to int32 (always this value): they say nothing about order, so they neither fence nor are fenced.
+LEGACY_COORDINATOR_EPOCH = INT32_MAX
 
 
 def next_sequence(seq: int, increment: int = 1) -> int:
@@ -83,6 +91,7 @@ class ProducerEntry:
     epoch: int
     last_timestamp: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1  # of the last marker written for this producer here (-1: none known)
 
     @property
     def last_seq(self) -> int:
@@ -128,6 +137,10 @@ class ProducerStateManager:
         self.snapshot_offset = -1  # offset of the newest snapshot written or loaded
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset), marker order
+        # Verification guards (Kafka's VerificationGuard, KIP-890): producer id -> the token a produce took before
+        # asking the coordinator whether its transaction includes this partition. A marker for the producer
+        # drops it, so a batch verified before that marker cannot open a transaction after it.
+        self.guards: dict[int, object] = {}
 
     # ----------------------------------------------------------------------------------------- transactions
 
@@ -146,24 +159,64 @@ class ProducerStateManager:
                 out.append(entry)
         return out
 
-    def end_transaction(self, producer_id: int, epoch: int, kind: int, offset: int, timestamp: int) -> None:
+    def end_transaction(self, producer_id: int, epoch: int, kind: int, offset: int, timestamp: int,
+                        coordinator_epoch: int = -1) -> None:
         """A marker at ``offset``: the producer's open transaction ends; the marker's epoch becomes its epoch
-        (a fencing abort carries a bumped epoch: the zombie's next batch is refused)."""
+        (a fencing abort carries a bumped epoch: the zombie's next batch is refused), and its coordinator
+        epoch the one the next marker must pass (``check_marker``)."""
         first = self.ongoing.pop(producer_id, None)
+        self.guards.pop(producer_id, None)
         if kind == ABORT and first is not None:
             self.aborted.append((producer_id, first, offset))
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            self.producers[producer_id] = ProducerEntry(epoch, timestamp)
+            entry = self.producers[producer_id] = ProducerEntry(
+                epoch, timestamp, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
         elif timestamp > entry.last_timestamp:
             entry.last_timestamp = timestamp
+        if 0 <= coordinator_epoch < LEGACY_COORDINATOR_EPOCH:
+            entry.coordinator_epoch = coordinator_epoch
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
-        """A marker from an older epoch than the producer's comes from a deposed coordinator: refused."""
+    def verification_guard(self, producer_id: int) -> object:
+        """The producer's guard, taken before a produce asks the coordinator (shared by concurrent produces of
+        that producer). Called from the event loop: one dict operation, atomic under the GIL."""
+        return self.guards.setdefault(producer_id, object())
+
+    def check_guards(self, headers: Sequence[BatchHeader], guards: dict[int, object]) -> None:
+        """Before appending ``headers``: a transactional batch whose producer has no transaction open here may
+        open one only with the guard its produce verified under, still in place (no marker since)."""
+        opened: set[int] = set()
+        for h in headers:
+            pid = h.producer_id
+            if pid < 0 or h.is_control or not h.attributes & TRANSACTIONAL_MASK or pid in self.ongoing \
+                    or pid in opened:
+                continue
+            guard = guards.get(pid)
+            if guard is None or self.guards.get(pid) is not guard:
+                raise InvalidTxnStateError(
+                    f"producer {pid} has no transaction open on this partition, and none was verified since its "
+                    "last marker (a batch of a transaction that has ended): not written")
+            opened.add(pid)
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> bool:
+        """Whether a marker must be written. A marker from an older producer epoch than the producer's comes
+        from a deposed coordinator: INVALID_PRODUCER_EPOCH. Coordinator epochs are per transaction (one more at
+        each decision): below the last marker's, TRANSACTION_COORDINATOR_FENCED; equal to it, this transaction's
+        marker was written here already (a retry, or a deposed coordinator still writing), and writing it again
+        would end the producer's *next* transaction here, so it is skipped (False)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return True
+        if epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"a marker for producer {producer_id} epoch {epoch}; its epoch is {entry.epoch}: fenced")
+        if coordinator_epoch < 0 or coordinator_epoch >= LEGACY_COORDINATOR_EPOCH or entry.coordinator_epoch < 0:
+            return True
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"a marker for producer {producer_id} with coordinator epoch {coordinator_epoch}; this partition "
+                f"wrote one with {entry.coordinator_epoch} already: a later transaction's")
+        return coordinator_epoch > entry.coordinator_epoch
 
     # --------------------------------------------------------------------------------------- leader check
 
@@ -226,7 +279,8 @@ class ProducerStateManager:
         ts = h.max_timestamp
         entry = self.producers.get(pid)
         if entry is None or entry.epoch != h.producer_epoch:
-            entry = self.producers[pid] = ProducerEntry(h.producer_epoch, ts)
+            entry = self.producers[pid] = ProducerEntry(
+                h.producer_epoch, ts, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
         last_offset = first_offset + h.last_offset_delta
         entry.batches.append(BatchMeta(h.base_sequence, next_sequence(h.base_sequence, h.last_offset_delta),
                                        first_offset, last_offset, ts))
@@ -234,6 +288,7 @@ class ProducerStateManager:
             entry.last_timestamp = ts
         if h.attributes & TRANSACTIONAL_MASK and pid not in self.ongoing:
             self.ongoing[pid] = first_offset
+            self.guards.pop(pid, None)  # used: the transaction is open here now
 
     def record_leader_append(self, headers: Sequence[BatchHeader], first_offset: int) -> None:
         """After a leader append: ``headers`` (request order, their offsets not yet stamped) start at
@@ -255,8 +310,9 @@ class ProducerStateManager:
             if h.producer_id >= 0 and not h.is_control:
                 self._update(h, h.base_offset)
             elif h.producer_id >= 0:
-                self.end_transaction(h.producer_id, h.producer_epoch, marker_type(data, pos), h.base_offset,
-                                     h.max_timestamp)
+                kind, coordinator_epoch = read_marker(data, pos)
+                self.end_transaction(h.producer_id, h.producer_epoch, kind, h.base_offset, h.max_timestamp,
+                                     coordinator_epoch)
             self.map_end_offset = nxt
 
     def expire(self, now_ms: int | None = None) -> int:
@@ -271,9 +327,9 @@ class ProducerStateManager:
     # ------------------------------------------------------------------------------ snapshots and rebuild
 
     def encode(self) -> bytes:
-        producers = [[pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches]]
+        producers = [[pid, e.epoch, e.last_timestamp, [list(b) for b in e.batches], e.coordinator_epoch]
                      for pid, e in self.producers.items()]
-        body = orjson.dumps({"version": 2, "offset": self.map_end_offset, "producers": producers,
+        body = orjson.dumps({"version": 3, "offset": self.map_end_offset, "producers": producers,
                              "ongoing": [[p, o] for p, o in self.ongoing.items()],
                              "aborted": [list(a) for a in self.aborted]})
         return _CRC.pack(crc32c(body)) + body
@@ -284,8 +340,8 @@ class ProducerStateManager:
             raise ValueError("snapshot checksum mismatch")
         obj = orjson.loads(data[_CRC.size:])
         producers: dict[int, ProducerEntry] = {}
-        for pid, epoch, last_ts, batches in obj["producers"]:
-            entry = ProducerEntry(int(epoch), int(last_ts))
+        for pid, epoch, last_ts, batches, *rest in obj["producers"]:  # rest: the coordinator epoch (since v3)
+            entry = ProducerEntry(int(epoch), int(last_ts), coordinator_epoch=int(rest[0]) if rest else -1)
             entry.batches.extend(BatchMeta(*map(int, b)) for b in batches)
             producers[int(pid)] = entry
         self.producers = producers
@@ -331,6 +387,7 @@ class ProducerStateManager:
         self.producers = {}
         self.ongoing = {}
         self.aborted = []
+        self.guards = {}
         self.map_end_offset = log_.log_start_offset
         self.delete_snapshots_after(end)
         if self.directory is not None:
@@ -372,6 +429,7 @@ class ProducerStateManager:
         self.producers = {}
         self.ongoing = {}
         self.aborted = []
+        self.guards = {}
         self.map_end_offset = offset
 
 
@@ -414,8 +472,10 @@ class DuplicateAppend(AppendResult):
 
 
 def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: ProducerStateManager | None,
-                  keys: IdempotencyKeys | None, key: str | None) -> AppendResult:
-    """A leader append with the idempotence checks, run on the partition's storage queue (so atomic)."""
+                  keys: IdempotencyKeys | None, key: str | None,
+                  txn_guards: dict[int, object] | None = None) -> AppendResult:
+    """A leader append with the idempotence checks, run on the partition's storage queue (so atomic).
+    ``txn_guards`` (a produce that verified its transactional batches): see ``check_guards``."""
     # Idempotency keys live only in this leader's memory, so their TTL runs on the monotonic clock: a wall-clock
     # step (NTP) must neither forget them early (a retried REST produce would be written twice) nor keep them past
     # their TTL.
@@ -430,16 +490,18 @@ def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: Prod
         if state is not None:
             state.map_end_offset = max(state.map_end_offset, result.last_offset + 1)
     else:
-        result = _checked_append(log_, batches, epoch, state, headers)
+        result = _checked_append(log_, batches, epoch, state, headers, txn_guards)
     if key is not None and keys is not None:
         keys.put(key, result.first_offset, result.last_offset, result.record_count, now)
     return result
 
 
 def _checked_append(log_: Log, batches: bytes | bytearray, epoch: int, state: ProducerStateManager,
-                    headers: list[BatchHeader]) -> AppendResult:
+                    headers: list[BatchHeader], txn_guards: dict[int, object] | None = None) -> AppendResult:
     verdict = state.check(headers)
     dups, new_from = verdict
+    if txn_guards is not None and new_from < len(headers):
+        state.check_guards(headers[new_from:], txn_guards)
     if new_from == 0:
         result = log_.append(batches, leader_epoch=epoch)
         state.record_leader_append(headers, result.first_offset)
@@ -477,10 +539,13 @@ def follower_append(log_: Log, data: bytes, state: ProducerStateManager | None) 
 
 
 def marker_append(log_: Log, batch: bytes, epoch: int, state: ProducerStateManager, producer_id: int,
-                  producer_epoch: int, kind: int) -> AppendResult:
-    """The leader appends a transaction marker (on the partition's storage queue, so atomic with the state)."""
-    state.check_marker(producer_id, producer_epoch)
+                  producer_epoch: int, kind: int, coordinator_epoch: int = -1) -> AppendResult | None:
+    """The leader appends a transaction marker (on the partition's storage queue, so atomic with the state);
+    None when this transaction's marker is written here already (``check_marker``)."""
+    if not state.check_marker(producer_id, producer_epoch, coordinator_epoch):
+        return None
     result = log_.append(batch, leader_epoch=epoch)
-    state.end_transaction(producer_id, producer_epoch, kind, result.first_offset, time.time_ns() // 1_000_000)
+    state.end_transaction(producer_id, producer_epoch, kind, result.first_offset, time.time_ns() // 1_000_000,
+                          coordinator_epoch)
     state.map_end_offset = max(state.map_end_offset, result.last_offset + 1)
     return result

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 from odradek.client.accumulator import (
     APPENDED,
@@ -38,6 +39,7 @@ from odradek.protocol.errors import (
     RequestTimedOutError,
     UnknownPartitionError,
 )
+from odradek.protocol.media import TRANSACTIONAL_ID as TRANSACTIONAL_ID_HEADER
 from odradek.protocol.partitioner import DefaultPartitioner, murmur2
 from odradek.protocol.records import COMPRESSION_CODECS
 
@@ -157,6 +159,9 @@ class Producer:
         # Transactions (odradek/client/transactions.py; docs/transactions.md): None unless transactional_id.
         self._txn = None if transactional_id is None else TransactionManager(
             self._transport, self._metadata, transactional_id, transaction_timeout_ms, max_block_ms, self._backoff)
+        # The leader verifies transactional batches with the coordinator under this id (KIP-890).
+        self._batch_headers = None if transactional_id is None else {
+            TRANSACTIONAL_ID_HEADER: quote(transactional_id, safe="")}
         self._sender = threading.Thread(target=self._run_sender, name="odradek-producer-sender", daemon=True)
         self._sender.start()
 
@@ -414,6 +419,7 @@ class Producer:
                 body=body,
                 content_type=BATCHES_MEDIA_TYPE,
                 timeout_ms=self._request_timeout_ms + 5000,
+                headers=self._batch_headers,
             ).json()
         except OdradekError as exc:
             self._on_error(tp, batches, exc)

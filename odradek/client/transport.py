@@ -132,8 +132,10 @@ class Transport:
         content_type: str | None = None,
         accept: str | None = None,
         timeout_ms: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """Send one request and read the whole answer; a status >= 400 raises its typed error.
+        """Send one request and read the whole answer; a status >= 400 raises its typed error. ``headers``: more
+        request headers.
 
         Raises:
             OdradekError: the broker's error envelope, rebuilt; ``BrokerNotAvailableError`` when the broker
@@ -142,7 +144,7 @@ class Transport:
         """
         if query:
             path = f"{path}?{urlencode(query)}"
-        headers = {"Accept": accept or JSON_MEDIA_TYPE}
+        headers = {**(headers or {}), "Accept": accept or JSON_MEDIA_TYPE}
         if self.client_id is not None:
             headers[CLIENT_ID_HEADER] = self.client_id
         if self._authorization is not None:

@@ -786,6 +786,16 @@ class InvalidTxnStateError(OdradekError):
     http_status = 409
 
 
+class TransactionCoordinatorFencedError(OdradekError):
+    """A transaction marker older than the last one this partition wrote for the producer: it comes from a
+    coordinator deposed since, or it ends a transaction that ended here before. Not written."""
+
+    name = "TRANSACTION_COORDINATOR_FENCED"
+    kafka_code = 52
+    error_code = 40926
+    http_status = 409
+
+
 class InvalidProducerIdMappingError(OdradekError):
     """The producer id given is not the one the transactional id holds."""
 

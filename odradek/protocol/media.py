@@ -38,3 +38,6 @@ LOG_END_OFFSET = "Odradek-Log-End-Offset"
 LEADER_EPOCH = "Odradek-Leader-Epoch"
 LEADER = "Odradek-Leader"
 IDEMPOTENCY_KEY = "Idempotency-Key"  # REST produce: a retry with the same key is not written twice
+# The batch path: the transactional id (percent-encoded) whose transaction the request's transactional batches
+# belong to, as Kafka's Produce request carries it; the leader verifies them with it (KIP-890).
+TRANSACTIONAL_ID = "Odradek-Transactional-Id"

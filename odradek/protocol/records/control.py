@@ -30,9 +30,14 @@ def encode_marker(producer_id: int, producer_epoch: int, commit: bool, coordinat
 
 def marker_type(buf: bytes | bytearray | memoryview, pos: int) -> int:
     """ABORT or COMMIT of the control batch at ``pos`` (uncompressed, as markers always are); -1 if unknown."""
+    return read_marker(buf, pos)[0]
+
+
+def read_marker(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """(ABORT or COMMIT, coordinator epoch) of the control batch at ``pos``; -1 for a part it does not hold."""
     view = memoryview(buf)
     if not parse_header(view, pos).attributes & CONTROL_MASK:
-        return -1
+        return -1, -1
     at = pos + HEADER_SIZE
     _length, at = decode_varint(view, at)
     at += 1  # record attributes
@@ -40,6 +45,11 @@ def marker_type(buf: bytes | bytearray | memoryview, pos: int) -> int:
     _od, at = decode_varint(view, at)
     key_len, at = decode_varint(view, at)
     if key_len < _KEY.size:
-        return -1
+        return -1, -1
     _version, kind = _KEY.unpack_from(view, at)
-    return kind if kind in (ABORT, COMMIT) else -1
+    kind = kind if kind in (ABORT, COMMIT) else -1
+    at += key_len
+    value_len, at = decode_varint(view, at)
+    if value_len < _VALUE.size or at + _VALUE.size > len(view):
+        return kind, -1
+    return kind, _VALUE.unpack_from(view, at)[1]

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from odradek.protocol.errors import InvalidRequestError, NotLeaderOrFollowerError
-from odradek.protocol.records.control import ABORT, COMMIT
+from odradek.protocol.records.control import ABORT, COMMIT, read_marker
 from transaction_coordinator.marker_writer import LeaderMarkerWriter
 
 
@@ -25,8 +25,9 @@ class Leader:
         self.appends: list[tuple[int, int, int, int]] = []
 
     async def append_marker(self, batch: bytes, producer_id: int, producer_epoch: int, kind: int,
-                            timeout_ms: int) -> Appended:
+                            timeout_ms: int, coordinator_epoch: int = -1) -> Appended:
         assert batch and 0 < timeout_ms <= 30_000
+        assert read_marker(batch, 0) == (kind, coordinator_epoch)  # the batch says what the call says
         self.appends.append((producer_id, producer_epoch, kind, timeout_ms))
         return Appended(41)
 

@@ -35,6 +35,21 @@ def test_timeout_aborts_with_a_bumped_epoch() -> None:
     assert aborted.state == s.PREPARE_ABORT and aborted.producer_epoch == 4
 
 
+def test_each_decision_gives_its_transactions_markers_a_newer_coordinator_epoch() -> None:
+    """Markers carry the transaction's coordinator epoch: a retry of the same decision keeps it, every later
+    decision (a commit, an abort, a fencing abort) has a greater one, and it survives ZooKeeper's JSON."""
+    st = s.add_partitions(s.TxnState(7, 0), 7, 0, [("t", 0)], now_ms=1)
+    first, _ = s.end(st, 7, 0, True, 2)
+    assert first.coordinator_epoch == st.coordinator_epoch + 1
+    assert s.end(first, 7, 0, True, 3)[0].coordinator_epoch == first.coordinator_epoch  # a retry: the same
+    nxt = s.add_partitions(s.complete(first, 4), 7, 0, [("t", 0)], now_ms=5)
+    second, _ = s.end(nxt, 7, 0, False, 6)
+    assert second.coordinator_epoch == first.coordinator_epoch + 1
+    fenced = s.fence_abort(s.add_partitions(s.complete(second, 7), 7, 0, [("t", 0)], now_ms=8), 9)
+    assert fenced.coordinator_epoch == second.coordinator_epoch + 1
+    assert s.TxnState.from_json(fenced.to_json()).coordinator_epoch == fenced.coordinator_epoch
+
+
 def _stamp(batch: bytes, offset: int) -> bytes:
     buf = bytearray(batch)
     set_base_offset(buf, 0, offset, 0)
