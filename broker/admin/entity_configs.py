@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broker.config import BrokerConfig
+from broker.replication.leader_endpoint import FetchSettings
 from zk.client import ZkClient
 from zk.configs import DEFAULT_ENTITY, EntityConfigs
 
@@ -20,6 +21,11 @@ __all__ = ["DEFAULT_ENTITY", "EntityConfigAdmin", "static_broker_configs"]
 
 def static_broker_configs(c: BrokerConfig) -> dict[str, str]:
     """A broker's start-up settings under Kafka's names."""
+    fetch = FetchSettings()
+    try:
+        listener = c.kafka_inter_broker_listener()
+    except ValueError:  # a name no listener has: the broker refuses to start with it anyway
+        listener = None
     return {
         "broker.id": str(c.broker_id), "zookeeper.connect": c.zk_connect, "log.dirs": str(c.data_dir),
         "listeners": f"HTTP://{c.host}:{c.port}", "broker.rack": c.rack or "null",
@@ -29,6 +35,18 @@ def static_broker_configs(c: BrokerConfig) -> dict[str, str]:
         "auto.leader.rebalance.enable": str(c.auto_leader_rebalance_enable).lower(),
         "leader.imbalance.check.interval.seconds": str(int(c.leader_imbalance_check_interval_s)),
         "leader.imbalance.per.broker.percentage": str(c.leader_imbalance_per_broker_percentage),
+        # How followers replicate: Odradek's transport choice, then Kafka's fetcher settings (the fetch settings
+        # are fixed today: FetchSettings' defaults, Kafka's own defaults but for the wait).
+        "odradek.replica.fetch.transport": c.replica_fetch_transport,
+        "num.replica.fetchers": str(c.num_replica_fetchers),
+        "replica.fetch.wait.max.ms": str(fetch.max_wait_ms),
+        "replica.fetch.min.bytes": str(fetch.min_bytes),
+        "replica.fetch.response.max.bytes": str(fetch.max_bytes),
+        "replica.fetch.max.bytes": str(fetch.partition_max_bytes),
+        "inter.broker.listener.name": listener.name if listener is not None else "null",
+        "sasl.mechanism.inter.broker.protocol": c.sasl_mechanism_inter_broker_protocol,
+        "max.incremental.fetch.session.cache.slots": str(c.max_incremental_fetch_session_cache_slots),
+        "min.incremental.fetch.session.eviction.ms": str(c.min_incremental_fetch_session_eviction_ms),
     }
 
 
