@@ -1,6 +1,7 @@
 """Prometheus metrics: request counters kept as requests pass (HTTP by route and status, Kafka's protocol by API
-and outcome), partition and fetch-session gauges read at scrape time, and the event loop's lag
-(``loop_monitor.py``), which says whether anything is holding up the loop."""
+and outcome), partition and fetch-session gauges read at scrape time, the Kafka-protocol replica fetchers' counters
+and lag (read at scrape time too), and the event loop's lag (``loop_monitor.py``), which says whether anything is
+holding up the loop."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from broker.loop_monitor import LAG_BUCKETS
 
 if TYPE_CHECKING:
     from broker.fetch.sessions import SessionStats
+    from broker.replication.fetcher_manager import FetcherManager
     from broker.replication.partition import Partition
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
@@ -74,6 +77,55 @@ class _FetchSessionCollector(Collector):
         return [sessions, partitions, evictions, fetches]
 
 
+class _ReplicaFetcherCollector(Collector):
+    """The Kafka-protocol replica fetchers (Kafka's ``ReplicaFetcherManager``, ``FetcherStats`` and
+    ``FetcherLagMetrics``), read at scrape time; nothing on the HTTP transport. Counters name every fetcher ever
+    started; gauges only the running ones, so a closed fetcher leaves them."""
+
+    def __init__(self) -> None:
+        self.manager: FetcherManager | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        if self.manager is None:
+            return []
+        labels = ["leader", "fetcher"]
+        requests = CounterMetricFamily("odradek_replica_fetcher_requests", "Fetch requests sent", labels=labels)
+        errors = CounterMetricFamily("odradek_replica_fetcher_errors", "Fetch requests that failed (not answered, "
+                                     "or refused as a whole)", labels=labels)
+        received = CounterMetricFamily("odradek_replica_fetcher_bytes", "Record bytes received", labels=labels)
+        records = CounterMetricFamily("odradek_replica_fetcher_records", "Offsets appended to followed logs",
+                                      labels=labels)
+        truncations = CounterMetricFamily("odradek_replica_fetcher_truncations", "Times a followed log was cut back",
+                                          labels=labels)
+        rounds = HistogramMetricFamily("odradek_replica_fetcher_round_seconds",
+                                       "Round trip of answered Fetch requests (the leader's wait included)",
+                                       labels=labels)
+        for (leader, fetcher), stats in sorted(self.manager.stats.items()):
+            key = [str(leader), str(fetcher)]
+            requests.add_metric(key, stats.requests)
+            errors.add_metric(key, stats.errors)
+            received.add_metric(key, stats.bytes)
+            records.add_metric(key, stats.records)
+            truncations.add_metric(key, stats.truncations)
+            rounds.add_metric(key, [(floatToGoString(b), c) for b, c in stats.round_buckets()], stats.round_sum)
+        partitions = GaugeMetricFamily("odradek_replica_fetcher_partitions", "Partitions a running fetcher follows",
+                                       labels=labels)
+        lag = GaugeMetricFamily("odradek_replica_fetcher_partition_lag", "The leader's high watermark (as last "
+                                "answered) minus the follower's log end, at least 0",
+                                labels=[*labels, "topic", "partition"])
+        max_lag = 0
+        for (leader, fetcher), running in sorted(self.manager.fetchers.items()):
+            key = [str(leader), str(fetcher)]
+            lags = running.lags()
+            partitions.add_metric(key, len(lags))
+            for (topic, partition), n in lags.items():
+                lag.add_metric([*key, topic, str(partition)], n)
+                max_lag = max(max_lag, n)
+        worst = GaugeMetricFamily("odradek_replica_fetcher_max_lag", "The largest partition lag of any fetcher "
+                                  "(Kafka's ReplicaFetcherManager MaxLag)", value=max_lag)
+        return [requests, errors, received, records, truncations, rounds, partitions, lag, worst]
+
+
 class BrokerMetrics:
     def __init__(self, partitions: Callable[[], Iterable[Partition]]) -> None:
         self.registry = CollectorRegistry()
@@ -96,10 +148,16 @@ class BrokerMetrics:
         self.registry.register(_PartitionCollector(partitions))
         self._fetch_sessions = _FetchSessionCollector()
         self.registry.register(self._fetch_sessions)
+        self._replica_fetchers = _ReplicaFetcherCollector()
+        self.registry.register(self._replica_fetchers)
 
     def watch_fetch_sessions(self, stats: Callable[[], SessionStats]) -> None:
         """Export the Kafka door's fetch-session cache (its ``stats``) from now on."""
         self._fetch_sessions.stats = stats
+
+    def watch_replica_fetchers(self, manager: FetcherManager) -> None:
+        """Export the Kafka-protocol replica fetchers of ``manager`` from now on."""
+        self._replica_fetchers.manager = manager
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -169,6 +169,8 @@ class Broker:
             self.broker_id, self.cache, self.replicas.throttle,
             reread_state=lambda topic, partition: self.events.put(PartitionStateChanged(topic, partition)))
         self.metrics = BrokerMetrics(lambda: list(self.replicas.partitions.values()))
+        if self.replicas.fetcher_manager is not None:  # followers over Kafka's protocol
+            self.metrics.watch_replica_fetchers(self.replicas.fetcher_manager)
         self.candidate = ControllerCandidate(  # runs on its own thread: it signals the controller's queue
             self.zk, self.broker_id, functools.partial(self.controller.queue.signal_threadsafe, Elected()))
         # Who leads a partition, for every service that writes or reads one (waits end on metadata changes).

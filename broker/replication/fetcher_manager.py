@@ -14,7 +14,9 @@ Invariants:
 * a fetcher left with no partition is closed at once (its task cancelled, its connection closed), as Kafka's
   ``shutdownIdleFetcherThreads`` after each state change;
 * a fetcher whose task ended (it never should: its loop backs off on every error) is replaced on the next
-  ``follow`` of any of its partitions.
+  ``follow`` of any of its partitions;
+* each (leader, fetcher id) keeps one ``FetcherStats`` for the broker's life, handed to every fetcher started
+  there, so its counters in /metrics only grow; the gauges (``fetchers``) name the running fetchers only.
 
 Concurrency: on the broker's event loop, called by the replica manager only.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.replication.leader_endpoint import FetchSettings, LeaderEndPoint, TopicPartition
-from broker.replication.leader_fetcher import LeaderFetcher
+from broker.replication.leader_fetcher import FetcherStats, LeaderFetcher
 
 if TYPE_CHECKING:
     from broker.replication.partition import Partition
@@ -81,6 +83,12 @@ class FetcherManager:
         self._settings = settings
         self._fetchers: dict[tuple[int, int], _Running] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        self._stats: dict[tuple[int, int], FetcherStats] = {}  # at most (brokers x num_fetchers) of them
+
+    @property
+    def stats(self) -> dict[tuple[int, int], FetcherStats]:
+        """The counters of every fetcher ever started, by (leader, fetcher id); closed ones included."""
+        return dict(self._stats)
 
     @property
     def fetchers(self) -> dict[tuple[int, int], LeaderFetcher]:
@@ -111,7 +119,8 @@ class FetcherManager:
         if running is None:
             endpoint = self._endpoints(*where)
             fetcher = LeaderFetcher(endpoint, self._broker_id, broker_epoch=self._broker_epoch,
-                                    throttle=self._throttle, settings=self._settings)
+                                    throttle=self._throttle, settings=self._settings,
+                                    stats=self._stats.setdefault(where, FetcherStats()))
             running = _Running(fetcher, asyncio.create_task(fetcher.run(),
                                                             name=f"fetcher-{where[0]}-{where[1]}"))
             self._fetchers[where] = running

@@ -29,6 +29,9 @@ The rules, per partition (those of broker/replication/replica_fetcher.py, the pe
 
 Failures to reach the leader fail the round (the session starts over with a full fetch) and back off.
 
+Metrics (``FetcherStats``, Kafka's ``FetcherStats`` and ``FetcherLagMetrics``): plain numbers bumped once per round
+or per partition of an answer, never per record, read by /metrics at scrape time (broker/metrics.py).
+
 Concurrency: one task (``run``) per fetcher, on the broker's event loop; ``add`` and ``remove`` are called from
 the same loop and take effect from the next round (a round in flight finishes with what it asked).
 """
@@ -36,13 +39,15 @@ the same loop and take effect from the next round (a round in flight finishes wi
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.metrics import LATENCY_BUCKETS
 from broker.replication.fetch_session_handler import FetchSessionHandler, PartitionData
 from broker.replication.leader_endpoint import FetchedPartition, FetchSettings, LeaderEndPoint, TopicPartition
 from broker.replication.partition import FOLLOWER, Partition
@@ -63,6 +68,34 @@ class _Follow:
     epoch: int  # the leader epoch the partition was added at
     truncated: bool = False
     delayed_until: float = 0.0
+    leader_hw: int = -1  # the leader's high watermark in its last answer carrying this partition
+
+
+@dataclass(slots=True)
+class FetcherStats:
+    """One fetcher's counters. They only grow: the fetcher manager keeps them per (leader, fetcher id) for the
+    broker's life and hands them to each fetcher it starts there."""
+
+    requests: int = 0  # Fetch requests sent
+    errors: int = 0  # requests that failed: not answered (connection, timeout), or refused as a whole
+    bytes: int = 0  # record bytes received in answers
+    records: int = 0  # offsets appended (the follower's log end moved by; a compacted leader's gaps count)
+    truncations: int = 0  # times a followed log was cut back (divergent tail, or out of the leader's range)
+    round_sum: float = 0.0  # seconds of the answered requests' round trips
+    # answered round trips per LATENCY_BUCKETS bucket (not cumulative), the last one past the largest bound
+    round_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+
+    def observe_round(self, seconds: float) -> None:
+        self.round_counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1  # bucket ``le`` holds <= le
+        self.round_sum += seconds
+
+    def round_buckets(self) -> list[tuple[float, int]]:
+        """Cumulative (upper bound, count) pairs, as Prometheus buckets, ending with (inf, every round)."""
+        out, total = [], 0
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.round_counts, strict=True):
+            total += count
+            out.append((bound, total))
+        return out
 
 
 def truncation_target(part: Partition, leader_epoch: int, leader_end: int) -> int:
@@ -83,7 +116,8 @@ class LeaderFetcher:
 
     def __init__(self, endpoint: LeaderEndPoint, broker_id: int, *, broker_epoch: Callable[[], int | None],
                  throttle: ReplicationThrottle | None = None, settings: FetchSettings | None = None,
-                 backoff_s: float = BACKOFF_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 backoff_s: float = BACKOFF_S, clock: Callable[[], float] = time.monotonic,
+                 stats: FetcherStats | None = None) -> None:
         self.endpoint = endpoint
         self.leader_id = endpoint.leader_id
         self._broker_id = broker_id
@@ -96,6 +130,7 @@ class LeaderFetcher:
         self._session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self.rounds = 0  # fetch rounds answered, for tests and metrics
+        self.stats = stats if stats is not None else FetcherStats()
 
     # ------------------------------------------------------------------------------------------ membership
 
@@ -111,6 +146,11 @@ class LeaderFetcher:
     @property
     def partitions(self) -> list[TopicPartition]:
         return list(self._follows)
+
+    def lags(self) -> dict[TopicPartition, int]:
+        """Each followed partition's lag: the leader's high watermark in its last answer minus our log end,
+        at least 0 (0 before any answer carried the partition)."""
+        return {key: max(0, f.leader_hw - f.part.log_end_offset) for key, f in self._follows.items()}
 
     def _current(self, f: _Follow) -> bool:
         p = f.part
@@ -208,6 +248,7 @@ class LeaderFetcher:
             log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
                      part.topic, part.partition, target, leo, self.leader_id, f.epoch)
             await part.truncate_to(target)
+            self.stats.truncations += 1
         f.truncated = True
 
     # -------------------------------------------------------------------------------------------- fetching
@@ -226,15 +267,22 @@ class LeaderFetcher:
     async def _fetch_round(self, ready: dict[TopicPartition, _Follow]) -> None:
         wanted = self._wanted(ready)
         request = self._session.build(wanted)
+        stats = self.stats
+        stats.requests += 1
+        started = time.perf_counter()
         try:
             answer = await self.endpoint.fetch(request, replica_id=self._broker_id,
                                                broker_epoch=self._broker_epoch() or -1, settings=self._settings)
-        except BaseException:
+        except BaseException as e:
             self._session.handle_error()
+            if isinstance(e, Exception):  # a cancellation is the fetcher closing, not the leader failing
+                stats.errors += 1
             raise
+        stats.observe_round(time.perf_counter() - started)
         result = self._session.handle_response(answer.error_code, answer.session_id, list(answer.partitions))
         self.rounds += 1
         if not result.ok:
+            stats.errors += 1
             if result.unexpected:
                 log.warning("broker %d answered partitions outside the fetch session: %s", self.leader_id,
                             list(result.unexpected))
@@ -244,6 +292,7 @@ class LeaderFetcher:
             return
         jobs = []
         for key, fetched in answer.partitions.items():
+            stats.bytes += len(fetched.records)
             f = self._follows.get(key)
             if f is None or not self._current(f) or f.part.log_end_offset != wanted[key].fetch_offset:
                 continue  # removed, moved on, or truncated meanwhile: the next round asks again
@@ -258,7 +307,10 @@ class LeaderFetcher:
 
     async def _apply(self, f: _Follow, fetched: FetchedPartition) -> None:
         part = f.part
+        f.leader_hw = fetched.high_watermark
+        leo = part.log_end_offset
         await part.append_replicated(fetched.records, fetched.high_watermark)
+        self.stats.records += max(0, part.log_end_offset - leo)
         if fetched.log_start_offset > part.log_start_offset:
             await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
         bucket = self._bucket(part) if fetched.records else None
@@ -273,5 +325,7 @@ class LeaderFetcher:
             return
         if part.log_end_offset > end:
             await part.truncate_to(end)
+            self.stats.truncations += 1
         elif part.log_end_offset < start:
             await part.truncate_fully_and_start_at(start)
+            self.stats.truncations += 1
