@@ -28,6 +28,8 @@ def _cluster_up(args: argparse.Namespace) -> int:
         session_timeout_ms=args.session_timeout_ms,
         tls=args.tls,
         zk_digest=args.zk_digest or os.environ.get("ODRADEK_ZK_DIGEST"),
+        broker_args=["--replica-fetch-transport", args.replica_fetch_transport] if args.replica_fetch_transport
+        else None,
     )
     try:
         cluster.up(timeout=args.timeout)
@@ -129,6 +131,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     help="TLS + authentication + ACLs, with a throwaway CA in <data-dir>/tls (docs/security.md)")
     up.add_argument("--zk-digest", default=None,
                     help="USER:PASSWORD: brokers authenticate to ZooKeeper and set ACLs on every znode")
+    up.add_argument("--replica-fetch-transport", choices=("http", "kafka"), default=None,
+                    help="the brokers' flag (default: theirs); with --tls, kafka fetches over SASL_SSL as the "
+                         "inter-broker user (docs/security.md)")
     up.set_defaults(func=_cluster_up)
 
     st = c.add_parser("status", parents=[data_dir], help="show what runs")

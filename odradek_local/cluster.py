@@ -8,6 +8,7 @@ started, by pid and process start time: it never signals a recycled pid, and nev
 Layout under the data directory::
 
     cluster.json
+    tls/{ca,broker-<id>,admin}.{pem,key}, tls/inter-broker.password   (a --tls cluster's secrets, keys 0600)
     zookeeper/zk<i>/{zoo.cfg,data/,zookeeper.log}
     broker-<id>/{data/,broker.log}
 """
@@ -18,6 +19,7 @@ import itertools
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import sys
@@ -29,12 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from odradek_local.processes import ManagedProcess, log_tail, terminate_all
-from odradek_local.security import admin_files, ensure_local_pki, local_client_context, local_security_args
+from odradek_local.security import admin_files, ensure_local_pki, local_client_context, local_security_args, tls_dir
 from odradek_local.zookeeper import ZkEnsemble
 from zk.client import ZkClient
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
+# A --tls cluster's brokers log in to each other's SASL listeners as this SCRAM user (a super user: ClusterAction,
+# every topic), with a password made once per data directory and handed to brokers in the environment.
+INTER_BROKER_USER = "broker"
+INTER_BROKER_PASSWORD_FILE = "inter-broker.password"
+INTER_BROKER_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def listen_port_range(low: int = 10_000) -> tuple[int, int]:
@@ -182,6 +189,7 @@ class LocalCluster:
             for i in range(1, brokers + 1)
         }
         self._procs: dict[int, ManagedProcess] = {}
+        self._inter_broker_user_stored = False  # ensure_inter_broker_user ran in this process
 
     @property
     def zk_connect(self) -> str:
@@ -207,6 +215,8 @@ class LocalCluster:
                 self.ensemble.start(timeout=timeout)
                 self.ensemble.save()
             self.save()
+            if self.tls:
+                self.ensure_inter_broker_user()
             for broker_id in self.slots:
                 self.start_broker(broker_id, wait=False)
             self.wait_registered(list(self.slots), timeout=max(1.0, deadline - time.monotonic()))
@@ -242,9 +252,69 @@ class LocalCluster:
             "--data-dir", str(slot.data_dir),
             "--zk-session-timeout-ms", str(self.session_timeout_ms),
             *(["--kafka-listeners", slot.kafka_listener_spec()] if slot.kafka_port else []),
-            *local_security_args(self, broker_id),
+            *self._security_args(broker_id),
             *self.broker_args,
         ]  # fmt: skip
+
+    def _security_args(self, broker_id: int) -> list[str]:
+        """``local_security_args``, plus on a TLS cluster the inter-broker user (as a super user too): its SASL
+        listeners, HTTP and Kafka alike, need a user to log in as, whatever --replica-fetch-transport is."""
+        args = local_security_args(self, broker_id)
+        if not self.tls:
+            return args
+        principal = f"User:{INTER_BROKER_USER}"
+        if "--super-users" in args:
+            i = args.index("--super-users") + 1
+            args[i] = f"{args[i]};{principal}"
+        else:
+            args += ["--super-users", principal]
+        return [*args, "--inter-broker-user", INTER_BROKER_USER]
+
+    @property
+    def inter_broker_password_file(self) -> Path:
+        return tls_dir(self) / INTER_BROKER_PASSWORD_FILE
+
+    def inter_broker_password(self) -> str:
+        """The inter-broker user's password: made once per data directory, kept 0600 next to the TLS keys."""
+        path = self.inter_broker_password_file
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass  # another command made it first: use theirs
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_hex(24) + "\n")
+        password = path.read_text().strip()
+        if not password:
+            raise ClusterError(f"{path} is empty; remove it and run `odradek cluster up` again")
+        return password
+
+    def ensure_inter_broker_user(self) -> None:
+        """Store the inter-broker user's SCRAM credentials in ``/config/users`` (as ``odradek configs`` does)
+        unless they already match the password file; brokers must find them before they start."""
+        from odradek.protocol.scram import ScramCredential, verify
+        from zk.configs import EntityConfigs
+
+        password = self.inter_broker_password()
+        client = self.zk_client()
+        try:
+            store = EntityConfigs(client)
+            stored = store.describe("users", INTER_BROKER_USER)
+
+            def current(mechanism: str) -> bool:
+                try:
+                    return verify(mechanism, password, ScramCredential.decode(stored.get(mechanism, "")))
+                except ValueError:  # none stored, or not a credential
+                    return False
+
+            stale = {m: f"[password={password}]" for m in INTER_BROKER_MECHANISMS if not current(m)}
+            if stale:
+                store.alter("users", INTER_BROKER_USER, stale, [])
+        finally:
+            client.close()
+        self._inter_broker_user_stored = True
 
     def add_broker(self, broker_id: int, port: int, kafka_port: int | None = None) -> None:
         """Grow the cluster by one broker slot (start it with ``start_broker``); ``kafka_port`` None picks one (and
@@ -271,6 +341,10 @@ class LocalCluster:
         env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         if self.zk_digest:
             env["ODRADEK_ZK_DIGEST"] = self.zk_digest  # not on the command line, where ps shows it
+        if self.tls:
+            if not self._inter_broker_user_stored:  # `cluster broker start` on a cluster loaded from its state
+                self.ensure_inter_broker_user()
+            env["ODRADEK_INTER_BROKER_PASSWORD"] = self.inter_broker_password()  # nor this one
         proc = ManagedProcess.spawn(self.broker_command(broker_id), log_path=slot.log_path, env=env)
         self._procs[broker_id] = proc
         self.save()

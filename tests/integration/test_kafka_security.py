@@ -1,7 +1,8 @@
 """Security and quotas on Kafka's wire protocol, spoken by real clients installed unchanged (confluent-kafka, kcat,
 kafka-python, aiokafka), on a real 3-broker TLS cluster (``LocalCluster(tls=True)``: a throwaway CA, HTTPS +
 SASL_SSL HTTP listeners, ACLs and ZooKeeper ACLs on) whose brokers also have SASL_SSL, SSL and SASL_PLAINTEXT
-Kafka listeners.
+Kafka listeners, and whose followers replicate over Kafka's protocol (``--replica-fetch-transport kafka``) through
+the SASL_SSL Kafka listeners, as the cluster's inter-broker SCRAM user.
 
 Users are made with scripts/odradek-configs.sh and ACLs with scripts/odradek-acls.sh (over ZooKeeper, with the
 brokers' ZooKeeper identity), then:
@@ -16,7 +17,10 @@ brokers' ZooKeeper identity), then:
   same user over HTTPS (Basic) gets the same decision (403 TOPIC_AUTHORIZATION_FAILED, or allowed);
 * a 200 KB/s user produce quota holds a producer's measured rate within 25 % of it, and its statistics show the
   broker's throttle time;
-* ``odradek cluster status --json`` reports the Kafka listeners.
+* ``odradek cluster status --json`` reports the Kafka listeners;
+* an RF 3 topic with min.insync.replicas 2 produced to acks=all over HTTPS has all three replicas in sync,
+  every follower's log end offset equals its leader's, and the leaders' fetch sessions took in the followers'
+  partitions (without an inter-broker user from the local cluster, the brokers refuse to start).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import pytest
 
 from broker.security.tls import issue_certificate
 from odradek_local.cluster import LocalCluster
-from odradek_local.security import admin_files, tls_dir
+from odradek_local.security import admin_files, local_client_context, tls_dir
 from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.ports import free_port_block
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
@@ -58,6 +62,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ZK_DIGEST = "odradek-brokers:" + uuid.uuid4().hex
 PASSWORDS = {"alice": "alice-pw", "rita": "rita-pw", "walt": "walt-pw", "quinn": "quinn-pw"}
 TOPIC, ACL_TOPIC, QUOTA_TOPIC = "sec-orders", "sec-acl", "sec-quota"
+REPLICATED_TOPIC = "sec-replicated"
+KAFKA_TRANSPORT = ["--replica-fetch-transport", "kafka"]
+JSON_V2 = "application/vnd.kafka.json.v2+json"
 QUOTA = 200 * 1024  # producer_byte_rate, bytes/s
 RATE_CEILING = 1.25
 """A producer held by QUOTA is acknowledged at most this times it: the property, whatever the machine's load."""
@@ -72,6 +79,7 @@ ACLS: list[tuple[str, str, list[str]]] = [
     ("User:rita", "Read", ["--topic", ACL_TOPIC]),
     ("User:walt", "Write", ["--topic", ACL_TOPIC]),
     ("User:quinn", "Write", ["--topic", QUOTA_TOPIC]),
+    ("User:alice", "All", ["--topic", REPLICATED_TOPIC]),
     ("User:*", "Read", ["--group", "*"]),
 ]
 
@@ -119,12 +127,31 @@ def https_request(sec: Secured, method: str, path: str, user: str, body: Any = N
         conn.close()
 
 
+def operator_env(cluster: LocalCluster) -> dict[str, str]:
+    """The tools' TLS settings as ``User:CN=admin``, a super user."""
+    return {f"ODRADEK_{k.upper()}": v for k, v in admin_files(cluster).items()}
+
+
+def operator_get(sec: Secured, path: str, broker: int) -> bytes:
+    """GET ``path`` on ``broker`` as ``User:CN=admin`` (routes that need Cluster Describe); the body of a 200."""
+    port = int(sec.cluster.broker_url(broker).rsplit(":", 1)[1])
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=local_client_context(sec.cluster))
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200, (path, resp.status, body[:200])
+        return body
+    finally:
+        conn.close()
+
+
 @pytest.fixture(scope="module")
 def secured(zk_ensemble: ZkEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-security"), brokers=3, base_port=free_port_block(3),
                            session_timeout_ms=6000, chroot=f"/odradek-ksec-{uuid.uuid4().hex[:8]}",
                            ensemble=zk_ensemble, tls=True, zk_digest=ZK_DIGEST,
-                           kafka_protocols=("SASL_SSL", "SSL", "SASL_PLAINTEXT"))
+                           kafka_protocols=("SASL_SSL", "SSL", "SASL_PLAINTEXT"), broker_args=KAFKA_TRANSPORT)
     try:
         cluster.up(timeout=2 * SLOW_MACHINE_S)
         issue_certificate(tls_dir(cluster), "carol")
@@ -139,7 +166,7 @@ def secured(zk_ensemble: ZkEnsemble, tmp_path_factory: pytest.TempPathFactory) -
                    "--allow-principal", principal, "--operation", operation, *target,
                    "--resource-pattern-type", "literal")
         admin = admin_files(cluster)
-        as_admin = {f"ODRADEK_{k.upper()}": v for k, v in admin.items()}  # User:CN=admin, a super user
+        as_admin = operator_env(cluster)
         for topic, partitions in ((TOPIC, 3), (ACL_TOPIC, 1), (QUOTA_TOPIC, 1)):
             script("odradek-topics.sh", "--bootstrap-server", cluster.broker_url(1), "--create", "--topic", topic,
                    "--partitions", str(partitions), "--replication-factor", "3" if partitions > 1 else "1",
@@ -452,3 +479,69 @@ def test_cluster_status_reports_the_kafka_listeners(secured: Secured) -> None:
     for b in status["brokers"]:
         assert b["kafka_listeners"]["SASL_SSL"] == b["kafka"] and b["registered"]
     wait_until(lambda: all(b["alive"] for b in status["brokers"]), 1, "every broker alive")
+
+
+# ------------------------------------------------------------------------------------ replication over Kafka
+
+
+def test_followers_replicate_over_sasl_ssl_as_the_inter_broker_user(secured: Secured) -> None:
+    """The fixture's brokers run ``--replica-fetch-transport kafka``: each follower fetches from its leaders'
+    SASL_SSL Kafka listeners, logged in as the inter-broker user the local cluster made. An acks=all write
+    (min.insync.replicas 2) is answered only once the in-sync followers have it, and every follower ends with
+    the leader's log end offset."""
+    cluster = secured.cluster
+    partitions, requests, per_request = 3, 4, 10
+
+    def session_partitions() -> float:
+        """Partitions held by the leaders' incremental fetch sessions (only the followers' fetchers over Kafka
+        make sessions while this test runs: no Kafka consumer does)."""
+        total = 0.0
+        for broker in cluster.slots:
+            for line in operator_get(secured, "/metrics", broker).decode().splitlines():
+                if line.startswith("odradek_kafka_fetch_session_partitions "):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    held_before = session_partitions()
+    script("odradek-topics.sh", "--bootstrap-server", cluster.broker_url(1), "--create", "--topic", REPLICATED_TOPIC,
+           "--partitions", str(partitions), "--replication-factor", "3", "--config", "min.insync.replicas=2",
+           env=operator_env(cluster))
+
+    def state(broker: int) -> list[dict[str, Any]]:
+        status, raw, _ = https_request(secured, "GET", f"/metadata?topics={REPLICATED_TOPIC}", "alice", broker=broker)
+        assert status == 200, raw[:200]
+        return json.loads(raw)["topics"][0]["partitions"] or []
+
+    for broker in cluster.slots:
+        wait_until(lambda b=broker: len(state(b)) == partitions and all(p["leader"] >= 0 for p in state(b)),
+                   SLOW_MACHINE_S, f"broker {broker} to know a leader for each partition of {REPLICATED_TOPIC}")
+    for p in range(partitions):
+        for n in range(requests):  # through every broker in turn: the others forward to the leader
+            records = [{"value": {"partition": p, "request": n, "i": i}} for i in range(per_request)]
+            status, raw, _ = https_request(secured, "POST",
+                                           f"/topics/{REPLICATED_TOPIC}/partitions/{p}?acks=all&timeout_ms=10000",
+                                           "alice", {"records": records}, {"Content-Type": JSON_V2},
+                                           broker=1 + (p + n) % len(cluster.slots))
+            assert status == 200, raw[:300]
+            offsets = json.loads(raw)["offsets"]
+            assert [o["error_code"] for o in offsets] == [None] * per_request, offsets
+
+    wait_until(lambda: all(len(p["isr"]) == 3 for p in state(1)), SLOW_MACHINE_S,
+               f"every partition of {REPLICATED_TOPIC} to have its three replicas in sync")
+
+    def log_end_offsets() -> dict[int, dict[int, int]]:
+        """partition -> broker -> that replica's log end offset."""
+        out: dict[int, dict[int, int]] = {}
+        for broker in cluster.slots:
+            dirs = json.loads(operator_get(secured, "/admin/log_dirs", broker))["log_dirs"]
+            for r in (r for d in dirs for r in d["replicas"] if r["topic"] == REPLICATED_TOPIC):
+                out.setdefault(r["partition"], {})[broker] = r["log_end_offset"]
+        return out
+
+    everything = {p: dict.fromkeys(cluster.slots, requests * per_request) for p in range(partitions)}
+    wait_until(lambda: log_end_offsets() == everything, SLOW_MACHINE_S,
+               f"every replica of {REPLICATED_TOPIC} to hold all {requests * per_request} records of its partition")
+    # Each follower's session with the partition's leader took the partition in: two per partition.
+    taken_in = session_partitions() - held_before
+    assert taken_in >= 2 * partitions, f"the leaders' fetch sessions took in {taken_in} partitions of " \
+                                       f"{REPLICATED_TOPIC}: its followers do not fetch over Kafka's protocol"
