@@ -98,19 +98,6 @@ class FetcherStats:
         return out
 
 
-def truncation_target(part: Partition, leader_epoch: int, leader_end: int) -> int:
-    """Where to cut our log, given the leader's answer for our latest epoch: its largest epoch at most ours
-    (``leader_epoch``, -1 when it has none) and where that epoch ended in its log."""
-    log_ = part.log
-    leo = log_.log_end_offset
-    if leader_epoch < 0:
-        return min(part.high_watermark, leo)
-    if leader_epoch == log_.epoch_cache.latest_epoch:
-        return min(leader_end, leo)
-    _, own_end = log_.epoch_cache.end_offset_for(leader_epoch, leo)
-    return min(leader_end, own_end if own_end >= 0 else leo)
-
-
 class LeaderFetcher:
     """This broker (``broker_id``) following ``endpoint.leader_id`` for the partitions it is given."""
 
@@ -215,13 +202,16 @@ class LeaderFetcher:
                    if not f.truncated and f.delayed_until <= now and self._current(f)}
         if not pending:
             return
+        # A fetch of the partition's previous state (another fetcher's, or this one's) may still be landing:
+        # the log is judged with it.
+        await asyncio.gather(*(f.part.settled() for f in pending.values()))
         asks: dict[TopicPartition, tuple[int, int]] = {}
         for key, f in pending.items():
             log_ = f.part.log
             if log_.log_end_offset == 0:
                 f.truncated = True
             elif log_.epoch_cache.latest_epoch < 0:  # no epoch history: the pre-KIP-101 fallback
-                await self._truncate(f, min(f.part.high_watermark, log_.log_end_offset))
+                await self._truncate(f, -1, -1)
             else:
                 asks[key] = (f.epoch, log_.epoch_cache.latest_epoch)
         if not asks:
@@ -238,16 +228,15 @@ class LeaderFetcher:
                           answer.error if answer is not None else "not answered")
                 f.delayed_until = self._clock() + self._backoff_s
                 continue
-            jobs.append(self._truncate(f, truncation_target(f.part, answer.leader_epoch, answer.end_offset)))
+            jobs.append(self._truncate(f, answer.leader_epoch, answer.end_offset))
         await asyncio.gather(*jobs)
 
-    async def _truncate(self, f: _Follow, target: int) -> None:
+    async def _truncate(self, f: _Follow, leader_epoch: int, leader_end: int) -> None:
         part = f.part
-        leo = part.log_end_offset
+        target, leo = await part.truncate_diverged(leader_epoch, leader_end)
         if target < leo:
-            log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
+            log.info("%s-%d: truncated divergent tail [%d, %d) before following broker %d (epoch %d)",
                      part.topic, part.partition, target, leo, self.leader_id, f.epoch)
-            await part.truncate_to(target)
             self.stats.truncations += 1
         f.truncated = True
 
@@ -309,7 +298,7 @@ class LeaderFetcher:
         part = f.part
         f.leader_hw = fetched.high_watermark
         leo = part.log_end_offset
-        await part.append_replicated(fetched.records, fetched.high_watermark)
+        await part.append_replicated(fetched.records, fetched.high_watermark, f.epoch)
         self.stats.records += max(0, part.log_end_offset - leo)
         if fetched.log_start_offset > part.log_start_offset:
             await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)

@@ -617,14 +617,43 @@ class Partition:
 
     # -------------------------------------------------------------------------------------------- follower
 
-    async def append_replicated(self, data: bytes, leader_hw: int) -> None:
-        if data:
-            await self._run(follower_append, self.log, data, self.producer_state)
+    async def append_replicated(self, data: bytes, leader_hw: int, leader_epoch: int | None = None) -> bool:
+        """A follower appends its leader's bytes and learns the leader's high watermark. ``leader_epoch``: the
+        epoch the fetch was made in. The bytes go in only if this replica still follows that epoch when the
+        storage queue reaches them: a fetch answered just before a new state must not land after that state's
+        truncation (or after this replica became leader). False when dropped so."""
+        if leader_epoch is not None and not self._follows(leader_epoch):
+            return False
+        if data and not await self._run(self._append_if_following, data, leader_epoch):
+            return False
         self.log.maybe_increment_high_watermark(leader_hw)
+        return True
+
+    def _follows(self, leader_epoch: int) -> bool:
+        return self.role == FOLLOWER and self.leader_epoch == leader_epoch
+
+    def _append_if_following(self, data: bytes, leader_epoch: int | None) -> bool:
+        """Storage job: the role and epoch are the loop's, read here after every earlier job of this partition
+        (a new state's truncation or epoch assignment is queued after the state is applied)."""
+        if leader_epoch is not None and not self._follows(leader_epoch):
+            return False
+        follower_append(self.log, data, self.producer_state)
+        return True
+
+    async def settled(self) -> None:
+        """Once every disk job queued for this partition so far has run: a new state's fetcher reads its log end
+        and epochs after this, so a late append of the previous state's fetch is judged, not missed."""
+        await self._run(_nothing)
 
     async def truncate_to(self, offset: int) -> int:
-        """A follower cuts its divergent tail (after every append queued before it)."""
+        """A follower cuts its log back to ``offset`` (after every append queued before it)."""
         return await self._run(storage_jobs.truncate_to, self.log, offset, self.producer_state)
+
+    async def truncate_diverged(self, leader_epoch: int, leader_end: int) -> tuple[int, int]:
+        """A follower cuts its divergent tail given its leader's epoch answer (``storage_jobs.truncation_target``),
+        judged on the storage queue, after every append queued before it; (offset cut to, log end before)."""
+        return await self._run(storage_jobs.truncate_diverged, self.log, leader_epoch, leader_end,
+                               self.producer_state)
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
         await self._run(storage_jobs.truncate_fully, self.log, offset, self.producer_state)
@@ -634,6 +663,10 @@ class Partition:
         (so the snapshot is consistent with the log end)."""
         if self.producer_state is not None:
             await self._run(storage_jobs.snapshot_state, self.producer_state, expire)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _follow_log_start(log: Log, leader_log_start: int) -> int:

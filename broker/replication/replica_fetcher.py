@@ -79,30 +79,25 @@ class FollowerFetcher:
                 await asyncio.sleep(BACKOFF_S)
 
     async def _truncate(self) -> None:
-        log_ = self.part.log
-        leo = log_.log_end_offset
-        latest = log_.epoch_cache.latest_epoch
-        if leo == 0:
+        part = self.part
+        await part.settled()  # the previous state's last fetch may still be landing: judge the log with it
+        log_ = part.log
+        if log_.log_end_offset == 0:
             return
-        if latest < 0:
-            target = self.part.high_watermark  # no epoch history at all: the pre-KIP-101 fallback
-        else:
+        latest = log_.epoch_cache.latest_epoch
+        leader_epoch, end = -1, -1  # no epoch history at all: the pre-KIP-101 fallback (the high watermark)
+        if latest >= 0:
             params = {"leader_epoch": str(latest), "replica_id": str(self._broker_id)}
             reply = await self._client.send(self.leader, Request(
                 "GET", f"{self._path}/epoch_end_offset", params=params, lane=REPLICATION))
             body = reply.json()
             leader_epoch, end = int(body["leader_epoch"]), int(body["end_offset"])
-            if leader_epoch < 0:
-                target = self.part.high_watermark
-            elif leader_epoch == latest:
-                target = min(end, leo)
-            else:
-                _, own_end = log_.epoch_cache.end_offset_for(leader_epoch, leo)
-                target = min(end, own_end if own_end >= 0 else leo)
+        if not self.current():
+            return
+        target, leo = await part.truncate_diverged(leader_epoch, end)
         if target < leo:
-            log.info("%s-%d: truncating divergent tail [%d, %d) before following broker %d (epoch %d)",
-                     self.part.topic, self.part.partition, target, leo, self.leader, self.epoch)
-            await self.part.truncate_to(target)
+            log.info("%s-%d: truncated divergent tail [%d, %d) before following broker %d (epoch %d)",
+                     part.topic, part.partition, target, leo, self.leader, self.epoch)
 
     async def _fetch_once(self) -> None:
         part = self.part
@@ -120,7 +115,7 @@ class FollowerFetcher:
             wait_ms=FETCH_WAIT_MS, lane=REPLICATION))
         if not self.current():
             return
-        await part.append_replicated(reply.body, int(reply.headers[media.HIGH_WATERMARK]))
+        await part.append_replicated(reply.body, int(reply.headers[media.HIGH_WATERMARK]), self.epoch)
         leader_start = reply.headers.get(media.LOG_START_OFFSET)
         if leader_start is not None and int(leader_start) > part.log_start_offset:
             await part.follow_log_start(int(leader_start))  # the leader's DeleteRecords (or its retention)

@@ -12,7 +12,8 @@ from broker.log.log import Log, ReadResult
 from broker.log.reads import SENDFILE_MIN_BYTES, SliceResult
 from broker.replication.producer_state import IdempotencyKeys, ProducerStateManager
 
-__all__ = ["assign_epoch", "read", "slices", "snapshot_state", "truncate_fully", "truncate_to"]
+__all__ = ["assign_epoch", "read", "slices", "snapshot_state", "truncate_diverged", "truncate_fully",
+           "truncate_to", "truncation_target"]
 
 
 def snapshot_state(state: ProducerStateManager, expire: bool) -> None:
@@ -26,6 +27,30 @@ def truncate_to(log: Log, offset: int, state: ProducerStateManager | None) -> in
     if state is not None:
         state.truncate(log)
     return end
+
+
+def truncation_target(log: Log, leader_epoch: int, leader_end: int) -> int:
+    """Where a follower's log diverges from its leader's (KIP-101, KIP-279), given the leader's answer for the
+    follower's latest epoch: its largest epoch at most that one (``leader_epoch``; -1: it has none, so the
+    high watermark is all that is known to be shared) and where that epoch ended in its log."""
+    leo = log.log_end_offset
+    if leader_epoch < 0:
+        return min(log.high_watermark, leo)
+    if leader_epoch == log.epoch_cache.latest_epoch:
+        return min(leader_end, leo)
+    _, own_end = log.epoch_cache.end_offset_for(leader_epoch, leo)
+    return min(leader_end, own_end if own_end >= 0 else leo)
+
+
+def truncate_diverged(log: Log, leader_epoch: int, leader_end: int,
+                      state: ProducerStateManager | None) -> tuple[int, int]:
+    """Cut the divergent tail, judged from the log as this job finds it (after every append queued before it,
+    a late fetch's included); (the offset cut to, the log end before)."""
+    leo = log.log_end_offset
+    target = truncation_target(log, leader_epoch, leader_end)
+    if target < leo:
+        truncate_to(log, target, state)
+    return target, leo
 
 
 def truncate_fully(log: Log, offset: int, state: ProducerStateManager | None) -> None:

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import struct
+import threading
 from pathlib import Path
 from typing import Any
 
-from broker.replication.partition import FOLLOWER
+from broker.log.executor import StorageExecutor
+from broker.log.log import Log
+from broker.replication.partition import FOLLOWER, Partition
 from broker.replication.replica_fetcher import FollowerFetcher
 
-from .fakes import batch, config, info, make_partition
+from .fakes import FakeIsrManager, batch, config, info, make_partition
 
 
 class FakeReply:
@@ -85,5 +89,81 @@ def test_an_older_epoch_answer_uses_our_own_end_of_that_epoch(tmp_path: Path) ->
         fetcher = FollowerFetcher(part, FakeSession({3: (2, 7)}), 2)  # type: ignore[arg-type]
         await fetcher._truncate()
         assert part.log_end_offset == 5
+
+    asyncio.run(main())
+
+
+def _replicated(base_offset: int, leader_epoch: int) -> bytes:
+    """A one-record batch as a leader of ``leader_epoch`` wrote it at ``base_offset`` (neither field is under the
+    batch CRC, which starts at the attributes)."""
+    data = batch(1)
+    struct.pack_into(">qiI", data, 0, base_offset, len(data) - 12, leader_epoch)
+    return bytes(data)
+
+
+async def _storage_follower(tmp_path: Path) -> tuple[Any, StorageExecutor]:
+    """Broker 2 following broker 3 in epoch 2, with [0, 5) of epoch 1, on a real storage executor (so disk jobs
+    queue and run on its threads, as on a broker)."""
+    storage = StorageExecutor("test-storage", threads=2)
+    log = Log.open(tmp_path / "t-0-b2")
+    log.high_watermark = 0
+    part = Partition("t", 0, 2, log, FakeIsrManager(), lambda b: f"http://broker-{b}", storage=storage)
+    await part.apply(info(3, 1, (3, 2), version=1), config())
+    await part.append_replicated(b"".join(_replicated(o, 1) for o in range(5)), 5, 1)
+    await part.apply(info(3, 2, (3, 2), version=2), config())
+    return part, storage
+
+
+def test_a_fetch_answered_before_a_new_leader_epoch_is_dropped_if_it_reaches_the_disk_after_it(
+        tmp_path: Path) -> None:
+    """The previous state's fetcher had its answer on the storage queue when the new state (epoch 3) was applied:
+    appending it then would put epoch 2's records after the new epoch's truncation. It is dropped."""
+    async def main() -> None:
+        part, storage = await _storage_follower(tmp_path)
+        gate = threading.Event()
+        blocked = asyncio.create_task(part._run(gate.wait))  # the queue is busy with earlier work
+        late = asyncio.create_task(part.append_replicated(_replicated(5, 2), 6, 2))
+        await asyncio.sleep(0.05)
+        await part.apply(info(1, 3, (1, 2, 3), version=3), config())
+        gate.set()
+        assert await late is False
+        await blocked
+        assert part.log_end_offset == 5 and part.log.epoch_cache.latest_epoch == 1
+        storage.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_fetch_still_landing_when_the_new_epoch_begins_is_judged_by_its_truncation(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """verify's 30-minute run: broker 2 followed broker 3 in epoch 195; its last fetch was mid-append when broker
+    1 became leader in epoch 196. The new fetcher read the log end before that append finished, found nothing to
+    cut, and fetched on after it: offset 48680 held epoch 195's record on broker 2 and epoch 196's elsewhere. The
+    new fetcher now judges the log after the append, and cuts it."""
+    from broker.replication import partition as partition_module
+
+    entered, release = threading.Event(), threading.Event()
+    real_append = partition_module.follower_append
+
+    def slow_append(*args: Any) -> None:
+        entered.set()
+        release.wait(5)
+        real_append(*args)
+
+    async def main() -> None:
+        part, storage = await _storage_follower(tmp_path)
+        monkeypatch.setattr(partition_module, "follower_append", slow_append)
+        late = asyncio.create_task(part.append_replicated(_replicated(5, 2), 6, 2))
+        await asyncio.to_thread(entered.wait, 5)  # past the epoch check, writing
+        await part.apply(info(1, 3, (1, 2, 3), version=3), config())
+        session = FakeSession({2: (1, 5), 1: (1, 5)})  # the new leader never saw epoch 2
+        truncation = asyncio.create_task(FollowerFetcher(part, session, 2)._truncate())  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        release.set()
+        await late
+        await truncation
+        assert session.asked == [2]  # asked about the epoch the late append brought
+        assert part.log_end_offset == 5 and part.log.epoch_cache.entries() == [(1, 0)]
+        storage.shutdown()
 
     asyncio.run(main())
