@@ -44,6 +44,7 @@ class LeaderEpochCache:
         self._lock = threading.Lock()
         self._file_lock = threading.Lock()
         self._entries: list[tuple[int, int]] = list(entries or [])
+        self._dirty = False  # a rewrite failed (a full disk): the file lags the list until one succeeds
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochCache:
@@ -167,4 +168,15 @@ class LeaderEpochCache:
         with self._file_lock:
             with self._lock:
                 entries = self._entries  # replaced, never mutated in place: a stable snapshot
-            write_lines(self._path, (f"{e} {s}" for e, s in entries))
+            try:
+                write_lines(self._path, (f"{e} {s}" for e, s in entries))
+            except OSError:
+                self._dirty = True
+                raise
+            self._dirty = False
+
+    def flush_if_dirty(self) -> None:
+        """Rewrite the checkpoint if a rewrite failed since the last good one. The log calls it before writing
+        records, so no record is on disk whose epoch the file does not hold (an ``OSError`` stops the write)."""
+        if self._dirty:
+            self._flush()

@@ -190,9 +190,10 @@ class Log(LogRetention, LogReads):
                     max_ts = ts
                 offset = nxt
                 pos = end
-            self._append_locked(parts, infos, pos, now_ms)
-            if leader_epoch > self.epoch_cache.latest_epoch:
+            if leader_epoch > self.epoch_cache.latest_epoch:  # before the records: see append_replicated
                 self.epoch_cache.assign(leader_epoch, first)
+            self.epoch_cache.flush_if_dirty()
+            self._append_locked(parts, infos, pos, now_ms)
             result = AppendResult(first, offset - 1, count, max_ts, log_append_time, self._log_start_offset)
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -223,10 +224,13 @@ class Log(LogRetention, LogReads):
                     )
                 infos.append((h.base_offset, h.next_offset, h.max_timestamp, h.size))
                 expected = h.next_offset
-            self._append_locked([memoryview(batches)], infos, len(memoryview(batches)), now_ms)
+            # Epochs first: a checkpoint that cannot be written (a full disk) fails the append before any record
+            # is written, so the caller's retry finds the log and its producer state as they were.
             for h in headers:
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            self.epoch_cache.flush_if_dirty()
+            self._append_locked([memoryview(batches)], infos, len(memoryview(batches)), now_ms)
             result = AppendResult(
                 headers[0].base_offset,
                 expected - 1,
