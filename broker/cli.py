@@ -189,9 +189,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=defaults.min_incremental_fetch_session_eviction_ms,
                    help="a fetch session unused this long may be evicted for a new one (Kafka's name)")
     g = p.add_argument_group("replication")
-    g.add_argument("--replica-fetch-transport", choices=("http", "kafka"), default=defaults.replica_fetch_transport,
+    g.add_argument("--replica-fetch-transport", choices=("auto", "http", "kafka"),
+                   default=defaults.replica_fetch_transport,
                    help="how followers fetch: kafka (one multi-partition Fetch per leader per round in a fetch "
-                        "session, over the inter-broker Kafka listener) or http (one long-poll per partition)")
+                        "session, over the inter-broker Kafka listener), http (the default: one long-poll per "
+                        "partition), or auto (kafka when this broker has a Kafka listener it can use, else http); "
+                        "with kafka or auto, a leader without that listener is followed over http")
     g.add_argument("--num-replica-fetchers", type=int, default=defaults.num_replica_fetchers,
                    help="fetchers (connections) per leader with --replica-fetch-transport kafka (Kafka's name)")
     g.add_argument("--kafka-inter-broker-listener-name", default=None,

@@ -99,7 +99,9 @@ class BrokerConfig:
     kafka_sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     # How followers replicate (broker/replication/replica_manager.py): "kafka", Kafka's way (one fetcher per
     # leader and fetcher id, one multi-partition Fetch per round in a fetch session, over one connection to the
-    # leader's inter-broker Kafka listener), or "http" (one long-poll per partition over the HTTP replica routes).
+    # leader's inter-broker Kafka listener), "http" (one long-poll per partition over the HTTP replica routes), or
+    # "auto": kafka when this broker can (``effective_replica_fetch_transport``), else http. The default stays http
+    # until the Kafka transport measures faster (docs/performance.md, bench/replication_bench.py).
     replica_fetch_transport: str = "http"
     # Kafka's num.replica.fetchers: fetchers (connections) per leader broker, partitions hashed among them.
     num_replica_fetchers: int = 1
@@ -124,6 +126,21 @@ class BrokerConfig:
         if not sep or scheme.lower() not in ("http", "https"):
             raise ValueError(f"--advertised-url must be http(s)://HOST:PORT, got {self.advertised_url!r}")
         return self.parse_listen(rest.rstrip("/"))
+
+    def effective_replica_fetch_transport(self) -> str:
+        """``kafka`` or ``http``: ``auto`` is kafka when this broker has an inter-broker Kafka listener and, for a
+        SASL one, a user to log in as; else http. (A leader without that listener is still followed over HTTP.)"""
+        if self.replica_fetch_transport != "auto":
+            return self.replica_fetch_transport
+        try:
+            listener = self.kafka_inter_broker_listener()
+        except ValueError:
+            return "http"
+        if listener is None:
+            return "http"
+        if listener.sasl and not (self.security.inter_broker_user and self.security.inter_broker_password):
+            return "http"
+        return "kafka"
 
     def kafka_inter_broker_listener(self) -> KafkaListener | None:
         """The Kafka listener brokers replicate through (None: this broker has none); ValueError naming the flag

@@ -45,7 +45,7 @@ from broker.fetch.service import FetchService
 from broker.group_router import GroupRouter
 from broker.interbroker import InterBrokerClient
 from broker.kafka.front_door import KafkaFrontDoor
-from broker.kafka.leader_endpoint import leader_endpoints
+from broker.kafka.leader_endpoint import kafka_leaders, leader_endpoints
 from broker.loop_monitor import LoopMonitor, watch_gc
 from broker.metadata.cache import MetadataCache
 from broker.metadata.events import Event, EventQueue
@@ -154,6 +154,7 @@ class Broker:
             check_interval_s=config.leader_imbalance_check_interval_s,
             per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         ))
+        kafka_fetch = config.effective_replica_fetch_transport() == "kafka"
         self.replicas = ReplicaManager(self.broker_id, config.data_dir, self.zk, self.cache,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                        retention_check_interval_ms=config.log_retention_check_interval_ms,
@@ -162,8 +163,9 @@ class Broker:
                                        interbroker=self.interbroker,
                                        broker_epoch=lambda: self.broker_epoch,  # follower fetches carry it
                                        leader_endpoints=leader_endpoints(config, self.cache)
-                                       if config.replica_fetch_transport == "kafka" else None,
-                                       num_replica_fetchers=config.num_replica_fetchers)
+                                       if kafka_fetch else None,
+                                       num_replica_fetchers=config.num_replica_fetchers,
+                                       kafka_leader=kafka_leaders(config, self.cache) if kafka_fetch else None)
         self.metadata = MetadataWatcher(self.zk, self.events, self.cache, self.replicas)
         self.follower_fetches = FollowerFetchService(  # a newer leader epoch in a fetch: re-read our state
             self.broker_id, self.cache, self.replicas.throttle,

@@ -131,7 +131,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     help="TLS + authentication + ACLs, with a throwaway CA in <data-dir>/tls (docs/security.md)")
     up.add_argument("--zk-digest", default=None,
                     help="USER:PASSWORD: brokers authenticate to ZooKeeper and set ACLs on every znode")
-    up.add_argument("--replica-fetch-transport", choices=("http", "kafka"), default=None,
+    up.add_argument("--replica-fetch-transport", choices=("auto", "http", "kafka"), default=None,
                     help="the brokers' flag (default: theirs); with --tls, kafka fetches over SASL_SSL as the "
                          "inter-broker user (docs/security.md)")
     up.set_defaults(func=_cluster_up)

@@ -37,7 +37,7 @@ def static_broker_configs(c: BrokerConfig) -> dict[str, str]:
         "leader.imbalance.per.broker.percentage": str(c.leader_imbalance_per_broker_percentage),
         # How followers replicate: Odradek's transport choice, then Kafka's fetcher settings (the fetch settings
         # are fixed today: FetchSettings' defaults, Kafka's own defaults but for the wait).
-        "odradek.replica.fetch.transport": c.replica_fetch_transport,
+        "odradek.replica.fetch.transport": c.effective_replica_fetch_transport(),
         "num.replica.fetchers": str(c.num_replica_fetchers),
         "replica.fetch.wait.max.ms": str(fetch.max_wait_ms),
         "replica.fetch.min.bytes": str(fetch.min_bytes),

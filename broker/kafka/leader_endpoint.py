@@ -77,6 +77,16 @@ def registered_address(cache: MetadataCache, listener: str) -> LeaderAddress:
     return address
 
 
+def kafka_leaders(config: BrokerConfig, cache: MetadataCache) -> Callable[[int], bool]:
+    """Whether a leader can be fetched from over Kafka's protocol: its registration in ``cache`` has this
+    broker's inter-broker listener name (a broker started without Kafka listeners is followed over HTTP)."""
+    listener = config.kafka_inter_broker_listener()
+    if listener is None:
+        return lambda _leader: False
+    address = registered_address(cache, listener.name)
+    return lambda leader: address(leader) is not None
+
+
 def leader_endpoints(config: BrokerConfig, cache: MetadataCache) -> Callable[[int, int], KafkaLeaderEndPoint]:
     """The replica manager's endpoint factory, (leader id, fetcher id) -> a new endpoint: to the leader's Kafka
     listener of this broker's inter-broker listener name, with TLS as the broker's certificate and CA give it (on

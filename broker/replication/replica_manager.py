@@ -3,7 +3,9 @@
 It hears about partition states from the metadata watcher (``MetadataListener``) and makes each local replica
 leader or follower accordingly; HTTP handlers ask it for the partition to produce to or read from.
 
-Followers replicate over one of two transports (the broker's ``replica.fetch.transport``):
+Followers replicate over one of two transports (the broker's ``replica.fetch.transport``; ``auto`` is ``kafka``
+on a broker with a Kafka listener; with either, a leader whose registration lacks the inter-broker listener is
+followed over HTTP):
 
 * ``kafka``: Kafka's way. One ``LeaderFetcher`` per (leader broker, fetcher id) sends one multi-partition Fetch
   per round in an incremental fetch session over one connection to the leader's inter-broker Kafka listener
@@ -83,13 +85,16 @@ class ReplicaManager(MetadataListener):
                  retention_check_interval_ms: int = 300_000, producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
                  unsafe_ack_before_isr: bool = False, interbroker: InterBrokerClient | None = None,
                  broker_epoch: Callable[[], int | None] | None = None,
-                 leader_endpoints: EndPointFactory | None = None, num_replica_fetchers: int = 1) -> None:
+                 leader_endpoints: EndPointFactory | None = None, num_replica_fetchers: int = 1,
+                 kafka_leader: Callable[[int], bool] | None = None) -> None:
         """``interbroker``: the broker's one inter-broker client, which HTTP follower fetches go through (only a
         replica manager that never follows, as in unit tests, may go without one). ``broker_epoch``: this
         broker's epoch now (its registration's czxid; None while unregistered), which follower fetches carry.
         ``leader_endpoints``: followers fetch over Kafka's protocol, one fetcher per (leader, fetcher id) with an
         endpoint from this factory, ``num_replica_fetchers`` per leader (Kafka's ``num.replica.fetchers``);
-        None: over HTTP, one long-poll per partition."""
+        None: over HTTP, one long-poll per partition. ``kafka_leader``: with ``leader_endpoints``, whether a
+        leader can be fetched from over Kafka's protocol (its registration has the inter-broker listener);
+        partitions of a leader that cannot are followed over HTTP (None: every leader can)."""
         self.broker_id = broker_id
         self._interbroker = interbroker
         self.data_dir = data_dir
@@ -113,6 +118,7 @@ class ReplicaManager(MetadataListener):
         self._hw_checkpoint = read_offsets(data_dir / HW_CHECKPOINT) if (data_dir / HW_CHECKPOINT).exists() else {}
         self.broker_epoch: Callable[[], int | None] = broker_epoch or (lambda: None)
         # Kafka's protocol: one fetcher per (leader, fetcher id), partitions added and removed as states change
+        self._kafka_leader = kafka_leader or (lambda _leader: True)
         self.fetcher_manager = None if leader_endpoints is None else FetcherManager(
             broker_id, leader_endpoints, num_fetchers=num_replica_fetchers, broker_epoch=self._broker_epoch_now,
             throttle=self.throttle)
@@ -212,7 +218,8 @@ class ReplicaManager(MetadataListener):
         if change is not None:
             log.info("%s-%d: %s for leader epoch %d (leader %d, isr %s)", info.topic, info.partition, change,
                      info.leader_epoch, info.leader, list(info.isr))
-        if part.role == FOLLOWER and self.fetcher_manager is not None:
+        if part.role == FOLLOWER and self.fetcher_manager is not None and self._kafka_leader(info.leader):
+            await self._stop_http_fetcher(key)
             await self.fetcher_manager.follow(part, restart=change is not None)
         elif part.role == FOLLOWER:
             fetcher = self._fetchers.get(key)
@@ -278,6 +285,9 @@ class ReplicaManager(MetadataListener):
     async def _stop_fetcher(self, key: tuple[str, int]) -> None:
         if self.fetcher_manager is not None:
             await self.fetcher_manager.unfollow(key)
+        await self._stop_http_fetcher(key)
+
+    async def _stop_http_fetcher(self, key: tuple[str, int]) -> None:
         task = self._fetchers.pop(key, None)
         if task is not None:
             task.cancel()

@@ -112,7 +112,8 @@ def test_the_broker_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch,
 
 def test_the_replica_fetch_transport_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch) -> None:
     default = _config_from_flags(monkeypatch)
-    assert (default.replica_fetch_transport, default.num_replica_fetchers) == ("http", 1)  # main stays on HTTP
+    assert (default.replica_fetch_transport, default.num_replica_fetchers) == ("http", 1)
+    assert default.effective_replica_fetch_transport() == "http"
     kafka = _config_from_flags(monkeypatch, "--replica-fetch-transport", "kafka", "--num-replica-fetchers", "3",
                                "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192,INTERNAL://127.0.0.1:9193",
                                "--kafka-listener-security-protocol-map", "INTERNAL:PLAINTEXT",
@@ -124,11 +125,25 @@ def test_the_replica_fetch_transport_flags_reach_broker_config(monkeypatch: pyte
     assert first.kafka_inter_broker_listener() == first.kafka_listeners[0]  # Kafka's default: the first
 
 
+def test_auto_fetches_over_kafka_when_this_broker_has_a_kafka_listener_it_can_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192",
+                               "--replica-fetch-transport", "auto")
+    assert plain.effective_replica_fetch_transport() == "kafka"
+    none = _config_from_flags(monkeypatch, "--replica-fetch-transport", "auto")
+    assert none.effective_replica_fetch_transport() == "http"  # no Kafka listener to fetch through
+    http = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192")
+    assert http.effective_replica_fetch_transport() == "http"  # the default
+    sasl = BrokerConfig(1, "zk:2181", "127.0.0.1", 0, Path("/d"), replica_fetch_transport="auto",
+                        kafka_listeners=cli_listeners("SASL_PLAINTEXT://127.0.0.1:9192"))
+    assert sasl.effective_replica_fetch_transport() == "http"  # a SASL listener and no user to log in as
+
+
 def test_the_broker_and_its_replica_manager_take_the_kafka_transport(tmp_path: Path) -> None:
     from broker.server import Broker
 
     async def main() -> None:
-        for transport, fetches_over_kafka in (("http", False), ("kafka", True)):
+        for transport, fetches_over_kafka in (("http", False), ("kafka", True), ("auto", True)):
             config = BrokerConfig(1, "127.0.0.1:1", "127.0.0.1", 0, tmp_path / transport,
                                   kafka_listeners=cli_listeners("PLAINTEXT://127.0.0.1:9192"),
                                   replica_fetch_transport=transport, num_replica_fetchers=2)

@@ -140,3 +140,42 @@ async def until(condition: Any, what: str, timeout: float = 5.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, f"waited {timeout} s for {what}"
         await asyncio.sleep(0.01)
+
+
+def test_a_leader_without_the_kafka_listener_is_followed_over_http_and_moves_back_when_it_has_one(
+        tmp_path: Path) -> None:
+    """``auto`` on a mixed cluster: broker 3 registered no inter-broker Kafka listener, so its partitions are
+    followed by the HTTP long-poll; once it has one, the next state moves them to a Kafka fetcher, and back."""
+    from broker.interbroker import InterBrokerClient
+
+    cache = MetadataCache()
+    cache.brokers = {b: BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)}
+    cache.topics[TOPIC] = TopicAssignment({p: [1, 2, 3] for p in range(2)})
+    kafka_capable = {2}
+
+    async def main() -> None:
+        interbroker = InterBrokerClient(1, lambda _b: None)
+        rm = ReplicaManager(1, tmp_path, FakeFacade(), cache, interbroker=interbroker,  # type: ignore[arg-type]
+                            leader_endpoints=Endpoint, broker_epoch=lambda: 11,
+                            kafka_leader=lambda leader: leader in kafka_capable)
+        await rm.start()
+        manager = rm.fetcher_manager
+        assert manager is not None
+        try:
+            await rm.on_partition(info(2, 1, (1, 2, 3), partition=0), {})
+            await rm.on_partition(info(3, 1, (1, 2, 3), partition=1), {})
+            assert manager.fetcher_of((TOPIC, 0)) is not None and (TOPIC, 0) not in rm._fetchers
+            assert manager.fetcher_of((TOPIC, 1)) is None and (TOPIC, 1) in rm._fetchers  # over HTTP
+
+            kafka_capable.add(3)  # broker 3 came back with a Kafka listener
+            await rm.on_partition(info(3, 2, (1, 2, 3), partition=1, version=1), {})
+            assert manager.fetcher_of((TOPIC, 1)) is not None and (TOPIC, 1) not in rm._fetchers
+
+            kafka_capable.discard(3)  # and without one again: the same leader epoch is enough to move
+            await rm.on_partition(info(3, 2, (1, 2, 3), partition=1, version=1), {})
+            assert manager.fetcher_of((TOPIC, 1)) is None and (TOPIC, 1) in rm._fetchers
+        finally:
+            await rm.close()
+            await interbroker.close()
+
+    asyncio.run(main())
