@@ -74,6 +74,29 @@ def produce(url: str, topic: str, partition: int, values: list[Any], *, acks: st
     return status, body
 
 
+def produce_with_failover(cluster: Any, topic: str, partition: int, value: Any, errors: list[str], *,
+                          key: Any = None, deadline_s: float = SLOW_MACHINE_S) -> bool:
+    """Produce one record acks=all, trying each live broker in turn (any broker forwards to the leader) until one
+    acknowledges it or ``deadline_s`` passes; whether it was acknowledged. Each refusal is appended to ``errors``
+    (the caller can tell a retried record by the list growing)."""
+    deadline = time.monotonic() + deadline_s
+    attempt = 0
+    while True:
+        live = [b for b in cluster.broker_ids() if cluster.broker_pid(b) is not None]
+        url = cluster.broker_url(live[attempt % len(live)])
+        attempt += 1
+        try:
+            status, body = produce(url, topic, partition, [value], key=key, timeout_ms=5000)
+        except OSError as e:
+            status, body = 0, str(e)
+        if status == 200 and body["offsets"][0]["error_code"] is None:
+            return True
+        errors.append(f"{status} {body}"[:200])
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def read_all(url: str, topic: str, partition: int = 0, *, start: int = 0) -> list[dict[str, Any]]:
     """Every record from ``start`` to the high watermark, through the JSON read path."""
     out: list[dict[str, Any]] = []

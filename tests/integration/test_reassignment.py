@@ -56,6 +56,38 @@ def create(cluster: LocalProcessBackend, topic: str, assignment: str, *configs: 
                "a leader")
 
 
+def fill(cluster: LocalProcessBackend, topic: str, total: int) -> None:
+    """``total`` bytes into partition 0 in ~10 KB records (incompressible enough; no compression anyway)."""
+    value = bytes(range(256)) * 39
+    with Producer(cluster.broker_url(1), acks="1", batch_size=512 * 1024, linger_ms=20) as p:
+        for _ in range(total // len(value)):
+            p.send(topic, value, partition=0)
+
+
+def move_throttled(cluster: LocalProcessBackend, tmp_path: Path, topic: str, limit: int) -> Path:
+    """Reassign partition 0 to brokers [1, 2] under an inter-broker throttle of ``limit`` B/s; the moves file."""
+    moves = write_moves(tmp_path / "moves.json", topic, {0: [1, 2]})
+    executed = reassign(cluster, "--execute", "--reassignment-json-file", str(moves), "--throttle", str(limit))
+    assert executed.returncode == 0, executed.stderr
+    assert f"The inter-broker throttle limit was set to {limit} B/s" in executed.stdout
+    return moves
+
+
+def size_on(cluster: LocalProcessBackend, broker: int, topic: str, partition: int = 0) -> int:
+    """The bytes of ``topic``-``partition`` on ``broker``'s disk, as its log_dirs reports them."""
+    _, body, _ = request("GET", f"{cluster.broker_url(broker)}/admin/log_dirs")
+    return sum(r["size"] for d in body["log_dirs"] for r in d["replicas"]
+               if r["topic"] == topic and r["partition"] == partition)
+
+
+def copy_rate(samples: list[tuple[float, int]], total: int) -> float:
+    """B/s between the first and last (time, size) samples taken from 10 % to 90 % of ``total`` copied."""
+    window = [s for s in samples if total * 0.1 <= s[1] <= total * 0.9]
+    assert len(window) >= 4, samples
+    (t0, b0), (t1, b1) = window[0], window[-1]
+    return (b1 - b0) / (t1 - t0)
+
+
 def test_move_under_acks_all_produce_loses_nothing_and_deletes_the_old_replica(
         make_cluster: MakeCluster, tmp_path: Path) -> None:
     cluster = make_cluster(brokers=3)
@@ -104,31 +136,18 @@ def test_a_throttle_holds_the_replication_rate(make_cluster: MakeCluster, tmp_pa
     cluster = make_cluster(brokers=3)
     topic, limit, total = "big", 2_000_000, 20_000_000
     create(cluster, topic, "1")
-    value = bytes(range(256)) * 39  # ~10 KB, incompressible enough (no compression anyway)
-    with Producer(cluster.broker_url(1), acks="1", batch_size=512 * 1024, linger_ms=20) as p:
-        for _ in range(total // len(value)):
-            p.send(topic, value)
-    moves = write_moves(tmp_path / "moves.json", topic, {0: [1, 2]})
-    executed = reassign(cluster, "--execute", "--reassignment-json-file", str(moves), "--throttle", str(limit))
-    assert executed.returncode == 0, executed.stderr
-    assert f"The inter-broker throttle limit was set to {limit} B/s" in executed.stdout
-
-    def size_on_2() -> int:
-        _, body, _ = request("GET", f"{cluster.broker_url(2)}/admin/log_dirs")
-        return sum(r["size"] for d in body["log_dirs"] for r in d["replicas"] if r["topic"] == topic)
+    fill(cluster, topic, total)
+    moves = move_throttled(cluster, tmp_path, topic, limit)
 
     samples: list[tuple[float, int]] = []
     deadline = time.monotonic() + 2 * SLOW_MACHINE_S  # the copy takes ~10 s at the limit; the rate is the property
     while time.monotonic() < deadline:
-        size = size_on_2()
+        size = size_on(cluster, 2, topic)
         samples.append((time.monotonic(), size))  # timed once the size is known: its request may be slow
         if size >= total * 0.9:
             break
         time.sleep(0.25)
-    window = [s for s in samples if total * 0.1 <= s[1] <= total * 0.9]
-    assert len(window) >= 4, samples
-    (t0, b0), (t1, b1) = window[0], window[-1]
-    rate = (b1 - b0) / (t1 - t0)
+    rate = copy_rate(samples, total)
     print(f"measured replication rate {rate / 1e6:.2f} MB/s under a {limit / 1e6:.1f} MB/s throttle")
     assert RATE_FLOOR * limit <= rate <= RATE_CEILING * limit, rate
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
-from tests.harness.http import create_topic, partition_state, produce, read_all, request
+from tests.harness.http import create_topic, partition_state, produce, produce_with_failover, read_all, request
 from tests.harness.sockets import socket_inodes, tcp_sockets, unread_at_server
 from tests.harness.wait import SLOW_MACHINE_S, hold_for, wait_at_most, wait_until
 
@@ -83,25 +83,14 @@ class SequentialProducer(threading.Thread):
         while self._more(i):
             value = f"v{i}"
             i += 1
-            deadline = time.monotonic() + SEND_DEADLINE_S
-            attempt = 0
-            while True:
-                live = [b for b in self.cluster.broker_ids() if self.cluster.broker_pid(b) is not None]
-                url = self.cluster.broker_url(live[attempt % len(live)])
-                attempt += 1
-                try:
-                    status, body = produce(url, TOPIC, 0, [value], key="k", timeout_ms=5000)
-                except OSError as e:
-                    status, body = 0, str(e)
-                if status == 200 and body["offsets"][0]["error_code"] is None:
-                    self.acked.append(value)
-                    break
+            errors_before = len(self.errors)
+            if produce_with_failover(self.cluster, TOPIC, 0, value, self.errors, key="k",
+                                     deadline_s=SEND_DEADLINE_S):
+                self.acked.append(value)
+            else:
+                self.failed.append(value)
+            if len(self.errors) > errors_before:
                 self.retried.add(value)
-                self.errors.append(f"{status} {body}"[:200])
-                if time.monotonic() > deadline:
-                    self.failed.append(value)
-                    break
-                time.sleep(0.05)
             time.sleep(self.pause_s)
 
 
@@ -257,12 +246,13 @@ def _let_parked_fetches_end(cluster: LocalProcessBackend, leader: int, followers
     follower that had no fetch in flight when it froze never shows one, so this waits out its bound instead of
     failing: there is nothing to carry in that case.
     """
-    leader_port = cluster.cluster.slots[leader].port
+    slot = cluster.cluster.slots[leader]
+    leader_ports = {slot.port, *slot.kafka_listeners.values()}  # HTTP long-polls, or the Kafka fetcher's channel
 
     def answered(follower: int) -> bool:
         pid = cluster.broker_pid(follower)
         inodes = socket_inodes(pid) if pid is not None else set()
-        return any(s.remote_port == leader_port and s.rx_queue > 0 and s.inode in inodes for s in tcp_sockets())
+        return any(s.remote_port in leader_ports and s.rx_queue > 0 and s.inode in inodes for s in tcp_sockets())
 
     wait_at_most(lambda: all(answered(f) for f in followers), PARKED_FETCH_S)
 

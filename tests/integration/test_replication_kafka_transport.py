@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from odradek import Producer
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
-from tests.harness.http import create_topic, partition_state, produce, read_all, request
+from tests.harness.http import create_topic, partition_state, produce, produce_with_failover, read_all, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
-from tests.integration.test_reassignment import create, reassign, write_moves
+from tests.integration.test_reassignment import copy_rate, create, fill, move_throttled, reassign, size_on
 from tests.integration.test_replication import TOPIC, SequentialProducer, leader_of, urls
 
 pytestmark = pytest.mark.cluster
@@ -104,24 +103,10 @@ class PartitionLoad(threading.Thread):
         while not self.stop.is_set():
             partition, value = i % self.partitions, f"{self.topic}-{i}"
             i += 1
-            deadline = time.monotonic() + 30
-            attempt = 0
-            while True:
-                live = [b for b in self.cluster.broker_ids() if self.cluster.broker_pid(b) is not None]
-                url = self.cluster.broker_url(live[attempt % len(live)])
-                attempt += 1
-                try:
-                    status, body = produce(url, self.topic, partition, [value], timeout_ms=5000)
-                except OSError as e:
-                    status, body = 0, str(e)
-                if status == 200 and body["offsets"][0]["error_code"] is None:
-                    self.acked[partition].append(value)
-                    break
-                self.errors.append(f"{status} {body}"[:200])
-                if time.monotonic() > deadline:
-                    self.failed.append(value)
-                    break
-                time.sleep(0.05)
+            if produce_with_failover(self.cluster, self.topic, partition, value, self.errors):
+                self.acked[partition].append(value)
+            else:
+                self.failed.append(value)
 
     def finish(self) -> None:
         self.stop.set()
@@ -157,6 +142,10 @@ def test_sessions_take_in_a_topic_created_and_let_go_of_it_deleted_while_they_ru
         wait_until(lambda: incremental_fetches(cluster) > 0, SLOW_MACHINE_S, "incremental fetches")
         # each of the 3 partitions is in the session of each of its 2 followers with its leader
         wait_until(lambda: session_partitions(cluster) == 6, SLOW_MACHINE_S, "6 partitions in fetch sessions")
+        # a follower's fetchers in its /metrics (Kafka's FetcherStats and ReplicaFetcherManager MaxLag)
+        assert metric(cluster, 2, "odradek_replica_fetcher_requests_total") > 0
+        with urllib.request.urlopen(f"{cluster.broker_url(2)}/metrics", timeout=10) as response:
+            assert b"\nodradek_replica_fetcher_max_lag " in response.read()
         # min.insync.replicas 3: an acks=all produce to the new topic is answered only once both followers of
         # each partition fetched it, within the fetchers' running sessions
         create_topic(cluster.broker_url(1), "added", 3, 3, {"min.insync.replicas": "3"}, seen_by=urls(cluster))
@@ -251,27 +240,16 @@ def test_a_throttled_move_replicates_at_the_throttled_rate(make_cluster: MakeClu
     # partition 0 moves from broker 3 to broker 2 under the throttle; partition 1 (leader 1, follower 2) is in sync
     # on the same fetcher of broker 2 and stays unthrottled
     create(cluster, topic, "1:3,1:2")
-    value = bytes(range(256)) * 39
-    with Producer(cluster.broker_url(1), acks="1", batch_size=512 * 1024, linger_ms=20) as p:
-        for _ in range(total // len(value)):
-            p.send(topic, value, partition=0)
+    fill(cluster, topic, total)
     wait_full_isr(cluster, topic, [0, 1], size=2)
-    moves = write_moves(tmp_path / "moves.json", topic, {0: [1, 2]})
-    executed = reassign(cluster, "--execute", "--reassignment-json-file", str(moves), "--throttle", str(limit))
-    assert executed.returncode == 0, executed.stderr
-    assert f"The inter-broker throttle limit was set to {limit} B/s" in executed.stdout
-
-    def size_on_2() -> int:
-        _, body, _ = request("GET", f"{cluster.broker_url(2)}/admin/log_dirs")
-        return sum(r["size"] for d in body["log_dirs"] for r in d["replicas"]
-                   if r["topic"] == topic and r["partition"] == 0)
+    moves = move_throttled(cluster, tmp_path, topic, limit)
 
     samples: list[tuple[float, int]] = []
     latencies: list[float] = []
     deadline = time.monotonic() + 2 * SLOW_MACHINE_S
     i = 0
     while time.monotonic() < deadline:
-        samples.append((time.monotonic(), size_on_2()))
+        samples.append((time.monotonic(), size_on(cluster, 2, topic)))
         if samples[-1][1] >= total * 0.9:
             break
         started = time.monotonic()
@@ -280,10 +258,7 @@ def test_a_throttled_move_replicates_at_the_throttled_rate(make_cluster: MakeClu
         latencies.append(time.monotonic() - started)
         i += 1
         time.sleep(0.2)
-    window = [s for s in samples if total * 0.1 <= s[1] <= total * 0.9]
-    assert len(window) >= 4, samples
-    (t0, b0), (t1, b1) = window[0], window[-1]
-    rate = (b1 - b0) / (t1 - t0)
+    rate = copy_rate(samples, total)
     latencies.sort()
     print(f"measured replication rate {rate / 1e6:.2f} MB/s under a {limit / 1e6:.1f} MB/s throttle; acks=all "
           f"latency of the in-sync partition: median {latencies[len(latencies) // 2] * 1000:.0f} ms")
