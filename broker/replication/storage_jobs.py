@@ -8,9 +8,13 @@ module stays within a screenful of concepts. Each runs on a storage thread, neve
 
 from __future__ import annotations
 
+import logging
+
 from broker.log.log import Log, ReadResult
 from broker.log.reads import SENDFILE_MIN_BYTES, SliceResult
 from broker.replication.producer_state import IdempotencyKeys, ProducerStateManager
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["assign_epoch", "read", "slices", "snapshot_state", "truncate_diverged", "truncate_fully",
            "truncate_to", "truncation_target"]
@@ -68,8 +72,14 @@ def slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> Sli
 
 
 def assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
+    """A new leadership's epoch starts at the log end. If its checkpoint cannot be written (a full disk), the
+    epoch is still the cache's, and the log writes the file before its next records (``flush_if_dirty``): the
+    leadership goes on, its appends failing until the disk has room, instead of being left half-applied."""
     keys.clear()  # a new term: offsets a key was given before may have been truncated since
     leo = log.log_end_offset
-    log.epoch_cache.assign(epoch, leo)
+    try:
+        log.epoch_cache.assign(epoch, leo)
+    except OSError as e:
+        logger.warning("%s: leader epoch %d at offset %d not checkpointed yet: %s", log.dir, epoch, leo, e)
     return leo
 

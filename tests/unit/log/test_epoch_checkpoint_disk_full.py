@@ -86,3 +86,38 @@ def test_a_failed_rewrite_is_retried_before_the_next_records(tmp_path: Path, mon
     assert log.log_end_offset == 1 and calls["n"] == 2
     assert (log.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:3] == ["5 0"]
     log.close()
+
+
+def test_a_leadership_begins_on_a_full_disk_and_writes_its_epoch_before_its_first_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify's run: becoming leader failed on the checkpoint and left the partition a leader without an epoch
+    start, so no follower could rejoin its ISR. Now the leadership begins; its first append writes the file."""
+    import asyncio
+
+    from broker.replication.partition import LEADER
+    from tests.unit.replication.fakes import config, info, make_partition
+
+    part, _, _ = make_partition(tmp_path, broker_id=1)
+    real_write = epoch_cache_module.write_lines
+    full = True
+
+    def write_lines(path: Any, lines: Any) -> None:
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, lines)
+
+    monkeypatch.setattr(epoch_cache_module, "write_lines", write_lines)
+
+    async def main() -> None:
+        nonlocal full
+        await part.apply(info(1, 3, (1,)), config())
+        assert part.role == LEADER and part.epoch_start_offset == 0
+        with pytest.raises(OSError):
+            await part.append(bytearray(encode_batch([(None, b"v", 1, ())])), acks=1, timeout_ms=1000)
+        assert part.log_end_offset == 0
+        full = False
+        await part.append(bytearray(encode_batch([(None, b"v", 1, ())])), acks=1, timeout_ms=1000)
+        assert part.log_end_offset == 1
+        assert (part.log.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:3] == ["3 0"]
+
+    asyncio.run(main())
