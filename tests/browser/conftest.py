@@ -27,6 +27,7 @@ from tests.harness.wait import SLOW_MACHINE_S
 
 CHROMIUM = ("chromium", "chromium-browser")
 WINDOW = (1400, 1000)
+SHOT_MAX_HEIGHT = 8000  # px: a screenshot of a longer page is cut there
 # Where the tests' screenshots go: var/console (ignored by git), so that a test run leaves the tree as it was;
 # ODRADEK_SCREENSHOTS=docs/console refreshes the ones docs/console.md shows.
 SHOTS = Path(os.environ.get("ODRADEK_SCREENSHOTS") or Path(__file__).resolve().parents[2] / "var" / "console")
@@ -87,11 +88,22 @@ def console_errors(driver: Any, allowed: Sequence[str] = ()) -> list[str]:
 
 
 def screenshot(driver: Any, path: Path) -> None:
-    """The whole page (the window grown to the document's height, then put back)."""
+    """The whole page: the window grown until its viewport holds the document's full height (the window's own
+    frame, outerHeight - innerHeight, is added: headless chromium's is about 140 px, so growing the window to the
+    document's height alone would still cut the page's bottom off), then put back. A page taller than
+    SHOT_MAX_HEIGHT is cut there, and a viewport that still falls short of the document fails the test."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    height = driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
-    driver.set_window_size(WINDOW[0], max(WINDOW[1], min(int(height) + 20, 4000)))
+    measure = ("return [Math.max(document.body.scrollHeight, document.documentElement.scrollHeight),"
+               " window.innerHeight, window.outerHeight];")
     try:
+        for _ in range(3):  # a resize can reflow the page: measure again until the viewport holds it
+            height, inner, outer = (int(x) for x in driver.execute_script(measure))
+            wanted = min(height, SHOT_MAX_HEIGHT)
+            if inner >= wanted:
+                break
+            driver.set_window_size(WINDOW[0], max(WINDOW[1], wanted + (outer - inner)))
+        height, inner, _ = (int(x) for x in driver.execute_script(measure))
+        assert inner >= min(height, SHOT_MAX_HEIGHT), f"{path.name}: a {inner} px viewport for a {height} px page"
         driver.save_screenshot(str(path))
     finally:
         driver.set_window_size(*WINDOW)

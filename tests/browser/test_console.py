@@ -2,17 +2,22 @@
 three-broker cluster.
 
 Each page is loaded from broker 1's /ui, waited for until its first refresh is done, and checked three ways:
-it logged no error in the browser console (a failed load the page expects is named where it is allowed), it
+it logged no error in the browser console (a failed load the page expects is named where it is allowed; app.js
+console.errors every exception it did not expect) and shows none itself (no error box, no failed refresh in the
+status bar), it
 shows what the API answers for the same thing (each test reads the API's JSON itself and compares it with the
 page's table cells), and its actions work behind their confirmation (cancel changes nothing, confirm changes
 what the API then shows). A screenshot of each page is written to <SHOTS>/<page>.png (var/console; with
-ODRADEK_SCREENSHOTS=docs/console, the ones docs/console.md links). The last test kills a broker and times how
-long the overview takes to show it down.
+ODRADEK_SCREENSHOTS=docs/console, the ones docs/console.md links). Beyond the pages: the overview from brokers 2
+and 3, the rate charts and their counters against each broker's /metrics, the lag chart against the group's
+offsets, read_committed against an open transaction. The last test kills a broker and times how long the
+overview takes to show it down.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import time
@@ -24,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from broker.api.console import PROBE_TIMEOUT_S
+from broker.api.console import PROBE_TIMEOUT_S, counters
+from odradek import Producer
 from tests.browser.conftest import SHOTS, console_errors, screenshot
 from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, request
@@ -63,6 +69,12 @@ def c(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
     backend = shared_cluster(zk_ensemble, tmp_path_factory.mktemp("console"), "console", 3)
     yield backend
     backend.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_log(browser: Any) -> None:
+    """Each test's log starts empty: what an earlier test left (say one that failed before checking) is not its."""
+    console_errors(browser)
 
 
 def _ok(status: int, body: Any, what: str) -> Any:
@@ -113,11 +125,12 @@ def seed(c: LocalProcessBackend) -> Seed:
 # ------------------------------------------------------------------------------------------------- helpers
 
 
-def open_page(driver: Any, seed: Seed, fragment: str, page: str, refreshes: int = 1) -> None:
-    """Load the console afresh at ``#fragment`` and wait until page ``page`` has refreshed ``refreshes`` times."""
+def open_page(driver: Any, seed: Seed, fragment: str, page: str, refreshes: int = 1, base: str | None = None) -> None:
+    """Load the console afresh at ``#fragment`` (from broker 1, or the broker at ``base``) and wait until page
+    ``page`` has refreshed ``refreshes`` times."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(f"{seed.url}/ui?load={next(_loads)}#{fragment}")
+    driver.get(f"{base or seed.url}/ui?load={next(_loads)}#{fragment}")
     WebDriverWait(driver, SLOW_MACHINE_S, poll_frequency=0.1).until(lambda d: d.execute_script(
         "const m = document.getElementById('main');"
         "return m.dataset.page === arguments[0] && Number(m.dataset.refreshes || 0) >= arguments[1];",
@@ -155,9 +168,40 @@ def api(seed: Seed, path: str, accept: str | None = None) -> Any:
     return _ok(*request("GET", f"{seed.url}{path}", accept=accept)[:2], path)
 
 
+def page_errors(driver: Any) -> list[str]:
+    """What the page itself shows as failed: its error boxes, and the status bar when the last refresh failed
+    (app.js renders a refresh's exception there; on this open cluster no page expects one)."""
+    return driver.execute_script(
+        "const out = [...document.querySelectorAll('#main .error')].map(e => e.innerText);"
+        "const s = document.getElementById('status');"
+        "if (s.classList.contains('bad')) out.push('status bar: ' + s.innerText);"
+        "return out;")
+
+
 def no_errors(driver: Any, *allowed: str) -> None:
     errors = console_errors(driver, allowed)
     assert not errors, f"the browser logged errors: {errors}"
+    shown = page_errors(driver)
+    assert not shown, f"the page shows errors: {shown}"
+
+
+def chart_series(driver: Any, title: str) -> dict[str, list[list[float]]]:
+    """A chart's series as the page drew them: {name: [[time_ms, value], ...]} (app.js's legend keeps the points
+    of each series it drew), plus "_polylines", how many lines the chart draws."""
+    return driver.execute_script(
+        "const c = document.querySelector(`.chart[data-chart='${arguments[0]}']`);"
+        "if (!c) return null;"
+        "const out = {_polylines: c.querySelectorAll('polyline').length};"
+        "for (const s of c.querySelectorAll('.legend span[data-series]')) out[s.dataset.series] ="
+        " JSON.parse(s.dataset.points);"
+        "return out;", title)
+
+
+def metrics_counters(url: str) -> dict[str, float]:
+    """broker.api.console.counters of one broker's own /metrics (its Prometheus text), read directly."""
+    status, body, _ = request("GET", f"{url}/metrics")
+    assert status == 200, body
+    return counters(body.decode() if isinstance(body, bytes) else str(body))
 
 
 def fmt(value: Any) -> str:
@@ -221,6 +265,72 @@ def test_overview_shows_brokers_controller_partitions_and_rates(browser: Any, se
     screenshot(browser, SHOTS / "overview.png")
 
 
+def test_every_broker_serves_the_same_overview(browser: Any, seed: Seed) -> None:
+    """/ui on every broker: the overview loaded from broker 2 and from broker 3 lists the same brokers, URLs,
+    statuses and controller as broker 1's, and as the API of the broker that served it answers."""
+    open_page(browser, seed, "/", "overview")
+    first = cells(browser, "brokers")
+    ids = [int(r[0]) for r in first]
+    for url in seed.urls[1:]:
+        open_page(browser, seed, "/", "overview", base=url)
+        served_by = _ok(*request("GET", f"{url}/ui/api/brokers")[:2], "brokers view")
+        meta = _ok(*request("GET", f"{url}/metadata")[:2], "metadata")
+        assert served_by["broker_id"] != 1 and url == next(b["url"] for b in meta["brokers"]
+                                                           if b["id"] == served_by["broker_id"])
+        rows = cells(browser, "brokers")
+        assert [r[:4] for r in rows] == [r[:4] for r in first], (url, rows, first)
+        assert [int(r[0]) for r in rows] == sorted(b["id"] for b in meta["brokers"]) == ids
+        assert [r[0] for r in rows if r[3] == "controller"] == [str(meta["controller_id"])]
+        assert text(browser, "#card-controller .value") == f"broker {meta['controller_id']}"
+        assert f"served by broker {served_by['broker_id']}" in text(browser, "#main")
+        assert text(browser, "#card-partitions .value") == str(sum(len(t["partitions"]) for t in meta["topics"]))
+        no_errors(browser)
+
+
+def test_rate_charts_and_the_counters_route_match_each_brokers_metrics(browser: Any, seed: Seed) -> None:
+    """The counters behind the overview's charts (GET /ui/api/brokers?include=metrics, broker.api.console's
+    counters()) are each broker's own /metrics; records_in grows by exactly the records produced; and the
+    records-in chart, integrated over the refreshes around a produce of N records, is N."""
+    create_topic(seed.url, "rates", 1, 2, seen_by=seed.urls)
+    meta = api(seed, "/metadata")
+    url_of = {b["id"]: b["url"] for b in meta["brokers"]}
+    view = api(seed, "/ui/api/brokers?include=metrics")["brokers"]
+    direct = {b: metrics_counters(u) for b, u in url_of.items()}  # read after the view: counters only grow
+    assert sorted(b["id"] for b in view) == sorted(url_of)
+    for b in view:
+        c = b["counters"]
+        assert c["records_in"] == direct[b["id"]]["records_in"], (b["id"], c, direct[b["id"]])
+        assert c["produce_requests"] == direct[b["id"]]["produce_requests"], (b["id"], c, direct[b["id"]])
+        assert 0 <= c["fetch_requests"] <= direct[b["id"]]["fetch_requests"], (b["id"], c, direct[b["id"]])
+    # records_in: the sum of the log end offsets of the partitions each broker leads, so one count per record
+    leader = next(p["leader"] for t in meta["topics"] if t["name"] == "rates" for p in t["partitions"])
+    ends = api(seed, "/topics/rates/partitions/0/offsets")["end_offset"]
+    n = 25
+
+    open_page(browser, seed, "/", "overview", refreshes=3)
+    drawn = chart_series(browser, "Records in / s")
+    assert drawn is not None and drawn["_polylines"] == 1 and len(drawn["cluster"]) >= 2, drawn
+    seen = len(drawn["cluster"])  # the last point drawn sampled the counters before the records below
+    before = {b: metrics_counters(u)["records_in"] for b, u in url_of.items()}
+    _ok(*request("POST", f"{seed.url}/topics/rates/partitions/0?acks=all",
+                 {"records": [{"value": {"i": i}} for i in range(n)]}, content_type=JSON_V2)[:2], "produce rates")
+    produced_ms = time.time() * 1000
+    after = {b: metrics_counters(u)["records_in"] for b, u in url_of.items()}
+    assert api(seed, "/topics/rates/partitions/0/offsets")["end_offset"] == ends + n
+    assert after[leader] - before[leader] == n and sum(after.values()) - sum(before.values()) == n, (before, after)
+
+    def settled(d: Any) -> Any:  # a point whose refresh began after the produce (its predecessor ended after it)
+        points = chart_series(d, "Records in / s")["cluster"]
+        return points if any(p[0] > produced_ms for p in points[seen - 1:-1]) else None
+
+    points = wait_for(browser, settled, "two refreshes after the produce", timeout=SLOW_MACHINE_S)
+    tail = points[seen - 1:]
+    integral = sum(v * (t - t_prev) / 1000 for (t_prev, _), (t, v) in itertools.pairwise(tail))
+    assert integral == pytest.approx(n, abs=0.01), (integral, tail)
+    assert max(v for _, v in tail) > 0
+    no_errors(browser)
+
+
 def test_topics_page_lists_what_metadata_lists(browser: Any, seed: Seed) -> None:
     open_page(browser, seed, "/topics", "topics")
     meta = api(seed, "/metadata")
@@ -260,6 +370,17 @@ def test_create_and_delete_a_topic_behind_confirmations(browser: Any, seed: Seed
     wait_for(browser, lambda d: name in [r[0] for r in cells(d, "topics")], "the new topic in the list")
 
     open_page(browser, seed, f"/topics/{name}", "topic")
+    click(browser, "#delete-topic")  # cancelled first: nothing is deleted
+    wait_for(browser, dialog_open, "the delete confirmation")
+    browser.find_element("id", "confirm-typed").send_keys(name)
+    click(browser, "#confirm-cancel")
+    wait_for(browser, lambda d: not dialog_open(d), "the dialog to close")
+    assert text(browser, "section.panel .note") == "Cancelled."
+    assert browser.execute_script("return location.hash") == f"#/topics/{name}"
+    assert api(seed, f"/v3/clusters/{seed.cid}/topics/{name}")["partitions_count"] == 2
+    open_page(browser, seed, f"/topics/{name}", "topic", refreshes=2)  # the page still refreshes: still there
+    assert [r[0] for r in cells(browser, "partitions")] == ["0", "1"]
+
     click(browser, "#delete-topic")
     wait_for(browser, dialog_open, "the delete confirmation")
     ok = browser.find_element("id", "confirm-ok")
@@ -290,8 +411,20 @@ def test_topic_page_shows_partitions_offsets_and_configs_and_alters_one(browser:
     assert [(r[0], r[1]) for r in cells(browser, "configs")] == [
         (e["name"], "null" if e["value"] is None else e["value"]) for e in configs]
 
+    default = {e["name"]: e for e in configs}["retention.ms"]
+    assert default["is_default"] and default["value"] != "3600000", default
     browser.find_element("id", "config-name").send_keys("retention.ms")
     browser.find_element("id", "config-value").send_keys("3600000")
+    click(browser, "#config-set")  # cancelled first: nothing changes
+    wait_for(browser, dialog_open, "the alter confirmation")
+    assert text(browser, "#confirm-body") == "retention.ms = 3600000"
+    click(browser, "#confirm-cancel")
+    wait_for(browser, lambda d: not dialog_open(d), "the dialog to close")
+    assert text(browser, "section.panel .note") == "Cancelled."
+    assert api(seed, f"/v3/clusters/{seed.cid}/topics/orders/configs")["data"] == configs
+    assert [r[:2] for r in cells(browser, "configs")] == [
+        [e["name"], "null" if e["value"] is None else e["value"]] for e in configs]
+
     click(browser, "#config-set")
     wait_for(browser, dialog_open, "the alter confirmation")
     click(browser, "#confirm-ok")
@@ -302,6 +435,18 @@ def test_topic_page_shows_partitions_offsets_and_configs_and_alters_one(browser:
              "the override in the configs table")
     no_errors(browser)
     screenshot(browser, SHOTS / "topic.png")
+
+    # reset to the default (a DELETE of the override), confirmed: the API's default again, and the page shows it
+    click(browser, "#config-reset")
+    wait_for(browser, dialog_open, "the reset confirmation")
+    assert text(browser, "#confirm-title") == "Reset retention.ms of orders to its default?"
+    click(browser, "#confirm-ok")
+    wait_for(browser, lambda d: "retention.ms reset." in (text(d, ".message") or ""), "the reset message")
+    restored = {e["name"]: e for e in api(seed, f"/v3/clusters/{seed.cid}/topics/orders/configs")["data"]}
+    assert restored["retention.ms"]["is_default"] and restored["retention.ms"]["value"] == default["value"]
+    wait_for(browser, lambda d: ["retention.ms", default["value"], default["source"]] in cells(d, "configs"),
+             "the default back in the configs table")
+    no_errors(browser)
 
 
 def test_message_browser_shows_records_and_seeks(browser: Any, seed: Seed) -> None:
@@ -362,6 +507,59 @@ def test_message_browser_decodes_schema_registry_values(browser: Any, seed: Seed
     screenshot(browser, SHOTS / "messages-avro.png")
 
 
+def _read_all(seed: Seed, topic: str, isolation: str) -> list[Any]:
+    """Every record of partition 0 through the API's read, as the message browser reads it (JSON format)."""
+    out: list[Any] = []
+    offset = 0
+    while True:
+        answer = api(seed, f"/topics/{topic}/partitions/0/records?offset={offset}&timeout=0&isolation={isolation}",
+                     accept=JSON_V2)
+        out += answer["records"]
+        if not answer["records"] or answer["next_offset"] <= offset:
+            return out
+        offset = answer["next_offset"]
+
+
+def test_message_browser_read_committed_stops_at_an_open_transaction(browser: Any, seed: Seed) -> None:
+    """Two committed records, then a transaction left open (odradek.Producer with a transactional id): the page
+    reads what the API reads with each isolation level: all of them read_uncommitted, the two before the last
+    stable offset read_committed."""
+    topic = "txn-console"
+    create_topic(seed.url, topic, 1, 3, seen_by=seed.urls)
+    _ok(*request("POST", f"{seed.url}/topics/{topic}/partitions/0?acks=all",
+                 {"records": [{"value": {"plain": i}} for i in range(2)]}, content_type=JSON_V2)[:2], "produce")
+    producer = Producer(seed.url, transactional_id="console-open", linger_ms=1)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, json.dumps({"pending": i}).encode(), partition=0).result(SLOW_MACHINE_S)
+        uncommitted = _read_all(seed, topic, "read_uncommitted")
+        committed = _read_all(seed, topic, "read_committed")
+        lso = api(seed, f"/topics/{topic}/partitions/0/offsets?isolation=read_committed")["end_offset"]
+        assert len(committed) < len(uncommitted) and lso == len(committed), (committed, uncommitted, lso)
+
+        open_page(browser, seed, f"/topics/{topic}/partitions/0", "browser")
+        browser.execute_script("document.getElementById('browse-mode').value = 'beginning';")
+        click(browser, "#browse-go")
+        wait_for(browser, lambda d: [r[0] for r in cells(d, "records-table")]
+                 == [str(r["offset"]) for r in uncommitted], "every record, read_uncommitted")
+        assert [r[3] for r in cells(browser, "records-table")] == [fmt(r["value"]) for r in uncommitted]
+
+        click(browser, "#browse-committed")
+        click(browser, "#browse-go")
+        wait_for(browser, lambda d: f"last stable offset is {lso}" in (text(d, "#records-summary") or ""),
+                 "the read_committed read")
+        rows = cells(browser, "records-table")
+        assert [r[0] for r in rows] == [str(r["offset"]) for r in committed], rows
+        assert [r[3] for r in rows] == [fmt(r["value"]) for r in committed]
+        no_errors(browser)
+    finally:
+        with contextlib.suppress(Exception):
+            producer.abort_transaction()
+        producer.close()
+
+
 def test_groups_page_and_a_group_with_lag(browser: Any, seed: Seed) -> None:
     open_page(browser, seed, "/groups", "groups")
     groups = api(seed, "/groups")["groups"]
@@ -370,7 +568,7 @@ def test_groups_page_and_a_group_with_lag(browser: Any, seed: Seed) -> None:
     no_errors(browser)
     screenshot(browser, SHOTS / "groups.png")
 
-    open_page(browser, seed, f"/groups/{seed.group}", "group")
+    open_page(browser, seed, f"/groups/{seed.group}", "group", refreshes=2)  # two polls: a line on the lag chart
     described = api(seed, f"/groups/{seed.group}")
     offsets = api(seed, f"/groups/{seed.group}/offsets")["offsets"]
     assert [r[0] for r in cells(browser, "members")] == [m["member_id"] for m in described["members"]]
@@ -378,7 +576,12 @@ def test_groups_page_and_a_group_with_lag(browser: Any, seed: Seed) -> None:
         ", ".join(f"{t}-{p}" for t, p in m["assignment"]) for m in described["members"]]
     assert [r[:5] for r in cells(browser, "offsets")] == [
         [o["topic"], str(o["partition"]), str(o["offset"]), str(o["log_end_offset"]), str(o["lag"])] for o in offsets]
-    assert sum(o["lag"] for o in offsets) > 0
+    total = sum(o["lag"] for o in offsets)
+    assert total > 0
+    lag = chart_series(browser, "Total lag")
+    assert lag is not None and lag["_polylines"] == 1 and len(lag["lag"]) >= 2, lag
+    assert lag["lag"][-1][1] == total, (lag, offsets)  # the line ends at the API's total lag
+    assert f"total lag {total:,}" in text(browser, "#main")
     assert browser.find_element("id", "reset-offsets").get_attribute("disabled") is not None  # not empty yet
     no_errors(browser)
     screenshot(browser, SHOTS / "group.png")
@@ -393,11 +596,30 @@ def test_reset_offsets_of_an_empty_group_behind_a_confirmation(browser: Any, see
     wait_for(browser, dialog_open, "the reset confirmation")
     click(browser, "#confirm-cancel")
     assert [o["offset"] for o in api(seed, f"/groups/{seed.group}/offsets")["offsets"]] == [4, 1, 0]
+
+    # "to offset": every partition to the offset typed, as the confirmation's table says
+    browser.execute_script("document.getElementById('reset-mode').value = 'offset';")
+    field = browser.find_element("id", "reset-offset")
+    field.clear()
+    field.send_keys("1")
+    click(browser, "#reset-offsets")
+    wait_for(browser, dialog_open, "the reset confirmation")
+    before = api(seed, f"/groups/{seed.group}/offsets")["offsets"]
+    assert [r[1:] for r in cells(browser, "confirm-body")] == [
+        [str(o["partition"]), str(o["offset"]), "1"] for o in before]
+    click(browser, "#confirm-ok")
+    wait_for(browser, lambda d: "reset." in (text(d, ".message") or ""), "the reset message")
+    moved = api(seed, f"/groups/{seed.group}/offsets")["offsets"]
+    assert [o["offset"] for o in moved] == [1, 1, 1], moved
+    wait_for(browser, lambda d: [r[2] for r in cells(d, "offsets")] == [str(o["offset"]) for o in moved]
+             and [r[4] for r in cells(d, "offsets")] == [str(o["lag"]) for o in moved], "the page at offset 1")
+
     browser.execute_script("document.getElementById('reset-mode').value = 'latest';")
     click(browser, "#reset-offsets")
     wait_for(browser, dialog_open, "the reset confirmation")
     click(browser, "#confirm-ok")
-    wait_for(browser, lambda d: "reset." in (text(d, ".message") or ""), "the reset message")
+    wait_for(browser, lambda d: not dialog_open(d) and [r[4] for r in cells(d, "offsets")] == ["0", "0", "0"],
+             "the page showing no lag")
     after = api(seed, f"/groups/{seed.group}/offsets")["offsets"]
     assert all(o["offset"] == o["log_end_offset"] and o["lag"] == 0 for o in after), after
     no_errors(browser)

@@ -19,9 +19,10 @@ caller (alice's password over HTTP Basic, or the admin's certificate for what is
 * a delete or a config change she may not make shows the API's 403 and changes nothing (checked as the admin);
 * the bearer token lives in the tab's sessionStorage only: a new tab is back at the sign-in form, and signing out
   clears it;
+* the admin (a bearer token for its certificate, from POST /auth/token) sees on #/acls every ACL the API lists;
 * the browser logs no error but the 401 and 403 loads each test expects.
 
-Screenshots: signin.png and secured-topics.png in SHOTS (tests/browser/conftest.py).
+Screenshots: signin.png, secured-topics.png and acls-secured.png in SHOTS (tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -363,3 +364,29 @@ def test_the_token_lives_in_the_tab_only_and_signing_out_clears_it(tab: Any, sec
     assert not any(t in (text(tab, "#main") or "") for t in TOPICS)
     no_errors(tab, *failed_loads("/ui/api/brokers?include=log_dirs 403", "/metadata 401",
                                  "/ui/api/brokers?include=log_dirs 401"))
+
+
+def test_the_admin_sees_every_acl_the_api_lists(tab: Any, sec: Sec) -> None:
+    """#/acls as the admin (a super user: a bearer token for its client certificate, from POST /auth/token, put in
+    the tab's sessionStorage as the sign-in form would): one row per ACL the API lists for the admin, alice's
+    among them, cell for cell."""
+    issued = sec.ok("POST", "/auth/token", "admin", {})
+    assert issued["principal"] == "User:CN=admin", issued
+    listed = sec.ok("GET", f"/v3/clusters/{sec.cid}/acls", "admin")["data"]
+    assert sec.api("GET", f"/v3/clusters/{sec.cid}/acls")[0] == 403  # alice may not: no Cluster Describe
+    alices = sorted((a["operation"], a["resource_type"], a["resource_name"]) for a in listed
+                    if a["principal"] == "User:alice")
+    assert alices == sorted((op.upper(), "TOPIC" if kind == "--topic" else "GROUP", name)
+                            for op, kind, name in ACLS), listed
+    tab.get(f"{sec.url}/ui/favicon.svg")  # this origin, no page: no call made without the token
+    js(tab, "sessionStorage.clear(); sessionStorage.setItem(arguments[0], arguments[1]);", TOKEN_KEY,
+       issued["access_token"])
+    try:
+        open_page(tab, sec, "/acls", "acls")
+        assert cells(tab, "acls") == [[a["resource_type"], a["resource_name"], a["pattern_type"], a["principal"],
+                                       a["host"], a["operation"], a["permission"]] for a in listed]
+        assert not js(tab, "return document.getElementById('status').classList.contains('bad');")
+        no_errors(tab, *failed_loads("/favicon.ico 404"))  # the bare favicon.svg load's, not the console's
+        screenshot(tab, SHOTS / "acls-secured.png")
+    finally:
+        js(tab, "sessionStorage.clear();")

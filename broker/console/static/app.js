@@ -7,7 +7,9 @@
 // - nothing received is ever parsed as HTML: the DOM is built with createElement and text nodes (h() below), and
 //   the page's Content-Security-Policy allows no inline script;
 // - a page polls its routes at a bounded rate (POLL_MS), one refresh at a time, not while the tab is hidden,
-//   and stops when another page is opened; forms live outside the refreshed part, so polling never eats input.
+//   and stops when another page is opened; forms live outside the refreshed part, so polling never eats input;
+// - an error is shown where it happened; one the page did not expect (not an API answer of 401, 403 or 404) is
+//   also logged with console.error (report()), so a drawing bug never hides in the status bar.
 
 const POLL_MS = { overview: 2000, reassignments: 3000, default: 5000 };
 const HISTORY = 60; // chart points kept
@@ -18,6 +20,8 @@ const REGISTRY = "application/vnd.schemaregistry.v1+json, application/json";
 const TOKEN_KEY = "odradek.console.token";
 
 const main = document.getElementById("main");
+// The API's answers a page expects and shows in place (the sign-in form, a refusal, a topic gone): not logged.
+const EXPECTED_STATUS = new Set([401, 403, 404]);
 const statusEl = document.getElementById("status");
 
 // ------------------------------------------------------------------------------------------------- API
@@ -52,6 +56,17 @@ async function api(path, { method = "GET", body, accept = "application/json" } =
   }
   return data;
 }
+
+// Shown in place (an error box or the status bar) and, unless it is an answer the page expects (an ApiError with
+// an EXPECTED_STATUS, or an error marked ``expected``: a bad input, a topic the metadata does not list), also
+// logged with console.error, so that a drawing bug is never only a line in the status bar (the browser tests
+// fail on any error in the browser's log).
+function report(e) {
+  const expected = (e instanceof ApiError && EXPECTED_STATUS.has(e.status)) || (e && e.expected === true);
+  if (!expected) console.error("odradek console:", e);
+  return e;
+}
+const expectedError = (text) => Object.assign(new Error(text), { expected: true });
 
 const enc = encodeURIComponent;
 let clusterId = null;
@@ -147,7 +162,7 @@ function chart(title, series, unit) {
     const pts = s.points.map(([t, v]) => `${((t - t0) / Math.max(1, t1 - t0)) * W},${H - 2 - (v / max) * (H - 6)}`);
     el.append(svg("polyline", { class: `s${i}`, points: pts.join(" ") }));
   });
-  const latest = series.map((s, i) => h("span", { class: `s${i}` },
+  const latest = series.map((s, i) => h("span", { class: `s${i}`, dataset: { series: s.name, points: JSON.stringify(s.points) } },
     `${s.name} ${s.points.length ? fmtRate(s.points[s.points.length - 1][1]) : "–"}${unit}`));
   return h("div", { class: "chart", dataset: { chart: title } },
     h("div", { class: "title" }, h("b", null, title), h("span", null, `max ${fmtRate(max)}${unit}`)),
@@ -221,7 +236,7 @@ function showLogin(err) {
       loginShown = false;
       route();
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
     }
   });
   replace(main, h("div", { class: "login" }, h("h1", null, "Sign in"), form));
@@ -264,6 +279,7 @@ async function runPage(name, page) {
         page.errorSlot && page.errorSlot.replaceChildren();
       } catch (e) {
         if (mine !== generation) return;
+        report(e);
         setStatus(false, `refresh failed: ${e.message}`);
         if (page.errorSlot) replace(page.errorSlot, errorBox(e));
       }
@@ -463,7 +479,7 @@ function topicsPage() {
       body = { topic_name: name.value.trim(), partitions_count: Number(partitions.value),
         replication_factor: Number(rf.value), configs: parseConfigs(configs.value) };
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
       return;
     }
     const ok = await confirmAction(`Create topic ${body.topic_name}?`,
@@ -477,7 +493,7 @@ function topicsPage() {
       name.value = "";
       await current?.page.refresh();
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
     }
   });
   append(main, [h("section", { class: "panel" }, h("h2", null, "Create a topic"), form, out), live]);
@@ -514,7 +530,7 @@ function topicsPage() {
 function parseConfigs(text) {
   return text.split("\n").map((l) => l.trim()).filter(Boolean).map((l) => {
     const i = l.indexOf("=");
-    if (i <= 0) throw new Error(`config lines are name=value: ${l}`);
+    if (i <= 0) throw expectedError(`config lines are name=value: ${l}`);
     return { name: l.slice(0, i).trim(), value: l.slice(i + 1).trim() };
   });
 }
@@ -536,7 +552,7 @@ function topicPage(topic) {
       replace(out, message(`${entry.name} ${operation === "SET" ? "set" : "reset"}.`));
       await current?.page.refresh();
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
     }
   };
   const del = h("button", { class: "danger", type: "button", id: "delete-topic" }, "Delete topic…");
@@ -549,7 +565,7 @@ function topicPage(topic) {
       await api(`${await cluster()}/topics/${enc(topic)}`, { method: "DELETE" });
       location.hash = "#/topics";
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
       runPage("topic", self);
     }
   });
@@ -570,7 +586,7 @@ function topicPage(topic) {
       const [meta, view, configs] = await Promise.all([api(`/metadata?topics=${enc(topic)}`),
         optional(brokersView("log_dirs")), optional(api(`${base}/topics/${enc(topic)}/configs`))]);
       const t = meta.topics[0];
-      if (!t || t.error) throw new Error(`topic ${topic}: ${t ? t.error : "not found"}`);
+      if (!t || t.error) throw expectedError(`topic ${topic}: ${t ? t.error : "not found"}`);
       const offsets = await Promise.all(t.partitions.slice(0, 200).map((p) =>
         api(`/topics/${enc(topic)}/partitions/${p.partition}/offsets`).catch((e) => ({ error: e.message }))));
       const liveIds = liveBrokers(view, meta);
@@ -658,7 +674,7 @@ function browserPage(topic, partition) {
       else if (mode.value === "beginning") from = ends.beginning_offset;
       else if (mode.value === "latest") from = Math.max(ends.beginning_offset, ends.end_offset - n);
       else {
-        if (!time.value) throw new Error("choose a time");
+        if (!time.value) throw expectedError("choose a time");
         const ms = Date.parse(`${time.value}Z`);
         const found = await api(`${base}/offsets?timestamp=${ms}${isolation()}`);
         from = found.offset ?? ends.end_offset;
@@ -687,7 +703,7 @@ function browserPage(topic, partition) {
         { dataset: { offset: r.offset } });
       }), { id: "records-table" }));
     } catch (e) {
-      replace(records, errorBox(e));
+      replace(records, errorBox(report(e)));
     }
   }
 
@@ -702,7 +718,7 @@ function browserPage(topic, partition) {
       const byOffset = new Map(answer.records.map((r) => [r.offset, r]));
       return { values: shown.map((r) => byOffset.get(r.offset) || null), note: `Values decoded as ${type} through the schema registry.` };
     } catch (e) {
-      return { values: null, note: `Not decoded through the schema registry (${e.message}).` };
+      return { values: null, note: `Not decoded through the schema registry (${report(e).message}).` };
     }
   }
 
@@ -774,7 +790,7 @@ function groupPage(group) {
       replace(out, message(`Offsets of ${group} reset.`));
       await current?.page.refresh();
     } catch (e) {
-      replace(out, errorBox(e));
+      replace(out, errorBox(report(e)));
     }
   });
   append(main, [live, h("h2", null, "Reset offsets", h("small", null, "only while the group is empty")),
