@@ -37,26 +37,41 @@ def _aborted_transaction(base_offset: int, leader_epoch: int) -> bytes:
     return _at(record, base_offset, leader_epoch) + _at(marker, base_offset + 1, leader_epoch)
 
 
-def test_a_checkpoint_write_that_fails_writes_no_record_and_the_retry_writes_both(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = Log.open(tmp_path / "t-0")
-    state = ProducerStateManager(log.dir)
-    follower_append(log, _at(encode_batch([(None, b"first", 1, ())]), 0, 1), state)
+class Disk:
+    """The epoch checkpoint's disk: ``full`` makes every checkpoint write fail with ENOSPC; ``writes`` counts
+    the attempts."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self.writes = 0
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     real_write = epoch_cache_module.write_lines
-    full = True
+    state = Disk()
 
     def write_lines(path: Any, lines: Any) -> None:
-        if full:
+        state.writes += 1
+        if state.full:
             raise OSError(errno.ENOSPC, "No space left on device")
         real_write(path, lines)
 
     monkeypatch.setattr(epoch_cache_module, "write_lines", write_lines)
+    return state
+
+
+def test_a_checkpoint_write_that_fails_writes_no_record_and_the_retry_writes_both(tmp_path: Path, disk: Disk) -> None:
+    log = Log.open(tmp_path / "t-0")
+    state = ProducerStateManager(log.dir)
+    follower_append(log, _at(encode_batch([(None, b"first", 1, ())]), 0, 1), state)
+    disk.full = True
     chunk = _aborted_transaction(1, 2)
     with pytest.raises(OSError):
         follower_append(log, chunk, state)
     assert log.log_end_offset == 1 and state.aborted == []  # nothing written, nothing learnt
 
-    full = False  # space again: the fetcher's retry of the same chunk
+    disk.full = False  # space again: the fetcher's retry of the same chunk
     follower_append(log, chunk, state)
     assert log.log_end_offset == 3
     assert state.aborted == [(7, 1, 2)] and state.aborted_between(0, 3) == [(7, 1, 2)]
@@ -64,32 +79,24 @@ def test_a_checkpoint_write_that_fails_writes_no_record_and_the_retry_writes_bot
     log.close()
 
 
-def test_a_failed_rewrite_is_retried_before_the_next_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rewrite_is_retried_before_the_next_records(tmp_path: Path, disk: Disk) -> None:
     """The epoch reached the list but not the file; the next append of that epoch (no change to the list) must
     still write the file before its records."""
     log = Log.open(tmp_path / "t-0")
-    real_write = epoch_cache_module.write_lines
-    calls = {"n": 0}
-
-    def write_lines(path: Any, lines: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(path, lines)
-
-    monkeypatch.setattr(epoch_cache_module, "write_lines", write_lines)
     batch = encode_batch([(None, b"v", 1, ())])
+    disk.full = True
     with pytest.raises(OSError):
         log.append(batch, leader_epoch=5)
     assert log.log_end_offset == 0 and log.epoch_cache.latest_epoch == 5  # in the list only
+    disk.full = False
     log.append(batch, leader_epoch=5)
-    assert log.log_end_offset == 1 and calls["n"] == 2
+    assert log.log_end_offset == 1 and disk.writes == 2
     assert (log.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:3] == ["5 0"]
     log.close()
 
 
 def test_a_leadership_begins_on_a_full_disk_and_writes_its_epoch_before_its_first_record(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, disk: Disk) -> None:
     """verify's run: becoming leader failed on the checkpoint and left the partition a leader without an epoch
     start, so no follower could rejoin its ISR. Now the leadership begins; its first append writes the file."""
     import asyncio
@@ -98,24 +105,15 @@ def test_a_leadership_begins_on_a_full_disk_and_writes_its_epoch_before_its_firs
     from tests.unit.replication.fakes import config, info, make_partition
 
     part, _, _ = make_partition(tmp_path, broker_id=1)
-    real_write = epoch_cache_module.write_lines
-    full = True
-
-    def write_lines(path: Any, lines: Any) -> None:
-        if full:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(path, lines)
-
-    monkeypatch.setattr(epoch_cache_module, "write_lines", write_lines)
+    disk.full = True
 
     async def main() -> None:
-        nonlocal full
         await part.apply(info(1, 3, (1,)), config())
         assert part.role == LEADER and part.epoch_start_offset == 0
         with pytest.raises(OSError):
             await part.append(bytearray(encode_batch([(None, b"v", 1, ())])), acks=1, timeout_ms=1000)
         assert part.log_end_offset == 0
-        full = False
+        disk.full = False
         await part.append(bytearray(encode_batch([(None, b"v", 1, ())])), acks=1, timeout_ms=1000)
         assert part.log_end_offset == 1
         assert (part.log.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:3] == ["3 0"]
