@@ -20,9 +20,12 @@ long; ``number`` -> double; ``boolean`` -> boolean; an ``enum`` or ``const`` of 
 or ``oneOf``/``anyOf`` with ``null`` -> that type, nullable; of ``integer`` and ``number`` -> double; of objects
 -> one struct of all their properties; of other mixtures -> string (a string value as is, any other value as
 its JSON text, as ``from_json`` reads JSON into a string field); ``$ref`` to a part of the same schema
-(``#/definitions/...``, ``#/$defs/...``) is followed. Anything else (a schema accepting any value, ``allOf``,
-tuples, recursive references, references to other schemas) is refused when the query is defined. A JSON null
-reads as null wherever it is.
+(``#/definitions/...``, ``#/$defs/...``) is followed, and so is one to another registered schema: the version's
+``references`` (name, subject, version), fetched on the driver with their own references, transitively, are
+found as the registry finds them, by the reference's name or by the referenced schema's ``$id`` (``other.json``,
+``other.json#/definitions/X``; a ``$ref`` inside a referenced schema is relative to that schema). Anything else
+(a schema accepting any value, ``allOf``, tuples, recursive references, a ``$ref`` naming no reference) is
+refused when the query is defined. A JSON null reads as null wherever it is.
 
 Writing. A column (struct, array, map with string keys, string, integer types, float/double, decimal, boolean,
 date, timestamp) is written as JSON text under the JSON Schema ``json_schema_for`` derives from its type
@@ -34,9 +37,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
 
 import orjson
 import pyarrow as pa
@@ -63,10 +67,11 @@ from pyspark.sql.types import (
 from odradek_spark.avro import _HEADER, FAILFAST, MAGIC, PERMISSIVE
 
 if TYPE_CHECKING:
+    from odradek_spark.options import ColumnFormat
     from odradek_spark.schema_registry import RegistryClient
 
 __all__ = ["FramedJsonDecoder", "FramedJsonEncoder", "JsonSchemaColumn", "JsonSchemaError", "json_schema_for",
-           "spark_type"]
+           "resolve_column", "spark_type"]
 
 Convert = Callable[[Any], Any]  # a non-null JSON value -> what Arrow builds the Spark type from; raises _Mismatch
 
@@ -82,38 +87,83 @@ class _Mismatch(ValueError):
 # --------------------------------------------------------------------------------------- JSON Schema -> Spark
 
 
-def spark_type(schema: Any) -> tuple[DataType, bool]:
-    """``(Spark type, nullable)`` of a JSON Schema (a parsed JSON document)."""
-    dt, nullable, _ = _map(schema, schema, ())
+def spark_type(schema: Any, references: Sequence[tuple[str, Any]] = ()) -> tuple[DataType, bool]:
+    """``(Spark type, nullable)`` of a JSON Schema (a parsed JSON document); ``references`` the registered schemas
+    its ``$ref`` may name, as (reference name, parsed document)."""
+    dt, nullable, _ = _map(schema, _Family(schema, references).main, ())
     return dt, nullable
 
 
-def _converter(schema: Any) -> tuple[DataType, Convert]:
-    dt, _, conv = _map(schema, schema, ())
+def _converter(schema: Any, references: Sequence[tuple[str, Any]] = ()) -> tuple[DataType, Convert]:
+    dt, _, conv = _map(schema, _Family(schema, references).main, ())
     return dt, conv
 
 
-def _resolve(ref: str, root: Any) -> Any:
-    if not ref.startswith("#"):
-        raise JsonSchemaError(f"$ref {ref!r} points outside the schema: only references within it are read")
-    node = root
-    for raw in [p for p in ref[1:].split("/") if p]:
+class _Doc:
+    """One schema document a ``$ref`` may point into: ``key`` "" for the schema itself, else its reference name;
+    ``base`` its ``$id`` without a fragment (a ``$ref`` naming it is a reference to itself)."""
+
+    def __init__(self, key: str, document: Any, family: _Family) -> None:
+        self.key = key
+        self.document = document
+        self.family = family
+        sid = document.get("$id", document.get("id")) if isinstance(document, dict) else None
+        self.base = sid.split("#", 1)[0] if isinstance(sid, str) and sid.split("#", 1)[0] else None
+
+
+class _Family:
+    """A schema and the registered schemas it references (transitively): where each ``$ref`` goes, as the
+    registry resolves it (broker/schema_registry/json_schema_compat.py): the part before ``#`` names a
+    reference by its name or by its ``$id``, exactly or resolved against the referring document's ``$id``."""
+
+    def __init__(self, schema: Any, references: Sequence[tuple[str, Any]]) -> None:
+        self.main = _Doc("", schema, self)
+        self.named = {name: _Doc(name, doc, self) for name, doc in references}
+
+    def find(self, name: str, base: str | None) -> _Doc | None:
+        wanted = [name] if base is None else [name, urljoin(base, name)]
+        for w in wanted:
+            if w in self.named:
+                return self.named[w]
+        for w in wanted:
+            for doc in (self.main, *self.named.values()):
+                if doc.base is not None and doc.base == w:
+                    return doc
+        return None
+
+
+def _resolve(ref: str, root: _Doc) -> tuple[Any, _Doc, str]:
+    """``(the schema ref names, the document it is in, a key naming that place across documents)``."""
+    target, _, fragment = ref.partition("#")
+    doc = root
+    if target and target != root.base:
+        found = root.family.find(target, root.base)
+        if found is None:
+            names = ", ".join(root.family.named) or "none"
+            raise JsonSchemaError(f"$ref {ref!r} names a schema that is neither this one nor one of its references "
+                                  f"(by name or $id; references: {names})")
+        doc = found
+    if fragment and not fragment.startswith("/"):
+        raise JsonSchemaError(f"$ref {ref!r}: only JSON pointers (#/...) are read, not anchors")
+    node = doc.document
+    for raw in [p for p in fragment.split("/") if p]:
         part = raw.replace("~1", "/").replace("~0", "~")
         try:
             node = node[int(part)] if isinstance(node, list) else node[part]
         except (KeyError, IndexError, ValueError, TypeError):
             raise JsonSchemaError(f"$ref {ref!r} names nothing in the schema") from None
-    return node
+    return node, doc, f"{doc.key}#{fragment}"
 
 
-def _map(s: Any, root: Any, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert]:
+def _map(s: Any, root: _Doc, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert]:
     if not isinstance(s, dict) or not s:
         raise JsonSchemaError(f"the JSON Schema {json.dumps(s)} accepts any value: it has no Spark type")
     if "$ref" in s:
         ref = s["$ref"]
-        if ref in seen:
+        node, doc, key = _resolve(ref, root)
+        if key in seen:
             raise JsonSchemaError(f"recursive $ref {ref!r} cannot be a Spark type")
-        return _map(_resolve(ref, root), root, (*seen, ref))
+        return _map(node, doc, (*seen, key))
     for key in ("oneOf", "anyOf"):
         if key in s:
             return _branches([_branch(b, root, seen) for b in s[key]], key)
@@ -135,7 +185,7 @@ def _map(s: Any, root: Any, seen: tuple[str, ...]) -> tuple[DataType, bool, Conv
     return _typed(kind, s, root, seen)
 
 
-def _branch(s: Any, root: Any, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert] | None:
+def _branch(s: Any, root: _Doc, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert] | None:
     """A union's branch; None for ``null``."""
     if isinstance(s, dict) and s.get("type") == "null":
         return None
@@ -182,7 +232,7 @@ def _first_fit(convs: list[Convert]) -> Convert:
     return conv
 
 
-def _typed(kind: Any, s: dict[str, Any], root: Any, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert]:
+def _typed(kind: Any, s: dict[str, Any], root: _Doc, seen: tuple[str, ...]) -> tuple[DataType, bool, Convert]:
     if kind == "object":
         props = s.get("properties")
         extra = s.get("additionalProperties")
@@ -376,9 +426,14 @@ class JsonSchemaColumn:
     schema_id: int
     schema: str
     mode: str = FAILFAST
+    # The registered schemas its $ref may name, transitively, as (reference name, schema text).
+    references: tuple[tuple[str, str], ...] = ()
+
+    def parsed_references(self) -> list[tuple[str, Any]]:
+        return [(name, json.loads(text)) for name, text in self.references]
 
     def spark_field(self) -> StructField:
-        dt, _ = spark_type(json.loads(self.schema))
+        dt, _ = spark_type(json.loads(self.schema), self.parsed_references())
         return StructField(self.column, dt, True)  # a null key or value (a tombstone) reads as null
 
     def decoder(self, registry: RegistryClient) -> FramedJsonDecoder:
@@ -388,6 +443,24 @@ class JsonSchemaColumn:
         return FramedJsonEncoder(self, dt)
 
 
+def resolve_column(registry: RegistryClient, f: ColumnFormat) -> JsonSchemaColumn:
+    """On the driver: the subject's version with the schemas it references (fetched recursively), checked to
+    have a Spark type now, when the query is defined (JsonSchemaError otherwise)."""
+    assert f.subject is not None
+    body = registry.version_info(f.subject, f.version or "latest")
+    kind = body.get("schemaType", "AVRO")
+    if kind != "JSON":
+        raise JsonSchemaError(f"subject {f.subject!r} version {body['version']} is a {kind} schema, not JSON")
+    refs = tuple((name, str(ref["schema"])) for name, ref in registry.referenced(body.get("references") or []))
+    column = JsonSchemaColumn(f.column, f.subject, int(body["version"]), int(body["id"]), str(body["schema"]),
+                              f.mode, refs)
+    try:
+        column.spark_field()
+    except ValueError as e:  # JsonSchemaError, or a referenced schema that is not JSON
+        raise JsonSchemaError(f"subject {f.subject} version {column.version}: {e}") from None
+    return column
+
+
 class FramedJsonDecoder:
     """Decodes one column of Arrow batches from Confluent-framed JSON into the reader schema's Arrow type."""
 
@@ -395,7 +468,7 @@ class FramedJsonDecoder:
         from pyspark.sql.pandas.types import to_arrow_type
 
         self.column = column
-        dt, self._convert = _converter(json.loads(column.schema))
+        dt, self._convert = _converter(json.loads(column.schema), column.parsed_references())
         self.arrow_type = to_arrow_type(dt, timezone="UTC")
 
     def decode(self, data: list[bytes | None], offsets: pa.Array, where: str) -> pa.Array:

@@ -292,7 +292,7 @@ def _isolation(opts: Mapping[str, str]) -> bool:
 
 
 _FORMATS = ("binary", "avro", "json_schema", "protobuf")
-_WRITTEN = ("avro", "json_schema")  # the formats the sink writes (Protobuf is read only)
+_WRITTEN = ("avro", "json_schema", "protobuf")  # the formats the sink writes
 _MODES = ("FAILFAST", "PERMISSIVE")
 
 

@@ -18,14 +18,21 @@ from odradek.client.transport import Transport
 from odradek.protocol.errors import OdradekError
 from odradek_spark.security import SecurityPairs, client_security
 
-__all__ = ["RegistryClient", "RegistryError"]
+__all__ = ["NOT_FOUND", "RegistryClient", "RegistryError"]
 
 SR_TYPE = "application/vnd.schemaregistry.v1+json"
+NOT_FOUND = frozenset({40401, 40402})  # Confluent's codes for a subject / a version that does not exist
+MAX_REFERENCE_DEPTH = 32  # as the registry itself bounds a chain of references
 T = TypeVar("T")
 
 
 class RegistryError(RuntimeError):
-    """The registry refused a call (its message kept), or no registry URL answered."""
+    """The registry refused a call (its message kept, and its ``error_code`` as ``code``), or no registry URL
+    answered (``code`` None)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class RegistryClient:
@@ -50,7 +57,7 @@ class RegistryClient:
                 return call(url)
             except OdradekError as e:
                 if not e.retriable:
-                    raise RegistryError(f"{what}: {e}") from None
+                    raise RegistryError(f"{what}: {e}", e.error_code) from None
                 last = e
         raise RegistryError(f"{what}: no Schema Registry answered ({', '.join(self._urls)}): {last}")
 
@@ -71,6 +78,34 @@ class RegistryClient:
         body = self._each(f"subject {subject!r} version {version}",
                           lambda url: self._transport.get_json(url, path, accept=SR_TYPE))
         return dict(body)
+
+    def referenced(self, references: Sequence[dict[str, Any]], fmt: str | None = None,
+                   _chain: tuple[tuple[str, int | str], ...] = ()) -> list[tuple[str, dict[str, Any]]]:
+        """Every schema ``references`` (a version's ``references``: ``name``, ``subject``, ``version``) names,
+        transitively, as ``(reference name, version_info)``: each one's own references before it, each name once,
+        as the registry resolves them when it parses a schema (a .proto imports a file by its name; a JSON
+        Schema's ``$ref`` names one by its name or its ``$id``). RegistryError on a cycle or a chain deeper than
+        the registry allows."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        seen: set[str] = set()
+        for r in references:
+            name, where = str(r["name"]), (str(r["subject"]), r["version"])
+            if name in seen:
+                continue
+            if where in _chain:
+                raise RegistryError(f"reference {name!r} (subject {where[0]!r} version {where[1]}) refers back to "
+                                    "itself")
+            if len(_chain) >= MAX_REFERENCE_DEPTH:
+                raise RegistryError(f"references nested more than {MAX_REFERENCE_DEPTH} deep (at {name!r})")
+            body = self.version_info(where[0], where[1], fmt)
+            for inner in self.referenced(body.get("references") or [], fmt, (*_chain, where)):
+                if inner[0] not in seen:
+                    seen.add(inner[0])
+                    out.append(inner)
+            if name not in seen:
+                seen.add(name)
+                out.append((name, body))
+        return out
 
     def schema_info(self, schema_id: int, fmt: str | None = None) -> dict[str, Any]:
         """A schema by id (``schema``, ``schemaType``, ``references``), in the asked ``format``."""

@@ -12,7 +12,8 @@ Input columns (others are ignored):
 With ``value.format=avro`` (or ``key.format``) the column may be any type Avro carries (a struct becomes a
 record): it is registered under ``<topic>-value`` on the driver and written framed (:mod:`odradek_spark.avro`);
 ``json_schema`` likewise writes it as JSON text under the JSON Schema derived from its type
-(:mod:`odradek_spark.json_schema`). Protobuf columns are read only.
+(:mod:`odradek_spark.json_schema`), and ``protobuf`` a struct as a Protobuf message: the subject's latest schema when
+the struct fits its message, else the struct's own proto3 schema registered there (:mod:`odradek_spark.protobuf`).
 
 Delivery is **at least once** by default, as with Spark's Kafka sink (``exactlyOnce=true`` or a
 ``transactional.id.prefix`` makes it exactly once for streaming queries: odradek_spark/exactly_once.py).
@@ -137,8 +138,9 @@ def sink_layout(schema: StructType, options: SinkOptions) -> SinkLayout:
 
 def register_avro(options: SinkOptions, schema: StructType) -> SinkOptions:
     """On the driver, before any task: each Avro column's schema (as Spark's ``to_avro`` derives it from the
-    column's type) registered under its subject; the registry's refusal (an incompatible change) fails the
-    query here with the registry's message."""
+    column's type) registered under its subject, each JSON Schema column's likewise, and each Protobuf column's
+    schema chosen or registered (:func:`odradek_spark.protobuf.writer_column`); the registry's refusal (an
+    incompatible change) or a struct that fits no message fails the query here, with the reason."""
     if not options.formats:
         return options
     from odradek_spark.avro import AvroColumn, avro_schema_for
@@ -158,6 +160,14 @@ def register_avro(options: SinkOptions, schema: StructType) -> SinkOptions:
                     raise OptionError(f"{f.column}.format=json_schema: {e}") from None
                 schema_id, version = registry.register_typed(f.subject, text, "JSON")
                 columns.append(JsonSchemaColumn(f.column, f.subject, version, schema_id, text))
+                continue
+            if f.kind == "protobuf":
+                from odradek_spark.protobuf import ProtobufSchemaError, writer_column
+
+                try:
+                    columns.append(writer_column(registry, f, fields[f.column].dataType))
+                except ProtobufSchemaError as e:
+                    raise OptionError(f"{f.column}.format=protobuf (subject {f.subject}): {e}") from None
                 continue
             avro = avro_schema_for(fields[f.column].dataType)
             schema_id, version = registry.register(f.subject, avro)

@@ -86,7 +86,7 @@ def test_json_schema_maps_to_spark_types_as_from_json_reads_them() -> None:
     ({"type": "object"}, "without properties"),
     ({"type": "array", "items": [{"type": "string"}]}, "tuples"),
     ({"allOf": [{"type": "string"}]}, "allOf"),
-    ({"$ref": "other.json#/x"}, "outside the schema"),
+    ({"$ref": "other.json#/x"}, "neither this one nor one of its references"),
     ({"$ref": "#/definitions/missing"}, "names nothing"),
     ({"type": "object", "properties": {"next": {"$ref": "#"}}}, "recursive"),
     ({"type": "null"}, "no Spark type"),
@@ -174,5 +174,5 @@ def test_json_schema_and_protobuf_options() -> None:
                              streaming=False)
     sink = parse_sink_options({**base, "topic": "out", "value.format": "json_schema"})
     assert [(f.kind, f.subject) for f in sink.formats] == [("json_schema", "out-value")]
-    with pytest.raises(OptionError, match="format=protobuf is for reading"):
-        parse_sink_options({**base, "topic": "out", "value.format": "protobuf"})
+    sink = parse_sink_options({**base, "topic": "out", "value.format": "protobuf", "value.protobuf.message": "M"})
+    assert [(f.kind, f.subject, f.message) for f in sink.formats] == [("protobuf", "out-value", "M")]
