@@ -212,12 +212,233 @@ def test_rendering_is_independent_of_layout_and_comments() -> None:
     assert parse(ORDER).text != parse(ORDER.replace("uint32 quantity", "uint64 quantity")).text
 
 
-def test_custom_options_are_refused_rather_than_dropped() -> None:
-    text = ('syntax = "proto3";\nimport "google/protobuf/descriptor.proto";\n'
-            "extend google.protobuf.FieldOptions { string tag = 50000; }\n"
-            'message M { int32 a = 1 [(tag) = "pii"]; }\n')
-    with pytest.raises(InvalidSchemaError, match="custom FieldOptions"):
-        parse(text)
+# Custom options: extensions of google/protobuf/descriptor.proto's *Options declared in the schema, in a reference,
+# or in Confluent's confluent/meta.proto (built in, as in Confluent's registry), at every level they apply to.
+CUSTOM = '''syntax = "proto3";
+package acme.v1;
+
+import "google/protobuf/descriptor.proto";
+import "confluent/meta.proto";
+
+extend google.protobuf.FieldOptions { optional string pii = 50001; repeated string labels = 50002; }
+extend google.protobuf.MessageOptions { Owner owner = 50003; }
+extend google.protobuf.FileOptions { string team = 50004; }
+extend google.protobuf.EnumOptions { bool closed = 50005; }
+extend google.protobuf.EnumValueOptions { double weight = 50006; }
+
+option (team) = "payments";
+option (confluent.file_meta) = { doc: "the file" };
+
+message Owner { string name = 1; repeated int32 ids = 2; map<string, string> attrs = 3; }
+
+message User {
+  option (owner) = { name: "ada" ids: [1, 2] attrs: [{key: "b" value: "2"}, {key: "a" value: "1"}] };
+  option (confluent.message_meta) = { doc: "a user" tags: ["PII"] };
+  string email = 1 [(pii) = "yes", (labels) = "x", (labels) = "y"];
+  string name = 2 [(confluent.field_meta) = {
+    doc: "the name" params: [{key: "scale" value: "2"}, {key: "a" value: "b"}]
+  }];
+  Kind kind = 3;
+}
+
+enum Kind {
+  option (closed) = true;
+  option (confluent.enum_meta) = { doc: "kinds" };
+  KIND_UNKNOWN = 0 [(weight) = 0.5];
+  KIND_ADMIN = 1 [(confluent.enum_value_meta) = { tags: ["internal"] }];
+}
+'''
+
+
+def test_custom_options_register_and_render_back() -> None:
+    s = parse(CUSTOM)
+    text = s.text
+    assert 'option (acme.v1.team) = "payments";' in text
+    assert "option (confluent.file_meta) = {\n  doc: \"the file\"\n};" in text
+    assert ('string email = 1 [\n    (acme.v1.pii) = "yes",\n    (acme.v1.labels) = "x",\n'
+            '    (acme.v1.labels) = "y"\n  ];') in text
+    assert "option (acme.v1.owner) = {\n    name: \"ada\",\n    ids: [\n      1,\n      2\n    ],\n" in text
+    assert 'key: "a",\n        value: "1"\n      },\n      {\n        key: "b"' in text  # map entries by key
+    # Confluent writes a confluent.Meta's precision and scale params value first (ProtobufSchema.toOption)
+    assert '{\n        value: "2",\n        key: "scale"\n      }' in text
+    assert "option (confluent.message_meta) = {\n    doc: \"a user\",\n    tags: [\n      \"PII\"\n    ]\n  };" in text
+    assert "option (acme.v1.closed) = true;" in text and "KIND_UNKNOWN = 0 [(acme.v1.weight) = 0.5];" in text
+    assert "KIND_ADMIN = 1 [(confluent.enum_value_meta) = {\n    tags: [\n      \"internal\"\n    ]\n  }];" in text
+    assert [d.name for d in s.deps] == ["google/protobuf/descriptor.proto", "confluent/meta.proto"]
+    again = parse(text)
+    assert again.file == s.file and again.text == text  # parse(render(x)) == x
+    b64 = parse(s.serialized())
+    assert b64.file == s.file and b64.text == text  # the base64 of the descriptor: the same schema
+    email = s.pool.FindMessageTypeByName("acme.v1.User").fields_by_name["email"]
+    assert email.GetOptions().SerializeToString()  # the options reach the descriptor pool
+
+
+def test_custom_options_keep_one_id_as_text_or_as_a_generated_descriptor(tmp_path: Path) -> None:
+    """What an application's protoc-generated module registers (its descriptor, base64) is the same schema, so the
+    same id, as the .proto text it was generated from."""
+    body = ('import "google/protobuf/descriptor.proto";\n'
+            "extend google.protobuf.FieldOptions { string pii = 50001; }\n"
+            "extend google.protobuf.MessageOptions { repeated int32 shards = 50002; }\n"
+            "message Signup {\n  option (shards) = 1;\n  option (shards) = 2;\n"
+            '  string email = 1 [(pii) = "yes"];\n}\n')
+    module = generated_module(tmp_path, body)
+    b64 = base64.standard_b64encode(module.DESCRIPTOR.serialized_pb).decode()
+    text = f'syntax = "proto3";\npackage {module.DESCRIPTOR.package};\n{body}'
+    assert parse(b64).text == parse(text).text
+    s = service()
+    first = register(s, "signup-value", text)
+    assert register(s, "signup-value", b64) == first and s.versions("signup-value") == [1]
+    assert register(s, "signup-value", parse(text).text) == first  # the stored text itself, registered again
+
+
+def test_custom_options_declared_in_a_reference() -> None:
+    options = ('syntax = "proto3";\npackage opts;\nimport "google/protobuf/descriptor.proto";\n'
+               "extend google.protobuf.FieldOptions { string sensitivity = 50010; }\n")
+    user = ('syntax = "proto3";\nimport "opts/options.proto";\n'
+            'message U { string ssn = 1 [(opts.sensitivity) = "high"]; }\n')
+    refs = [("opts/options.proto", options)]
+    s = parse(user, refs)
+    assert 'string ssn = 1 [(opts.sensitivity) = "high"];' in s.text
+    assert parse(s.text, refs).file == s.file
+    assert parse(s.serialized(), [("opts/options.proto", parse(options).serialized())]).text == s.text
+
+
+def test_an_option_no_imported_file_declares_is_refused() -> None:
+    """A descriptor (base64) may carry option fields that nothing it imports declares: they could not be rendered,
+    so they are refused rather than dropped (42201)."""
+    s = parse('syntax = "proto3";\nmessage M { int32 a = 1; }\n')
+    fdp = protobuf.FDP()
+    fdp.CopyFrom(s.file)
+    fdp.message_type[0].field[0].options.MergeFromString(b"\x88\xb5\x18\x01")  # field 50001, varint 1
+    with pytest.raises(InvalidSchemaError, match=re.escape("without an import of google/protobuf/descriptor.proto")):
+        parse(base64.standard_b64encode(fdp.SerializeToString()).decode())
+    fdp.dependency.append("google/protobuf/descriptor.proto")
+    with pytest.raises(InvalidSchemaError, match=r"holds field\(s\) \[50001\] that no imported file declares"):
+        formats.parse("PROTOBUF", base64.standard_b64encode(fdp.SerializeToString()).decode())
+
+
+def test_confluent_meta_resolves_as_confluent_ships_it() -> None:
+    """confluent/meta.proto needs no reference (ProtobufSchema.KNOWN_DEPENDENCIES), and is Confluent's file:
+    confluent.Meta with doc, params and tags, the five *_meta options at 1088."""
+    meta = next(d for d in parse(CUSTOM).deps if d.name == "confluent/meta.proto")
+    assert meta.package == "confluent" and [m.name for m in meta.message_type] == ["Meta"]
+    assert [f.name for f in meta.message_type[0].field] == ["doc", "params", "tags"]
+    assert [(e.name, e.number, e.extendee) for e in meta.extension] == [
+        ("file_meta", 1088, ".google.protobuf.FileOptions"), ("message_meta", 1088, ".google.protobuf.MessageOptions"),
+        ("field_meta", 1088, ".google.protobuf.FieldOptions"), ("enum_meta", 1088, ".google.protobuf.EnumOptions"),
+        ("enum_value_meta", 1088, ".google.protobuf.EnumValueOptions")]
+    assert meta.options.java_package == "io.confluent.protobuf"
+
+
+# ------------------------------------------------------------------------------------------------- proto2 groups
+
+GROUPS = '''syntax = "proto2";
+package legacy;
+message SearchResponse {
+  message Before { optional int32 q = 1; }
+  repeated group Result = 1 {
+    required string url = 2;
+    optional string title = 3 [default = "none"];
+  }
+  optional int32 total = 4;
+  oneof extra { group Debug = 5 { optional string trace = 1; } string note = 6; }
+  map<string, Before> befores = 7;
+  message After { optional int32 q = 1; }
+}
+'''
+
+
+def test_groups_render_back_as_groups_and_round_trip() -> None:
+    s = parse(GROUPS)
+    assert "  repeated group Result = 1 {\n    required string url = 2;\n" in s.text
+    assert "    group Debug = 5 {\n      optional string trace = 1;\n    }\n" in s.text  # in its oneof, no label
+    assert "message Result" not in s.text and ".legacy.SearchResponse.Result result" not in s.text
+    again = parse(s.text)
+    assert again.file == s.file and again.text == s.text
+    assert parse(s.serialized()).text == s.text
+    response = s.file.message_type[0]
+    # nested types keep protoc's order (message indexes count them): Before, Result, Debug, the map entry, After
+    assert [n.name for n in response.nested_type] == ["Before", "Result", "Debug", "BeforesEntry", "After"]
+
+
+def test_groups_encode_and_decode_as_json() -> None:
+    s = parse(GROUPS)
+    value = {"result": [{"url": "https://a", "title": "A"}], "total": 2, "debug": {"trace": "t"},
+             "befores": {"k": {"q": 1}}}
+    out = protobuf.decode(s, protobuf.encode(s, value))
+    assert out["result"] == [{"url": "https://a", "title": "A"}] and out["debug"] == {"trace": "t"}
+    assert out["total"] == 2 and out["befores"] == {"k": {"q": 1}}
+    with pytest.raises(JsonConversionError):
+        protobuf.encode(s, {"result": [{"title": "no url"}]})  # url is required
+
+
+def test_groups_are_compared_as_confluent_compares_them() -> None:
+    """Confluent diffs Wire's elements, where a group is a GroupElement: neither a field nor a nested type of the
+    message, so MessageSchemaDiff does not see it. Changing a group is no Difference there, nor here; and the
+    messages after a group keep the index Wire gives them (groups and map entries are not counted)."""
+    old = parse(GROUPS)
+    changed = parse(GROUPS.replace("required string url = 2;", "required int64 url = 2;"))
+    assert protobuf.differences(old, changed) == []
+    removed = parse(GROUPS.replace("  repeated group Result = 1 {\n    required string url = 2;\n"
+                                   '    optional string title = 3 [default = "none"];\n  }\n', ""))
+    assert protobuf.differences(old, removed) == []
+    assert not formats.check("BACKWARD", formats.parse("PROTOBUF", removed.text),
+                             [formats.parse("PROTOBUF", old.text)])
+    before = parse('syntax = "proto3";\nmessage M {\n  message A { int32 x = 1; }\n  int32 a = 1;\n}\n')
+    with_map = parse('syntax = "proto3";\nmessage M {\n  map<string, int32> m = 2;\n  message A { int32 x = 1; }\n'
+                     "  int32 a = 1;\n}\n")  # the map's entry becomes nested type 0, A nested type 1
+    assert protobuf.differences(before, with_map) == [("FIELD_ADDED", "#/M/2")]  # A has not moved for Wire
+
+
+# ---------------------------------------------------------------------------------------------------- editions
+
+EDITIONS = '''edition = "2023";
+package ed;
+option features.field_presence = IMPLICIT;
+message Reading {
+  string sensor = 1;
+  int32 value = 2 [features.field_presence = EXPLICIT];
+  repeated int32 samples = 3 [features.repeated_field_encoding = EXPANDED];
+  Detail detail = 4 [features.message_encoding = DELIMITED];
+  message Detail { bool ok = 1; }
+  enum Unit { option features.enum_type = CLOSED; UNIT_C = 0; UNIT_F = 1; }
+  Unit unit = 5 [features.field_presence = EXPLICIT];
+}
+'''
+
+
+def test_editions_register_render_back_and_round_trip() -> None:
+    """protobuf and grpcio-tools as installed read editions (edition 2023): the file renders back with its edition
+    and features, and encodes as its features say."""
+    s = parse(EDITIONS)
+    assert s.file.syntax == "editions" and s.text.startswith('edition = "2023";\npackage ed;\n\n'
+                                                            "option features.field_presence = IMPLICIT;\n")
+    assert "int32 value = 2 [features.field_presence = EXPLICIT];" in s.text
+    assert "option features.enum_type = CLOSED;" in s.text
+    again = parse(s.text)
+    assert again.file == s.file and again.text == s.text and parse(s.serialized()).text == s.text
+    value = {"sensor": "t1", "value": 0, "samples": [1, 2], "detail": {"ok": True}, "unit": "UNIT_F"}
+    assert protobuf.decode(s, protobuf.encode(s, value)) == value  # explicit presence keeps value 0
+    s_id = register(service(), "ed-value", EDITIONS)
+    assert s_id > 0
+
+
+@pytest.mark.parametrize("text", [CUSTOM, GROUPS, EDITIONS], ids=["custom options", "groups", "editions"])
+def test_custom_options_groups_and_editions_round_trip(text: str) -> None:
+    """parse(render(x)) == x, the rendering a fixed point, the base64 of x the same schema."""
+    s = parse(text)
+    again = parse(s.text)
+    assert again.file == s.file and again.text == s.text
+    assert parse(s.serialized()).file == s.file
+
+
+def test_editions_are_42201_with_a_clear_reason_where_the_runtime_lacks_them(monkeypatch: pytest.MonkeyPatch,
+                                                                            ) -> None:
+    monkeypatch.setattr(protobuf, "_editions_supported", lambda: "no editions in this build")
+    with pytest.raises(InvalidSchemaError) as e:
+        formats.parse("PROTOBUF", EDITIONS.replace("package ed;", "package ed_unsupported;"))
+    assert e.value.error_code == 42201
+    assert "editions" in e.value.message and "not supported" in e.value.message
 
 
 # ------------------------------------------------------------------------------------------------ compatibility
