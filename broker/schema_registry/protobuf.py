@@ -254,6 +254,7 @@ def normalized(fdp: FDP) -> FDP:
     else:
         out.ClearField("edition")  # EDITION_PROTO2/3, which some tools set: the syntax says it already
     _imports_first(out)
+    _drop_empty_options(out)
     scope = f".{out.package}" if out.package else ""
     for full, message in _walk_scoped(scope, out.message_type):
         for f in [*message.field, *message.extension]:
@@ -276,6 +277,19 @@ def normalized(fdp: FDP) -> FDP:
         if f.type == FD.TYPE_GROUP:
             raise InvalidSchemaError("Invalid schema: a group declared in an extend block is not supported")
     return out
+
+
+def _drop_empty_options(message: Message) -> None:
+    """Clears every ``options`` that is set but empty (what protoc leaves where it strips source-retention
+    options, such as an extension range's declarations): the text has nothing to say about them."""
+    for fd, value in message.ListFields():
+        if fd.message_type is None:
+            continue
+        for item in (value if _repeated(fd) else [value]):
+            if fd.name != "options":
+                _drop_empty_options(item)
+        if fd.name == "options" and not _repeated(fd) and value.ByteSize() == 0:
+            message.ClearField("options")
 
 
 def _imports_first(fdp: FDP) -> None:
@@ -792,7 +806,7 @@ class _Renderer:
             return [f"{name} = {_aggregate(value, meta=fd.full_name in _CONFLUENT_META)}"]
         if fd.message_type is None:
             return [f"{fd.name} = {_scalar(fd, value)}"]
-        dotted = _dotted(value)
+        dotted = None if _repeated(fd) else _dotted(value)  # protoc sets a repeated message option whole only
         if dotted is None:
             return [f"{fd.name} = {_aggregate(value)}"]
         return [f"{fd.name}.{path} = {v}" for path, v in dotted]

@@ -14,6 +14,8 @@ tests do not cover (map fields, oneofs, groups, editions, nested-type order).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from broker.schema_registry import formats, protobuf
@@ -547,3 +549,21 @@ def test_option_strings_are_escaped_as_confluents_escape_chars() -> None:
     for value in values.values():
         assert f'= "{value}";' in parsed, value
     assert protobuf.parse(parsed).text == parsed
+
+
+def _well_known_texts() -> list[tuple[str, str]]:
+    import grpc_tools
+
+    root = Path(grpc_tools.__file__).parent / "_proto"
+    return [(str(p.relative_to(root)), p.read_text()) for p in sorted(root.glob("google/protobuf/**/*.proto"))]
+
+
+@pytest.mark.parametrize(("name", "text"), _well_known_texts(), ids=[n for n, _ in _well_known_texts()])
+def test_the_well_known_files_round_trip(name: str, text: str) -> None:
+    """protobuf's own .proto files as a corpus: descriptor.proto (proto2 defaults, extension ranges, repeated
+    message options such as edition_defaults, retention and targets), the editions feature files, and the rest:
+    each renders to text protoc compiles back to the same descriptor."""
+    schema = protobuf.parse(text)
+    again = protobuf.parse(schema.text)
+    assert again.file == schema.file and again.text == schema.text
+    assert protobuf.parse(schema.serialized()).text == schema.text
