@@ -1,7 +1,9 @@
 """Kafka request and response framing above the size prefix: headers, bodies, and the versions served.
 
 Every message schema is kio's (generated from Kafka's published JSON message definitions); nothing here is a
-hand-written schema. What this module adds is Kafka's header rules:
+hand-written schema. Bodies are read by kio's native readers and written by writers compiled from kio's schemas
+(broker/kafka/writers.py: kio's bytes, without its per-field overhead). What this module adds is Kafka's header
+rules:
 
 * a request header is v1 (api key, api version, correlation id, nullable client id) for a non-flexible
   request version and v2 (the same plus tagged fields) for a flexible one; the first four fields have the same
@@ -21,15 +23,16 @@ import functools
 import struct
 import sys
 from dataclasses import dataclass, fields
-from typing import Any, cast
+from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.serial.readers import read_unsigned_varint
 from kio.static.constants import EntityType
 
+from broker.kafka.writers import entity_writer
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 PRODUCE = 0
@@ -219,21 +222,13 @@ def _header_end(frame: bytes | memoryview, flexible: bool) -> int:
     return pos
 
 
-class _Pieces(list[Any]):
-    """What kio writes a response to: its pieces, joined once at the end. A fetch answer's record batches are
-    bytes of a megabyte each; written to a ``BytesIO`` they would be copied into it, again as it grows, and
-    once more out of it."""
-
-    write = list.append
-
-
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """The whole frame: size, the response header the schema names (v0 or v1), the body."""
     cls = type(body)
     header_cls = cls.__header_schema__
-    out = _Pieces([b""])  # the size, once known
-    entity_writer(header_cls)(cast(Any, out), header_cls(correlation_id=correlation_id))
-    entity_writer(cls)(cast(Any, out), body)
+    out: list[Any] = [b""]  # the size, once known; pieces joined once (record batches are not copied twice)
+    entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+    entity_writer(cls)(out, body)
     out[0] = _SIZE.pack(sum(map(len, out)))
     return b"".join(out)
 
@@ -290,9 +285,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     header_cls = cls.__header_schema__
     header = make(header_cls, request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
                   client_id=client_id)
-    out = _Pieces([b""])
-    entity_writer(header_cls)(cast(Any, out), header)
-    entity_writer(cls)(cast(Any, out), body)
+    out: list[Any] = [b""]
+    entity_writer(header_cls)(out, header)
+    entity_writer(cls)(out, body)
     out[0] = _SIZE.pack(sum(map(len, out)))
     return b"".join(out)
 
