@@ -373,7 +373,7 @@ class SchemaRegistryService:
         identity = (parsed.schema_type, parsed.canonical, refs)
         live = self.state.versions(subject)
         for v in live:
-            if v.identity() == identity and (op.get("id") in (None, v.id)):
+            if self.identity(v) == identity and (op.get("id") in (None, v.id)):
                 return [], {"id": v.id}
         wanted_id = op.get("id")
         if wanted_id is not None and mode != "IMPORT":
@@ -387,9 +387,9 @@ class SchemaRegistryService:
                 raise IncompatibleSchemaError(
                     f"Schema being registered is incompatible with an earlier schema for subject \"{subject}\", "
                     f"details: [{', '.join(messages)}]")
-        if wanted_id is not None and any(v.identity() != identity for v in self.state.by_id(wanted_id)):
+        if wanted_id is not None and any(self.identity(v) != identity for v in self.state.by_id(wanted_id)):
             raise SchemaOperationNotPermittedError(f"Overwrite new schema with id {wanted_id} is not permitted.")
-        schema_id = int(wanted_id) if wanted_id is not None else self.state.id_of(identity)
+        schema_id = int(wanted_id) if wanted_id is not None else self.state.id_of(identity, self.identity)
         if schema_id is None:
             schema_id = self.state.max_id + 1
         every = self.state.versions(subject, deleted=True)
@@ -507,6 +507,15 @@ class SchemaRegistryService:
             references = list(self._named_references(tuple(refs)))
         return formats.parse(schema_type, text, references, normalize=bool(body.get("normalize"))), tuple(refs)
 
+    def identity(self, v: SchemaVersion) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
+        """A stored version's identity as a schema registered now would have it: a Protobuf schema's text
+        rendered again by today's renderer (text stored by an earlier one is the same schema, and must keep its id
+        and version), every other schema's text as stored (its canonical form never changed)."""
+        if v.schema_type == formats.PROTOBUF:
+            with contextlib.suppress(OdradekError):
+                return v.schema_type, self.parsed(v).canonical, v.references
+        return v.identity()
+
     def parsed(self, v: SchemaVersion) -> formats.ParsedSchema:
         if v.schema_type in (formats.PROTOBUF, formats.JSON):
             return formats.parse(v.schema_type, v.schema, list(self._named_references(v.references)))
@@ -582,7 +591,7 @@ class SchemaRegistryService:
         parsed, refs = self.parse_request(body)
         identity = (parsed.schema_type, parsed.canonical, refs)
         for v in reversed(self.state.versions(subject, deleted=deleted)):
-            if v.identity() == identity:
+            if self.identity(v) == identity:
                 return v
         raise SchemaNotFoundError("Schema not found")
 

@@ -13,6 +13,7 @@ the primary's at the same offset; ``max_id`` never decreases.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,11 +127,15 @@ class RegistryState:
         return [v for versions in self.subjects.values() for v in versions.values()
                 if v.id == schema_id and (deleted or not v.deleted)]
 
-    def id_of(self, identity: tuple[str, str, tuple[tuple[str, str, int], ...]]) -> int | None:
-        """The id already given to this schema (type, text, references), under any subject."""
+    def id_of(self, identity: tuple[str, str, tuple[tuple[str, str, int], ...]],
+              key: Callable[[SchemaVersion], tuple[str, str, tuple[tuple[str, str, int], ...]]] | None = None,
+              ) -> int | None:
+        """The id already given to this schema (type, text, references), under any subject; ``key`` gives a
+        stored version's identity (its own ``identity()`` by default)."""
+        key = key or SchemaVersion.identity
         for versions in self.subjects.values():
             for v in versions.values():
-                if v.identity() == identity:
+                if key(v) == identity:
                     return v.id
         return None
 

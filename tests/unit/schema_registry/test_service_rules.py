@@ -132,3 +132,21 @@ def test_json_schema_references_are_checked_and_validated_through_what_they_name
         serde.encode(parsed, {"home": {"zip": "12345"}})
     with pytest.raises(E.JsonConversionError, match="cannot resolve"):
         serde.encode(s.parse_request({"schema": json.dumps({"$ref": "missing.json"}), "schemaType": "JSON"})[0], 1)
+
+
+def test_a_protobuf_schema_stored_in_an_earlier_rendering_keeps_its_id_and_version() -> None:
+    """The registry stores a Protobuf schema as its renderer writes it; text an earlier renderer stored (here: a
+    proto2 ``syntax`` line and other spacing, as the registry wrote them before it followed Confluent's rendering)
+    is the same schema, so registering or looking it up again finds that version instead of adding one."""
+    from broker.schema_registry.store import schema_key
+
+    text = 'syntax = "proto2";\npackage p;\n\nmessage M {\n  optional int32 a = 1;\n}\n'
+    s = service()
+    s.state.apply(schema_key("m-value", 1), json.dumps({
+        "subject": "m-value", "version": 1, "id": 7, "schema": text, "schemaType": "PROTOBUF", "deleted": False,
+    }).encode())
+    s.state.apply(b'{"keytype": "ID_HIGH_WATER", "magic": 0}', json.dumps({"id": 7}).encode())
+    assert s.parsed(s.version("m-value", "1")).canonical != text  # stored as an earlier renderer wrote it
+    assert s._plan(reg("m-value", text, schemaType="PROTOBUF")) == ([], {"id": 7})
+    assert run(s, reg("other-value", text, schemaType="PROTOBUF"))["id"] == 7  # the same id under another subject
+    assert s.lookup("m-value", {"schema": text, "schemaType": "PROTOBUF"}).version == 1
