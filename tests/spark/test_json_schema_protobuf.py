@@ -5,13 +5,16 @@ What a user does: produce through the REST Proxy with a schema (``value_schema``
 ``<topic>-value``), read the topic in Spark with ``value.format=json_schema`` or ``protobuf`` as a struct column;
 a record that does not fit (written raw, bypassing the REST Proxy's checks) stops a FAILFAST read naming its
 offset and reads as null under PERMISSIVE. A struct column written with ``value.format=json_schema`` is
-registered as a JSON schema and read back.
+registered as a JSON schema and read back; one written with ``value.format=protobuf`` is registered as the
+struct's own proto3 schema (or written with the subject's schema when it fits) and reads back through the
+connector, the REST Proxy and confluent-kafka's ProtobufDeserializer with the same values.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
+import decimal
 import json
 from typing import Any
 
@@ -138,3 +141,87 @@ def test_protobuf_produced_over_rest_reads_as_a_typed_struct_column(spark: Any,
         read(spark, cluster, topic, "protobuf").select("value.id").collect()
     permissive = read(spark, cluster, topic, "protobuf", mode="PERMISSIVE").selectExpr("offset", "value.id")
     assert sorted((r["offset"], r["id"]) for r in permissive.collect()) == [*((i, i) for i in range(20)), (20, None)]
+
+
+def write(df: Any, c: LocalProcessBackend, topic: str, fmt: str) -> None:
+    (df.write.format("odradek").option("bootstrap.servers", bootstrap(c)).option("topic", topic)
+     .option("value.format", fmt).mode("append").save())
+
+
+def message_class(url: str, subject: str) -> Any:
+    """The registered version's message class, built as a Confluent client builds it: from the descriptor the
+    registry answers with ``format=serialized`` (its imports: well-known types only, here)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+
+    status, latest, _ = request("GET", f"{url}/subjects/{subject}/versions/latest?format=serialized", accept=SR)
+    assert status == 200, latest
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(latest["schema"]))
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(fdp.SerializeToString())
+    name = f"{fdp.package}.{fdp.message_type[0].name}" if fdp.package else fdp.message_type[0].name
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+
+
+def test_a_struct_column_written_as_protobuf_is_registered_and_read_back_by_every_reader(
+        spark: Any, cluster: LocalProcessBackend) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = new_topic(cluster, partitions=1, rf=3, prefix="protobuf-write")
+    url = cluster.broker_url(cluster.broker_ids()[0])
+    at = datetime.datetime(2024, 3, 1, 12, 0, tzinfo=datetime.UTC)
+    rows = [(i, f"name-{i}" if i % 3 else None, [f"t{i}", "x"], {"a": i}, at + datetime.timedelta(seconds=i),
+             (f"c{i}",), decimal.Decimal(2**64 - 1 - i)) for i in range(10)]
+    df = spark.createDataFrame(rows, "id long, name string, tags array<string>, counts map<string, int>, "
+                                     "at timestamp, ship struct<city: string>, big decimal(20, 0)")
+    write(df.selectExpr("struct(*) AS value"), cluster, topic, "protobuf")
+
+    status, latest, _ = request("GET", f"{url}/subjects/{topic}-value/versions/latest", accept=SR)
+    assert status == 200 and latest["schemaType"] == "PROTOBUF" and latest["version"] == 1, latest
+    assert "message TopLevelRecord {" in latest["schema"] and "optional string name = 2;" in latest["schema"]
+
+    back = read(spark, cluster, topic, "protobuf")
+    assert back.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,name:string,tags:array<string>,counts:map<string,int>,at:timestamp,"
+        "ship:struct<city:string>,big:decimal(20,0)>")
+    got = [r["value"] for r in back.select("value").collect()]
+    assert sorted((v["id"], v["name"], list(v["tags"]), dict(v["counts"]), v["at"].astimezone(datetime.UTC),
+                   (v["ship"]["city"],), v["big"]) for v in got) == \
+        [(i, n, t, c, a, s, b) for i, n, t, c, a, s, b in rows]
+
+    # The cluster's REST Proxy decodes the records with the registered schema (int64 as JSON strings).
+    status, answer, _ = request("GET", f"{url}/topics/{topic}/partitions/0/records?offset=0", accept=PROTOBUF_V2)
+    assert status == 200 and sorted(int(r["value"]["id"]) for r in answer["records"]) == list(range(10)), answer
+
+    # confluent-kafka's deserializer, given the message class of the registered descriptor.
+    deserialize = ProtobufDeserializer(message_class(url, f"{topic}-value"), {"use.deprecated.format": False})
+    raw = spark.read.format("odradek").option("bootstrap.servers", bootstrap(cluster)).option("subscribe", topic) \
+        .load().select("value").collect()
+    messages = [deserialize(bytes(r["value"]), SerializationContext(topic, MessageField.VALUE)) for r in raw]
+    assert sorted((m.id, m.name if m.HasField("name") else None, m.ship.city, m.big) for m in messages) == \
+        [(i, n, s[0], b) for i, n, _, _, _, s, b in rows]
+
+
+def test_a_struct_that_fits_the_subjects_protobuf_schema_is_written_with_it(spark: Any,
+                                                                             cluster: LocalProcessBackend) -> None:
+    topic = new_topic(cluster, partitions=1, rf=3, prefix="protobuf-fit")
+    url = cluster.broker_url(cluster.broker_ids()[0])
+    first = {"id": 100, "item": "rest", "status": "NEW", "tags": [], "counts": {}, "at": "2024-01-01T00:00:00Z"}
+    produce(cluster, topic, PROTOBUF_V2, {"value_schema": ORDER_PROTO, "records": [{"value": first, "partition": 0}]})
+    df = spark.createDataFrame([(i, f"item-{i}", "DONE" if i % 2 else "NEW", {"a": i}) for i in range(6)],
+                               "id long, item string, status string, counts map<string, int>")
+    write(df.selectExpr("struct(*) AS value"), cluster, topic, "protobuf")
+    status, versions, _ = request("GET", f"{url}/subjects/{topic}-value/versions", accept=SR)
+    assert status == 200 and versions == [1], versions  # written with the REST producer's schema, enum and all
+
+    rows = read(spark, cluster, topic, "protobuf").selectExpr("value.id", "value.item", "value.status",
+                                                             "value.counts['a'] AS a").collect()
+    assert sorted((r["id"], r["item"], r["status"], r["a"]) for r in rows) == \
+        [*((i, f"item-{i}", "DONE" if i % 2 else "NEW", i) for i in range(6)), (100, "rest", "NEW", None)]
+
+    # A status the enum does not have fails the write, naming the field and the enum's values.
+    lost = spark.createDataFrame([(7, "LOST")], "id long, status string")
+    with pytest.raises(Exception, match=r"value\.status: 'LOST' is not a value of enum shop\.Order\.Status "
+                                        r"\(NEW, DONE\)"):
+        write(lost.selectExpr("struct(*) AS value"), cluster, topic, "protobuf")
