@@ -154,8 +154,9 @@ def _base64(text: str) -> bytes | None:
         return None
 
 
-_BUILTIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proto")  # confluent/meta.proto
-_CONFLUENT_IMPORTS = ("confluent/meta.proto",)  # Confluent's own imports, resolved as well-known (no reference)
+_BUILTIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proto")  # Confluent's own .proto files
+# Confluent's own imports, resolved as well-known (no reference), as its clients send none for them
+_CONFLUENT_IMPORTS = ("confluent/meta.proto", "confluent/type/decimal.proto")
 
 
 @functools.cache

@@ -317,17 +317,32 @@ def test_an_option_no_imported_file_declares_is_refused() -> None:
         formats.parse("PROTOBUF", base64.standard_b64encode(fdp.SerializeToString()).decode())
 
 
-def test_confluent_meta_resolves_as_confluent_ships_it() -> None:
-    """confluent/meta.proto needs no reference (ProtobufSchema.KNOWN_DEPENDENCIES), and is Confluent's file:
-    confluent.Meta with doc, params and tags, the five *_meta options at 1088."""
-    meta = next(d for d in parse(CUSTOM).deps if d.name == "confluent/meta.proto")
-    assert meta.package == "confluent" and [m.name for m in meta.message_type] == ["Meta"]
-    assert [f.name for f in meta.message_type[0].field] == ["doc", "params", "tags"]
-    assert [(e.name, e.number, e.extendee) for e in meta.extension] == [
-        ("file_meta", 1088, ".google.protobuf.FileOptions"), ("message_meta", 1088, ".google.protobuf.MessageOptions"),
-        ("field_meta", 1088, ".google.protobuf.FieldOptions"), ("enum_meta", 1088, ".google.protobuf.EnumOptions"),
-        ("enum_value_meta", 1088, ".google.protobuf.EnumValueOptions")]
-    assert meta.options.java_package == "io.confluent.protobuf"
+@pytest.mark.parametrize(("name", "module"), [
+    ("confluent/meta.proto", "confluent_kafka.schema_registry.confluent.meta_pb2"),
+    ("confluent/type/decimal.proto", "confluent_kafka.schema_registry.confluent.type.decimal_pb2"),
+])
+def test_confluents_own_imports_resolve_as_its_client_ships_them(name: str, module: str) -> None:
+    """confluent/meta.proto and confluent/type/decimal.proto need no reference (ProtobufSchema.KNOWN_DEPENDENCIES),
+    and are Confluent's files: the messages, fields and extensions of the descriptors confluent-kafka's own
+    serializers carry (file options such as java_package or go_package aside)."""
+    import importlib
+
+    from google.protobuf import descriptor_pb2
+
+    schema = parse(f'syntax = "proto3";\npackage t;\nimport "{name}";\nmessage T {{ int32 x = 1; }}\n')
+    ours = next(d for d in schema.deps if d.name == name)
+    theirs = descriptor_pb2.FileDescriptorProto()
+    importlib.import_module(module).DESCRIPTOR.CopyToProto(theirs)
+    for fdp in (ours, theirs):
+        fdp.ClearField("options")
+        fdp.ClearField("source_code_info")
+    assert ours == theirs
+    if name == "confluent/meta.proto":
+        assert [(e.name, e.number, e.extendee) for e in ours.extension] == [
+            ("file_meta", 1088, ".google.protobuf.FileOptions"),
+            ("message_meta", 1088, ".google.protobuf.MessageOptions"),
+            ("field_meta", 1088, ".google.protobuf.FieldOptions"), ("enum_meta", 1088, ".google.protobuf.EnumOptions"),
+            ("enum_value_meta", 1088, ".google.protobuf.EnumValueOptions")]
 
 
 # ------------------------------------------------------------------------------------------------- proto2 groups
