@@ -218,20 +218,12 @@ def resolve_avro(options: SourceOptions) -> SourceOptions:
 
 
 def _json_schema_column(registry: Any, f: Any) -> Any:
-    from odradek_spark.json_schema import JsonSchemaColumn, JsonSchemaError
+    from odradek_spark.json_schema import JsonSchemaError, resolve_column
 
-    body = registry.version_info(f.subject, f.version or "latest")
-    kind = body.get("schemaType", "AVRO")
-    if kind != "JSON":
-        raise OptionError(f"{f.column}.format=json_schema: subject {f.subject!r} version {body['version']} is a "
-                          f"{kind} schema, not JSON")
-    column = JsonSchemaColumn(f.column, f.subject, int(body["version"]), int(body["id"]), str(body["schema"]), f.mode)
     try:
-        column.spark_field()  # refuses what has no Spark type now, when the query is defined
-    except (JsonSchemaError, ValueError) as e:
-        raise OptionError(f"{f.column}.format=json_schema (subject {f.subject} version {column.version}): {e}"
-                          ) from None
-    return column
+        return resolve_column(registry, f)  # with the schemas its $ref may name, fetched from the registry
+    except JsonSchemaError as e:
+        raise OptionError(f"{f.column}.format=json_schema: {e}") from None
 
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:
