@@ -308,7 +308,10 @@ def test_ids_are_stable_across_a_primary_sigkill(c: LocalProcessBackend) -> None
 
     after = wait_until(register_after, 3 * SLOW_MACHINE_S, "a registration after the primary's SIGKILL")
     assert after > max(before)
-    assert writer(c) == (deposed[0], deposed[1] + 1)  # the new primary's epoch: one more, claimed in ZooKeeper
+    # the new primary's epoch, claimed in ZooKeeper: larger (more than one more when, on a loaded machine, a
+    # primary's session expired right after its election and another broker took over again)
+    claimed = writer(c)
+    assert claimed[0] == deposed[0] and claimed[1] > deposed[1], (deposed, claimed)
     url = c.broker_url(live[0])
     leader = c.broker_url(metadata(url, "_schemas")["partitions"][0]["leader"])
     rogue = encode_batch([(json.dumps({"keytype": "SCHEMA", "subject": s, "version": 9, "magic": 1}).encode(),
