@@ -25,11 +25,14 @@ KafkaExceptionMapper). Whole-request errors come before the stream starts, as pl
 
 Schema types (kafka-rest's v3 ProduceAction with SchemaManagerImpl and SchemaRecordSerializerImpl): a key or
 value of type AVRO, JSONSCHEMA or PROTOBUF, or with no ``type`` (look the schema up), and ``schema_id``,
-``schema_version``, ``schema`` and ``subject``, is encoded and Confluent-framed by the cluster's own Schema
-Registry (the registry service's ``encode_v3``; the topic-name strategy); its report adds ``subject``,
-``schema_id`` and ``schema_version``. A record that does not fit its schema, or a schema that does not parse, is
-400 for that record (SchemaRecordSerializerImpl's BadRequestException), an unknown schema id or subject the
-registry's 40403/40401.
+``schema_version``, ``schema`` and ``subject`` or ``subject_name_strategy`` (TOPIC_NAME, the default;
+RECORD_NAME; TOPIC_RECORD_NAME), is encoded and Confluent-framed by the cluster's own Schema Registry (the
+registry service's ``encode_v3``, which derives the subject as SchemaManagerImpl does); its report adds
+``subject``, ``schema_id`` and ``schema_version``. A record that does not fit its schema, or a schema that does
+not parse, is 400 for that record (SchemaRecordSerializerImpl's BadRequestException), an unknown schema id or
+subject the registry's 40403/40401; ``subject`` with a strategy, or a record-name strategy with
+``schema_version`` or no schema at all, is 400, and a schema with no record name under a record-name strategy
+50002 (RecordNameStrategy's SerializationException, which kafka-rest's stream maps as a Kafka error).
 
 Records are produced in groups: whatever complete request objects the body holds when the previous group is
 done (at most ``--max-records-per-request``), one batch per partition through the produce service, so a group's

@@ -100,6 +100,31 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=False)
 
 
+def record_name(schema: ParsedSchema) -> str | None:
+    """The schema's name as Confluent's ``ParsedSchema.name()`` gives it: what the record-name subject
+    strategies (RecordNameStrategy, TopicRecordNameStrategy) register under. Why here: the name is a fact of
+    each format, read from the parsed schema, so the REST Proxy's subject follows the same parse the registry
+    stored. Avro (AvroSchema.name): a record's (or error's) full name, else None. JSON Schema (JsonSchema.name,
+    ``getString("title")``): the top-level ``title``, else None (a boolean schema has none; a title that is
+    not a string never gets here, as ``parse`` refuses it against the metaschema). Protobuf
+    (ProtobufSchema.name): the first message's full name (``package.Name``), else the first enum's; a file
+    with neither raises InvalidSchemaError, as Confluent's IllegalArgumentException. None means "not a record":
+    the caller refuses it as the strategy does."""
+    if schema.schema_type == PROTOBUF:
+        file = schema.obj.file
+        types = list(file.message_type) or list(file.enum_type)
+        if not types:
+            raise InvalidSchemaError("Protobuf schema definition contains no type definitions")
+        return f"{file.package}.{types[0].name}" if file.package else str(types[0].name)
+    if schema.schema_type == AVRO:
+        obj = _avro_type(schema.obj, schema.named)  # a bare name of a referenced record is that record
+        if isinstance(obj, dict) and obj.get("type") in ("record", "error"):
+            return str(obj["name"])  # fastavro's parse leaves the full name (namespace applied) here
+        return None
+    title = schema.obj.get("title") if isinstance(schema.obj, dict) else None
+    return title if isinstance(title, str) else None  # parse's metaschema check keeps a title a string
+
+
 def check(level: str, new: ParsedSchema, previous: list[ParsedSchema]) -> list[str]:
     """Messages for each way ``new`` breaks ``level`` against ``previous`` (newest first; the caller passes
     only the latest for the non-transitive levels); empty when compatible."""

@@ -75,6 +75,7 @@ from odradek.protocol.errors import (
     SubjectNotSoftDeletedError,
     SubjectSoftDeletedError,
     TopicAlreadyExistsError,
+    UnknownServerError,
     ValueSchemaMissingError,
 )
 from odradek.protocol.records.batch import encode_batch, iter_batch_headers
@@ -711,37 +712,59 @@ class SchemaRegistryService:
         report's ``{"type", "subject", "schema_id", "schema_version", "size"}``. The schema is found as
         kafka-rest's SchemaManagerImpl.getSchema finds it: by ``schema_id``; else by ``schema_version`` of the
         subject; else ``schema`` registered under the subject (which needs ``type``); else the subject's latest
-        version. The subject is ``subject``, else the topic-name strategy's ``<topic>-key``/``<topic>-value``
-        (the only strategy served). ``type`` (AVRO, JSONSCHEMA or PROTOBUF), when given, must be the schema's."""
+        version. ``type`` (AVRO, JSONSCHEMA or PROTOBUF), when given, must be the schema's.
+
+        The subject is ``subject``, else ``subject_name_strategy``'s (ProduceRequest's EnumSubjectNameStrategy;
+        TOPIC_NAME when absent, kafka-rest's default): TOPIC_NAME ``<topic>-key``/``<topic>-value``,
+        RECORD_NAME the schema's record name (``formats.record_name``), TOPIC_RECORD_NAME ``<topic>-<name>``.
+        Invariants, each as kafka-rest: ``subject`` with a strategy is 400 (ProduceRequestData's checkState); a
+        record-name strategy needs the schema before the subject, so with ``schema_version`` or nothing (the
+        latest) it is 400 "Cannot use schema_subject_strategy=... without schema_id or schema."
+        (getSchemaSubjectUnsafe, through ProduceAction's BadRequestException); a schema with no record name
+        (an Avro non-record, a JSON Schema with no ``title``) is RecordNameStrategy's SerializationException,
+        which the v3 stream answers 50002; with ``schema_id`` the schema must be registered under the derived
+        subject (getSchemaVersion: the registry's 40401/40403); ``schema`` is registered under the derived
+        subject, nothing being written when the subject cannot be derived. The report names that subject."""
         kind = spec.get("type")
         wanted = _V3_TYPES.get(kind.upper()) if isinstance(kind, str) else None
         if kind is not None and wanted is None:
             raise InvalidRequestError(f'"{part}.type" {str(kind)[:40]!r} has no schema here; AVRO, JSONSCHEMA or '
                                       "PROTOBUF")
         strategy = spec.get("subject_name_strategy")
-        if strategy is not None and str(strategy).upper() != "TOPIC_NAME":
-            raise InvalidRequestError(f'"{part}.subject_name_strategy" {str(strategy)[:40]!r} is not supported; '
-                                      "TOPIC_NAME (the default) is")
+        if strategy is not None and (not isinstance(strategy, str) or strategy.upper() not in _V3_STRATEGIES):
+            raise InvalidRequestError(f'"{part}.subject_name_strategy" {str(strategy)[:40]!r} is not one of '
+                                      f"{', '.join(_V3_STRATEGIES)}")
+        strategy = strategy.upper() if strategy is not None else None
         subject = spec.get("subject")
         if subject is not None and not isinstance(subject, str):
             raise InvalidRequestError(f'"{part}.subject" must be a string')
-        subject = subject or f"{topic}-{part}"
+        if subject is not None and strategy is not None:
+            raise InvalidRequestError("Only one of 'subject_name_strategy' or 'subject' can be used.")
         schema_id, version = spec.get("schema_id"), spec.get("schema_version")
         if schema_id is not None:
             if type(schema_id) is not int:
                 raise InvalidRequestError(f'"{part}.schema_id" must be an integer')
             found = self.schema_by_id(schema_id)
+            if subject is None:
+                subject = _v3_subject(topic, part, strategy, self.parsed(found))
+            found = self._v3_registered_under(subject, found)
         elif version is not None:
             if type(version) is not int:
                 raise InvalidRequestError(f'"{part}.schema_version" must be an integer')
+            if subject is None:
+                subject = _v3_subject(topic, part, strategy, None)
             found = self.version(subject, str(version))
         elif spec.get("schema") is not None:
             if wanted is None:
                 raise InvalidRequestError(f'"{part}.type" is needed with "{part}.schema": AVRO, JSONSCHEMA or '
                                           "PROTOBUF")
+            if subject is None:
+                subject = _v3_subject(topic, part, strategy, _v3_parse(wanted, spec["schema"]))
             registered, _ = await self.embedded_schema(subject, wanted, spec["schema"], None)
-            found = next(v for v in self.state.versions(subject) if v.id == registered)
+            found = self._v3_registered_under(subject, self.schema_by_id(registered))
         else:
+            if subject is None:
+                subject = _v3_subject(topic, part, strategy, None)
             found = self.version(subject, "latest")
         if wanted is not None and found.schema_type != wanted:
             raise EmbeddedSchemaInvalidError(f"Invalid schema: schema {found.id} is {found.schema_type}, not "
@@ -750,12 +773,56 @@ class SchemaRegistryService:
             raise EmbeddedSchemaInvalidError(f"Invalid schema: {found.schema_type} is not served by the REST produce")
         data = spec.get("data")
         encoded = None if data is None else serde.frame(found.id, serde.encode(self.parsed(found), data))
-        versions = [v.version for v in self.state.by_id(found.id, deleted=False) if v.subject == subject]
         return encoded, {"type": _V3_NAMES[found.schema_type], "subject": subject, "schema_id": found.id,
-                         "schema_version": versions[-1] if versions else None,
-                         "size": -1 if encoded is None else len(encoded)}
+                         "schema_version": found.version, "size": -1 if encoded is None else len(encoded)}
+
+    def _v3_registered_under(self, subject: str, found: SchemaVersion) -> SchemaVersion:
+        """The live version of ``subject`` holding schema ``found.id`` (its newest), as kafka-rest's
+        getSchemaVersion asks the registry (``getVersion(subject, schema)``): a subject with no live version is
+        40401, a subject without this schema 40403, the registry's own answers to that lookup."""
+        held = [v for v in self.state.by_id(found.id, deleted=False) if v.subject == subject]
+        if held:
+            return held[-1]
+        if not self.state.versions(subject):
+            raise SubjectNotFoundError(f"Subject '{subject}' not found.")
+        raise SchemaNotFoundError("Schema not found")
+
+
+def _v3_parse(schema_type: str, text: Any) -> formats.ParsedSchema:
+    """A v3 ``schema`` parsed to derive its subject before it is registered, refused as ``embedded_schema``
+    refuses it (42205's message, answered 400 by the v3 stream), so no strategy sees an unparsed schema."""
+    if not isinstance(text, str):
+        raise EmbeddedSchemaInvalidError("Invalid schema: the schema must be a string holding its text")
+    try:
+        return formats.parse(schema_type, text)
+    except InvalidSchemaError as e:
+        raise EmbeddedSchemaInvalidError(f"Invalid schema: {e.message.removeprefix('Invalid schema: ')}") from None
+
+
+def _v3_subject(topic: str, part: str, strategy: str | None, schema: formats.ParsedSchema | None) -> str:
+    """The subject ``strategy`` (None: kafka-rest's default, TOPIC_NAME) names for ``part`` of ``topic``, with
+    ``schema`` when the branch has one (None for ``schema_version`` and the latest), as kafka-rest's
+    EnumSubjectNameStrategy delegates: TopicNameStrategy ignores the schema; RecordNameStrategy and
+    TopicRecordNameStrategy answer null without one (getSchemaSubjectUnsafe's 400) and throw
+    SerializationException for a schema with no record name (50002 in the v3 stream, KafkaExceptionMapper)."""
+    if strategy is None or strategy == "TOPIC_NAME":
+        return f"{topic}-{part}"
+    if schema is None:
+        raise InvalidRequestError(f"Cannot use schema_subject_strategy={strategy} without schema_id or schema.")
+    try:
+        name = formats.record_name(schema)
+    except InvalidSchemaError as e:  # Protobuf with no type: Confluent's IllegalArgumentException, a 400
+        raise InvalidRequestError(e.message) from None
+    if name is None:
+        java_class = "RecordNameStrategy" if strategy == "RECORD_NAME" else "TopicRecordNameStrategy"
+        raise UnknownServerError(f"In configuration {part}.subject.name.strategy = "
+                                 f"io.confluent.kafka.serializers.subject.{java_class}, the message {part} must "
+                                 "only be a record schema")
+    return name if strategy == "RECORD_NAME" else f"{topic}-{name}"
 
 
 # The v3 produce's data types with a schema, and the registry's schemaType for each (and back).
 _V3_TYPES = {"AVRO": formats.AVRO, "JSONSCHEMA": formats.JSON, "PROTOBUF": formats.PROTOBUF}
 _V3_NAMES = {v: k for k, v in _V3_TYPES.items()}
+# kafka-rest's ProduceRequest.EnumSubjectNameStrategy: the subject_name_strategy values a v3 produce accepts.
+_V3_STRATEGIES = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")

@@ -214,3 +214,52 @@ def test_v3_produce_with_schemas(c: LocalProcessBackend) -> None:
     assert all(r["value"]["schema_id"] == schema_id for r in reports[:3])
     status, read, _ = request("GET", f"{urls[0]}/topics/{topic}/partitions/0/records?offset=0", accept=AVRO_V2)
     assert status == 200 and [r["value"]["name"] for r in read["records"]] == ["v3a", "v3b", "v3c"], read
+
+
+def _v3_produce(url: str, cluster_id: str, topic: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A v3 produce of ``objects`` (one request object per line) and its per-record reports, in order."""
+    raw = "\n".join(json.dumps(o) for o in objects).encode()
+    req = urllib.request.Request(f"{url}/v3/clusters/{cluster_id}/topics/{topic}/records", data=raw, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=SLOW_MACHINE_S) as resp:  # one JSON report per line
+        return [json.loads(line) for line in resp.read().decode().splitlines()]
+
+
+def test_v3_produce_with_record_name_strategies(c: LocalProcessBackend) -> None:
+    """kafka-rest's v3 ``subject_name_strategy`` (ProduceRequest's EnumSubjectNameStrategy, SchemaManagerImpl):
+    RECORD_NAME registers the value's schema under its record's full name, TOPIC_RECORD_NAME the key's under
+    ``<topic>-<full name>``, nothing under ``<topic>-value``; the reports name those subjects; a schema id is
+    found under the name its schema gives; ``schema_version`` with a record-name strategy is 400
+    (getSchemaSubjectUnsafe), a schema with no record name 50002 (RecordNameStrategy's SerializationException);
+    the records read back."""
+    urls, topic = _topic(c)
+    cid = request("GET", f"{urls[0]}/v3/clusters")[1]["data"][0]["cluster_id"]
+    ns = f"ef.n{uuid.uuid4().hex[:8]}"  # record-name subjects are global: a namespace of this run's own
+    event = json.dumps({"type": "record", "name": "Event", "namespace": ns,
+                        "fields": [{"name": "name", "type": "string"}]})
+    key = json.dumps({"type": "record", "name": "Key", "namespace": ns, "fields": [{"name": "id", "type": "string"}]})
+    first = _v3_produce(urls[1], cid, topic, [{
+        "key": {"type": "AVRO", "schema": key, "subject_name_strategy": "TOPIC_RECORD_NAME", "data": {"id": "k1"}},
+        "value": {"type": "AVRO", "schema": event, "subject_name_strategy": "RECORD_NAME", "data": {"name": "e1"}}}])
+    assert [r["error_code"] for r in first] == [200], first
+    value_id, key_id = first[0]["value"]["schema_id"], first[0]["key"]["schema_id"]
+    assert first[0]["value"] == {"type": "AVRO", "subject": f"{ns}.Event", "schema_id": value_id, "schema_version": 1,
+                                 "size": first[0]["value"]["size"]}
+    assert (first[0]["key"]["subject"], first[0]["key"]["schema_version"]) == (f"{topic}-{ns}.Key", 1), first
+    assert request("GET", f"{urls[0]}/subjects/{ns}.Event/versions/latest")[1]["id"] == value_id
+    assert request("GET", f"{urls[0]}/subjects/{topic}-{ns}.Key/versions/latest")[1]["id"] == key_id
+    _error(request("GET", f"{urls[0]}/subjects/{topic}-value/versions/latest"), 404, 40401)
+    reports = _v3_produce(urls[0], cid, topic, [
+        {"value": {"schema_id": value_id, "subject_name_strategy": "RECORD_NAME", "data": {"name": "e2"}}},
+        {"value": {"schema_version": 1, "subject_name_strategy": "RECORD_NAME", "data": {"name": "e3"}}},
+        {"value": {"type": "AVRO", "schema": '{"type": "string"}', "subject_name_strategy": "RECORD_NAME",
+                   "data": "s"}}])
+    assert [r["error_code"] for r in reports] == [200, 400, 50002], reports
+    assert (reports[0]["value"]["subject"], reports[0]["value"]["schema_id"]) == (f"{ns}.Event", value_id)
+    assert reports[1]["message"] == "Cannot use schema_subject_strategy=RECORD_NAME without schema_id or schema."
+    assert reports[2]["message"] == ("In configuration value.subject.name.strategy = io.confluent.kafka.serializers."
+                                     "subject.RecordNameStrategy, the message value must only be a record schema")
+    status, read, _ = request("GET", f"{urls[0]}/topics/{topic}/partitions/0/records?offset=0", accept=AVRO_V2)
+    assert status == 200, read
+    assert [(r["key"], r["value"]) for r in read["records"]] == [({"id": "k1"}, {"name": "e1"}),
+                                                                  (None, {"name": "e2"})], read
