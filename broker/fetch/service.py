@@ -26,6 +26,9 @@ ranges.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +38,12 @@ from broker.log.reads import SliceResult
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
 from broker.replication.follower_fetch import FollowerFetch
-from odradek.protocol.errors import FencedLeaderEpochError, InvalidRequestError, UnknownLeaderEpochError
+from odradek.protocol.errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    OdradekError,
+    UnknownLeaderEpochError,
+)
 from transaction_coordinator.markers import READ_COMMITTED, READ_UNCOMMITTED, isolation_level
 
 if TYPE_CHECKING:
@@ -180,6 +188,32 @@ class FetchService:
         """
         part = await self._router.await_leader(request.topic, request.partition, deadline_after(request.max_wait_ms))
         return await self._read_local(part, request, request.poll_ms, zero_copy=zero_copy)
+
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> None:
+        """Until one of ``partitions`` (topic, partition, the log end offset the caller's read saw) that this
+        broker leads has records past that offset, changes role or epoch, or ``timeout_s`` passes: a replica's
+        fetch waits on all of its partitions with one waiter (Kafka's ``DelayedFetch``), not a long-poll each.
+        Partitions not led here are left out; with none left, it returns at once (the caller's reads answer
+        them)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        parts: list[Partition] = []
+        try:
+            for topic, index, log_end in partitions:
+                try:
+                    part = self._router.leader(topic, index)
+                except OdradekError:
+                    continue
+                part.wake_on_append(waiter)
+                parts.append(part)
+                if part.log_end_offset > log_end:  # appended since the caller's read: nothing to wait for
+                    return
+            if parts:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout_s):
+                        await waiter
+        finally:
+            for part in parts:
+                part.withdraw_waiter(waiter)
 
     async def fetch_anywhere(self, request: FetchRequest) -> PartitionData:
         """A consumer's read from the leader wherever it is: here, or forwarded once to it; leader changes are

@@ -25,8 +25,10 @@ Kafka's ``DelayedFetch`` for a follower: it ends on bytes (counted up to the log
 of the partitions ends it when ``min_bytes`` is 1, as followers send), on an error, or at ``max_wait``; a moved
 high watermark or log start offset does not end it (nor does it in Kafka): the follower learns them with its next
 answer, one round later, which costs it nothing (its high watermark only bounds what it would serve as leader,
-and a new leader's catches up on its followers' first fetches). Each long-poll parks on the partition's append
-event (``Partition.read_for_follower``) and records the same acknowledgement again, which changes nothing.
+and a new leader's catches up on its followers' first fetches). A replica's fetch waits with one waiter on all
+of its empty partitions (``Reader.wait_for_appends``: resolved by the first append or role change among them),
+not a long-poll task per partition, then looks at each once more; each look records the same acknowledgement
+again, which changes nothing. Its reads run one after the other (see ``_read_all``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,9 +46,11 @@ from odradek.protocol.records import LOG_OVERHEAD, iter_batch_headers
 
 
 class Reader(Protocol):
-    """A leader's read of one partition (``FetchService`` is one)."""
+    """A leader's read of one partition, and a replica fetch's one wait on many (``FetchService`` is one)."""
 
     async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData: ...
+
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,19 +77,56 @@ class FetchAnswer:
 async def fetch(reader: Reader, wants: list[FetchWant], *, max_wait_ms: int, min_bytes: int,
                 max_bytes: int, committed: bool) -> list[FetchAnswer]:
     """One answer per want, in the same order (see the module docstring)."""
-    answers = list(await asyncio.gather(*(_read(reader, w, 0, committed) for w in wants)))
-    if max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
+    answers = await _read_all(reader, wants, committed)
+    if max_wait_ms > 0 and wants and not _complete(answers, min_bytes) and wants[0].replica is not None:
+        await _wait_replica(reader, wants, answers, max_wait_ms, min_bytes)
+    elif max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
         await _wait(reader, wants, answers, max_wait_ms, min_bytes, committed)
         # Partitions that got nothing: their offsets as they are now (no storage hop when still empty).
         empty = [i for i, a in enumerate(answers) if a.error is None and not a.size]
-        again = await asyncio.gather(*(_read(reader, wants[i], 0, committed) for i in empty))
+        again = await _read_all(reader, [wants[i] for i in empty], committed)
         for i, answer in zip(empty, again, strict=True):
             answers[i] = answer
     return _within_limits(answers, max_bytes)
 
 
+async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool) -> list[FetchAnswer]:
+    """One look at each partition. A replica's reads one after the other: they are at the log end (nothing to
+    read, answered without suspending) or just behind it (bytes in the page cache), so a task each would cost
+    more than it overlaps. A consumer's concurrently: its reads may go to the disk, and overlap there."""
+    if wants and wants[0].replica is not None:
+        return [await _read(reader, w, 0, committed) for w in wants]
+    return list(await asyncio.gather(*(_read(reader, w, 0, committed) for w in wants)))
+
+
 def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
     return any(a.error is not None for a in answers) or sum(a.size for a in answers) >= max(min_bytes, 1)
+
+
+async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
+                        min_bytes: int) -> None:
+    """A replica's wait: one waiter on all its empty partitions (``Reader.wait_for_appends``), then one more
+    look at each of them, until ``min_bytes`` are read, a read fails, or ``max_wait_ms`` ends; ``answers`` is
+    updated in place. Each look records the follower's fetch again, as a woken long-poll does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000
+    while not _complete(answers, min_bytes):
+        remaining = deadline - loop.time()
+        empty = [i for i, a in enumerate(answers) if a.read is not None and not a.size]
+        if remaining <= 0 or not empty:
+            return
+        # Woken by records past the log end each read saw (not past the fetch offset: a throttled partition
+        # answered empty below its log end must not wake the wait at once, again and again).
+        await reader.wait_for_appends([(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty],
+                                      remaining)
+        again = await _read_all(reader, [wants[i] for i in empty], False)
+        for i, answer in zip(empty, again, strict=True):
+            answers[i] = answer
+
+
+def _log_end(answer: FetchAnswer) -> int:
+    assert answer.read is not None
+    return answer.read.log_end_offset
 
 
 async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,

@@ -191,6 +191,8 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers and acks=all waiters
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
+        # One future per replica fetch waiting on many partitions (``wake_on_append``), resolved with the event
+        self._append_waiters: set[asyncio.Future[None]] = set()
         # Idempotence (producer_state.py): touched only on this partition's storage queue.
         self.producer_state: ProducerStateManager | None = None
         self.idempotency_keys = IdempotencyKeys()
@@ -302,6 +304,20 @@ class Partition:
     def _wake_followers(self) -> None:
         self._appended.set()
         self._appended = asyncio.Event()
+        if self._append_waiters:
+            for waiter in self._append_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._append_waiters.clear()
+
+    def wake_on_append(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve ``waiter`` at this partition's next append, or role or epoch change, as a follower's long-poll
+        is woken: one waiter for every partition of a replica's fetch, instead of a long-poll each. The caller
+        withdraws it (``withdraw_waiter``) when it stops waiting, woken or not."""
+        self._append_waiters.add(waiter)
+
+    def withdraw_waiter(self, waiter: asyncio.Future[None]) -> None:
+        self._append_waiters.discard(waiter)
 
     def not_leader(self, *, appended: bool = False) -> NotLeaderOrFollowerError:
         """``appended``: after our append (an acks=all wait lost leadership), so the batch may survive: marked
@@ -454,9 +470,9 @@ class Partition:
         leo = self.log.log_end_offset
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
-        if parked and zero_copy:  # woken by an append: a header or two, just written (page cache); no thread hop
-            return storage_jobs.slices(self.log, offset, max_bytes, None)
         job = storage_jobs.slices if zero_copy else storage_jobs.read
+        if parked:  # woken by an append: bytes just written (page cache), read here; no thread hop
+            return job(self.log, offset, max_bytes, None)
         return await self._storage.run(None, job, self.log, offset, max_bytes, None)
 
     def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:

@@ -152,11 +152,14 @@ class Router:
     def __init__(self, parts: dict[tuple[str, int], Partition]) -> None:
         self.parts = parts
 
-    async def await_leader(self, topic: str, partition: int, deadline: float) -> Partition:
+    def leader(self, topic: str, partition: int) -> Partition:
         part = self.parts.get((topic, partition))
         if part is None:
             raise UnknownTopicError(f"{topic}-{partition}")
         return part
+
+    async def await_leader(self, topic: str, partition: int, deadline: float) -> Partition:
+        return self.leader(topic, partition)
 
 
 # A follower's fetch at the log end waits up to this for data: the broker's default cap on a fetch's wait
