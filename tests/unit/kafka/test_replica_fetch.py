@@ -308,6 +308,53 @@ def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max
     asyncio.run(main())
 
 
+def test_a_replica_fetchs_one_waiter_leaves_no_partition_holding_it(tmp_path: Path) -> None:
+    """The fetch waits on both partitions with one waiter; answered (by an append to one) or timed out, neither
+    partition keeps it: an idle partition fetched round after round must not collect a waiter per round."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        for _ in range(3):  # timed out: nothing appended within max_wait
+            body = await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                  leader_epoch=4, max_wait_ms=50))
+            assert {p: e.records for p, e in by_partition(body).items()} == {0: b"", 1: b""}
+        fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                                leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
+        await asyncio.sleep(0.1)
+        assert [len(leader.parts[p]._append_waiters) for p in (0, 1)] == [1, 1]  # one waiter, on both
+        await leader.parts[0].append(batch(2), acks=1, timeout_ms=1000)
+        await asyncio.wait_for(fetching, ANSWERED_WITHIN_S)
+        assert [len(leader.parts[p]._append_waiters) for p in (0, 1)] == [0, 0]
+
+    asyncio.run(main())
+
+
+def test_an_append_between_the_look_and_the_wait_answers_the_fetch_at_once(tmp_path: Path) -> None:
+    """The reads of a replica's fetch see both partitions at their log end; a record lands on partition 0 before
+    the fetch starts waiting (its reads can suspend, an append can come in between): the wait sees the log end
+    past what the read saw and does not start, so the fetch is answered with it, not at max_wait."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        fetches = apis._partitions.fetches
+        real = fetches.wait_for_appends
+
+        async def append_first(partitions: Any, timeout_s: float) -> None:
+            await leader.parts[0].append(batch(2), acks=1, timeout_ms=1000)  # after the look, before the wait
+            await real(partitions, timeout_s)
+
+        fetches.wait_for_appends = append_first
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        body = await asyncio.wait_for(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                                leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)),
+                                      ANSWERED_WITHIN_S)
+        assert loop.time() - started < ANSWERED_WITHIN_S
+        assert len(by_partition(body)[0].records) == len(batch(2))
+
+    asyncio.run(main())
+
+
 def test_a_throttled_partition_over_its_quota_is_answered_empty_and_never_holds_back_the_others(
         tmp_path: Path) -> None:
     async def main() -> None:
