@@ -189,31 +189,44 @@ class FetchService:
         part = await self._router.await_leader(request.topic, request.partition, deadline_after(request.max_wait_ms))
         return await self._read_local(part, request, request.poll_ms, zero_copy=zero_copy)
 
-    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> None:
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]:
         """Until one of ``partitions`` (topic, partition, the log end offset the caller's read saw) that this
         broker leads has records past that offset, changes role or epoch, or ``timeout_s`` passes: a replica's
         fetch waits on all of its partitions with one waiter (Kafka's ``DelayedFetch``), not a long-poll each.
-        Partitions not led here are left out; with none left, it returns at once (the caller's reads answer
-        them)."""
+
+        Returns the positions in ``partitions`` worth another look: records past the log end given, or this
+        broker's leadership of it gone or in another epoch. Nothing, when the wait ended with none of that (the
+        caller's first look at the others stands: an idle partition is looked at once per fetch)."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        parts: list[Partition] = []
+        held: list[tuple[int, Partition, int, int]] = []  # (position, partition, its leader epoch, log end seen)
+        changed: list[int] = []
         try:
-            for topic, index, log_end in partitions:
+            for i, (topic, index, log_end) in enumerate(partitions):
                 try:
                     part = self._router.leader(topic, index)
                 except OdradekError:
+                    changed.append(i)  # not led here any more: the look says so
                     continue
                 part.wake_on_append(waiter)
-                parts.append(part)
+                held.append((i, part, part.leader_epoch, log_end))
                 if part.log_end_offset > log_end:  # appended since the caller's read: nothing to wait for
-                    return
-            if parts:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout_s):
-                        await waiter
+                    changed.append(i)
+            if changed or not held:
+                return changed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await waiter
+            return [i for i, part, epoch, log_end in held
+                    if part.log_end_offset > log_end or part.leader_epoch != epoch or not self._leads(part)]
         finally:
-            for part in parts:
+            for _, part, _, _ in held:
                 part.withdraw_waiter(waiter)
+
+    def _leads(self, part: Partition) -> bool:
+        try:
+            return self._router.leader(part.topic, part.partition) is part
+        except OdradekError:
+            return False
 
     async def fetch_anywhere(self, request: FetchRequest) -> PartitionData:
         """A consumer's read from the leader wherever it is: here, or forwarded once to it; leader changes are

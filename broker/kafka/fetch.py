@@ -27,8 +27,9 @@ high watermark or log start offset does not end it (nor does it in Kafka): the f
 answer, one round later, which costs it nothing (its high watermark only bounds what it would serve as leader,
 and a new leader's catches up on its followers' first fetches). A replica's fetch waits with one waiter on all
 of its empty partitions (``Reader.wait_for_appends``: resolved by the first append or role change among them),
-not a long-poll task per partition, then looks at each once more; each look records the same acknowledgement
-again, which changes nothing. Its reads run one after the other (see ``_read_all``).
+not a long-poll task per partition, then looks again only at the partitions appended to (or whose leadership
+changed); each look records the same acknowledgement again, which changes nothing. Its reads run one after the
+other (see ``_read_all``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Reader(Protocol):
 
     async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData: ...
 
-    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> None: ...
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +106,11 @@ def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
 
 async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
                         min_bytes: int) -> None:
-    """A replica's wait: one waiter on all its empty partitions (``Reader.wait_for_appends``), then one more
-    look at each of them, until ``min_bytes`` are read, a read fails, or ``max_wait_ms`` ends; ``answers`` is
-    updated in place. Each look records the follower's fetch again, as a woken long-poll does."""
+    """A replica's wait: one waiter on all its empty partitions (``Reader.wait_for_appends``), then another
+    look at those it names (appended to, or their leadership changed), until ``min_bytes`` are read, a read
+    fails, or ``max_wait_ms`` ends; ``answers`` is updated in place. A partition nothing happened to keeps its
+    first look's answer (no records, its offsets as of the fetch's start: the follower learns a newer high
+    watermark from its next fetch, one round later, as it would in Kafka)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     while not _complete(answers, min_bytes):
@@ -117,10 +120,11 @@ async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[Fe
             return
         # Woken by records past the log end each read saw (not past the fetch offset: a throttled partition
         # answered empty below its log end must not wake the wait at once, again and again).
-        await reader.wait_for_appends([(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty],
-                                      remaining)
-        again = await _read_all(reader, [wants[i] for i in empty], False)
-        for i, answer in zip(empty, again, strict=True):
+        moved = await reader.wait_for_appends(
+            [(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty], remaining)
+        look = [empty[j] for j in moved]
+        again = await _read_all(reader, [wants[i] for i in look], False)
+        for i, answer in zip(look, again, strict=True):
             answers[i] = answer
 
 

@@ -329,6 +329,32 @@ def test_a_replica_fetchs_one_waiter_leaves_no_partition_holding_it(tmp_path: Pa
     asyncio.run(main())
 
 
+def test_after_the_wait_only_the_partition_appended_to_is_looked_at_again(tmp_path: Path) -> None:
+    """The fetch's first look finds both partitions empty; an append to partition 1 ends the wait, and only
+    partition 1 is read again: partition 0, idle, is looked at once per fetch (its answer from the first look)."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        fetches = apis._partitions.fetches
+        real, looks = fetches.fetch, []
+
+        async def counted(request: Any, **kwargs: Any) -> Any:
+            looks.append(request.partition)
+            return await real(request, **kwargs)
+
+        fetches.fetch = counted
+        fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                                leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
+        await asyncio.sleep(0.2)
+        assert sorted(looks) == [0, 1]
+        await leader.parts[1].append(batch(3), acks=1, timeout_ms=1000)
+        parts = by_partition(await asyncio.wait_for(fetching, ANSWERED_WITHIN_S))
+        assert sorted(looks) == [0, 1, 1]
+        assert (parts[0].records, len(parts[1].records), parts[0].high_watermark) == (b"", len(batch(3)), 0)
+
+    asyncio.run(main())
+
+
 def test_an_append_between_the_look_and_the_wait_answers_the_fetch_at_once(tmp_path: Path) -> None:
     """The reads of a replica's fetch see both partitions at their log end; a record lands on partition 0 before
     the fetch starts waiting (its reads can suspend, an append can come in between): the wait sees the log end
@@ -339,9 +365,9 @@ def test_an_append_between_the_look_and_the_wait_answers_the_fetch_at_once(tmp_p
         fetches = apis._partitions.fetches
         real = fetches.wait_for_appends
 
-        async def append_first(partitions: Any, timeout_s: float) -> None:
+        async def append_first(partitions: Any, timeout_s: float) -> list[int]:
             await leader.parts[0].append(batch(2), acks=1, timeout_ms=1000)  # after the look, before the wait
-            await real(partitions, timeout_s)
+            return await real(partitions, timeout_s)
 
         fetches.wait_for_appends = append_first
         loop = asyncio.get_running_loop()
