@@ -753,7 +753,11 @@ class SchemaRegistryService:
                 raise InvalidRequestError(f'"{part}.schema_version" must be an integer')
             if subject is None:
                 subject = _v3_subject(topic, part, strategy, None)
-            found = self.version(subject, str(version))
+            try:
+                found = self.version(subject, str(version))
+            except (SubjectNotFoundError, SchemaVersionNotFoundError):  # kafka-rest's getSchemaFromSchemaVersion
+                raise InvalidRequestError(f"Schema does not exist for subject: {subject}, version: {version}"
+                                          ) from None
         elif spec.get("schema") is not None:
             if wanted is None:
                 raise InvalidRequestError(f'"{part}.type" is needed with "{part}.schema": AVRO, JSONSCHEMA or '

@@ -245,3 +245,16 @@ def test_record_name_of_a_bare_reference_is_the_referenced_record() -> None:
 def test_record_name_of_a_protobuf_with_no_type_raises() -> None:
     with pytest.raises(E.InvalidSchemaError, match="contains no type definitions"):
         formats.record_name(formats.parse("PROTOBUF", 'syntax = "proto3";\n'))
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_a_schema_version_the_subject_does_not_have_is_400_naming_both(registered: bool) -> None:
+    """SMI:137-145: getByVersion's failure (no such subject, or no such version of it) is a BadRequestException,
+    "Schema does not exist for subject: %s, version: %s" (ProduceAction answers it 400 for the record)."""
+    s = in_memory_service()
+    if registered:
+        produce(s, "value", {"type": "AVRO", "schema": AVRO})  # orders-value has version 1 only
+    with pytest.raises(E.InvalidRequestError) as e:
+        produce(s, "value", {"schema_version": 7})
+    assert e.value.message == f"Schema does not exist for subject: {TOPIC}-value, version: 7", "SMI:141-144"
+    assert e.value.http_status == 400
