@@ -375,7 +375,7 @@ class Consumer:
                 # read_committed: the end is the last stable offset, as Kafka's seekToEnd and auto reset give it.
                 return self._transport.get_json(u, path, query={"isolation": self._isolation})
             except OdradekError as exc:
-                if isinstance(exc, REFRESH_ERRORS | UnknownTopicError):
+                if isinstance(exc, (*REFRESH_ERRORS, UnknownTopicError)):
                     self._metadata.request_update()
                 if not _retry_later(exc):
                     raise

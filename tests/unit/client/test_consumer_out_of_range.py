@@ -110,3 +110,26 @@ def test_an_unknown_topic_is_waited_for_not_raised_by_poll(consumer: Consumer) -
     answers.append(UnknownTopicError("gone"))
     with pytest.raises(UnknownTopicError):  # a caller that asks for the answer now still gets the error
         consumer._resolve(TP, consumer._states[TP].__class__(None), raise_errors=True)
+
+
+def test_an_offsets_lookup_during_a_failover_asks_for_metadata_and_the_next_broker(consumer: Consumer) -> None:
+    """A reset's offsets lookup answered LEADER_NOT_AVAILABLE (a leader killed a moment ago) asks for a metadata
+    refresh and goes on to the next broker, instead of failing on how the error is matched (a tuple of error
+    classes `|` a class is a TypeError: a CI run's tail consumer died of it across leader kills)."""
+    from odradek.protocol.errors import LeaderNotAvailableError
+
+    asked: list[str] = []
+    consumer._metadata.leader_url = lambda topic, partition: "http://a"  # type: ignore[method-assign]
+    consumer._metadata.broker_urls = lambda: ["http://a", "http://b"]  # type: ignore[method-assign]
+    refreshes: list[bool] = []
+    consumer._metadata.request_update = lambda: refreshes.append(True)  # type: ignore[method-assign]
+
+    def get_json(url: str, path: str, query: object = None) -> dict[str, int]:
+        asked.append(url)
+        if url == "http://a":
+            raise LeaderNotAvailableError("t-1 has no leader right now")
+        return {"beginning_offset": 3, "end_offset": 9}
+
+    consumer._transport.get_json = get_json  # type: ignore[method-assign]
+    assert consumer._offsets(TP) == {"beginning_offset": 3, "end_offset": 9}
+    assert asked == ["http://a", "http://b"] and refreshes == [True]
