@@ -46,6 +46,8 @@ from kio.serial._introspect import (
 )
 from kio.serial.errors import OutOfBoundValue
 
+from odradek.protocol.records.varint import encode_unsigned_varint
+
 __all__ = ["Writer", "entity_writer", "uvarint"]
 
 Writer = Callable[[list[Any], Any], None]
@@ -63,21 +65,7 @@ _FIXED: dict[str, tuple[str, str]] = {
 _NULLABLE_FIXED = {"uuid": "(_UUID0 if {v} is None else {v}.bytes)",
                    "datetime_i64": "(-1 if {v} is None else round({v}.timestamp() * 1000))"}
 _I16_MAX, _I32_MAX = 2**15 - 1, 2**31 - 1
-_SMALL = tuple(bytes((i,)) for i in range(128))
-
-
-def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint (7 bits a byte, least significant first). ValueError for a negative ``n``."""
-    if 0 <= n < 128:
-        return _SMALL[n]
-    if n < 0:
-        raise ValueError(f"an unsigned varint cannot hold {n}")
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+uvarint = encode_unsigned_varint  # Kafka's unsigned varint (compact lengths, tags); ValueError when negative
 
 
 def _too_long(kind: str, n: int, limit: int) -> OutOfBoundValue:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from odradek.protocol.errors import CorruptRecordError
 
-__all__ = ["NULL_VARINT", "VARINT_CACHE", "VARINT_TABLE", "decode_varint", "encode_varint"]
+__all__ = ["NULL_VARINT", "VARINT_CACHE", "VARINT_TABLE", "decode_varint", "encode_unsigned_varint", "encode_varint"]
 
 
 def _zigzag_bytes(z: int) -> bytes:
@@ -33,6 +33,15 @@ def encode_varint(value: int) -> bytes:
     if z < 16384:
         return VARINT_CACHE[z]
     return _zigzag_bytes(z)
+
+
+def encode_unsigned_varint(value: int) -> bytes:
+    """Unsigned varint (Kafka's compact lengths and tags, KIP-482). ValueError for a negative ``value``."""
+    if 0 <= value < 16384:
+        return VARINT_CACHE[value]
+    if value < 0:
+        raise ValueError(f"an unsigned varint cannot hold {value}")
+    return _zigzag_bytes(value)
 
 
 def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
