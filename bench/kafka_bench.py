@@ -1,7 +1,7 @@
 """The Kafka front door with librdkafka (confluent-kafka) beside the REST path and Redis Streams, in one run, with
 the server's CPU-seconds per million records for each (issue 23, point 6).
 
-    .venv/bin/python bench/kafka_bench.py [--records 1000000] [--rest-records 300000] [--skip rf3,rest,redis,raw]
+    .venv/bin/python bench/kafka_bench.py [--records 1000000] [--rest-records 300000] [--skip rf3,rest,redis,raw,tool]
 
 Rows, each a produce phase then a consume phase over the same records (distinct random 100-byte values,
 ``bench.rest_bench.make_values``; 6 partitions):
@@ -11,6 +11,12 @@ Rows, each a produce phase then a consume phase over the same records (distinct 
   ``produce(topic, value)`` in a loop with ``poll(0)`` and a final ``flush()``, keyless values (librdkafka's sticky
   partitioner, its own batching). The consumer ``assign()``s every partition from the beginning and calls
   ``consume(num_messages=10000)`` until every record was read; only ``len()`` of each list is Python's work.
+* rdkafka_performance, 1 broker acks=1 and 3 brokers RF 3 acks=all: librdkafka's own benchmark tool
+  (examples/rdkafka_performance.c, built unchanged by ``scripts/build-rdkafka-performance.sh`` against Debian's
+  librdkafka) with librdkafka's default configuration: the same client library with no Python binding, whose
+  per-record work (``produce()``, ``poll()``, ``Message`` objects) sets the confluent-kafka rows. Its 100-byte
+  values are the tool's pattern, not random (no compression, so the broker's work is the same). The rate is the
+  tool's own clock, from the first record to the last (``--tool-records``, 2M by default).
 * raw Fetch (1 broker): the same records read by a minimal client of this script, one Fetch v4 for all six
   partitions at a time (8 MiB per partition), counting records from the batch headers: the broker's Fetch path
   without any per-message work on the client's side, so a figure librdkafka's Python binding cannot show.
@@ -32,10 +38,13 @@ import asyncio
 import base64
 import gc
 import os
+import re
+import resource
 import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -172,6 +181,38 @@ def check_delivered(bootstrap: str, topic: str, n: int) -> None:
         c.close()
     if total != n:
         raise RuntimeError(f"{topic}: {total} records in the log, {n} produced")
+
+
+# -------------------------------------------------------------------- librdkafka's own C tool, no Python client
+
+RDKAFKA_PERFORMANCE = Path(__file__).resolve().parent.parent / ".bench" / "bin" / "rdkafka_performance"
+_TOOL_RATE = re.compile(rb"(\d+) messages .*?(?:produced|consumed).*? in (\d+)ms: (\d+) msgs/s")
+
+
+def rdkafka_tool(phase: Phase, mode: str, bootstrap: str, topic: str, n: int, acks: str, pids: list[int]) -> None:
+    """One run of librdkafka's examples/rdkafka_performance (scripts/build-rdkafka-performance.sh) as producer
+    (``-P``: n records of 100 bytes, keyless, librdkafka's partitioner and batching) or consumer (``-C``: every
+    partition from the beginning, queue mode, until n records were read). The tool overrides two of librdkafka's
+    defaults for itself (linger.ms=1000, queued.min.messages=1000000); both are set back to the library's (5 ms,
+    100,000) so the figure is librdkafka's default configuration. The rate is the tool's own (from the first
+    record to the last delivery report or record, as it prints it); the server's CPU is counted over the whole
+    run, the tool's CPU (all its threads) from ``RUSAGE_CHILDREN``, both over the tool's span."""
+    if mode == "P":
+        cmd = ["-P", "-s", "100", "-a", acks, "-X", "linger.ms=5"]
+    else:
+        cmd = ["-C", "-o", "beginning", "-X", "queued.min.messages=100000"]
+        cmd += [a for p in range(PARTITIONS) for a in ("-p", str(p))]
+    cmd = [str(RDKAFKA_PERFORMANCE), *cmd, "-t", topic, "-b", bootstrap, "-c", str(n), "-q"]
+    own0, cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(pids)
+    done = subprocess.run(cmd, capture_output=True, timeout=300)
+    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    phase.server_cpu = cpu_seconds(pids) - cpu0
+    found = _TOOL_RATE.search(done.stdout)
+    if done.returncode or found is None or int(found[1]) != n:
+        raise RuntimeError(f"rdkafka_performance -{mode} {topic}: exit {done.returncode}: "
+                           f"{(done.stdout + done.stderr).decode(errors='replace')[-400:]}")
+    phase.records, phase.seconds = n, int(found[2]) / 1000
+    phase.client_cpu = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
 
 
 # ----------------------------------------------------------------------------- a raw Fetch, no per-record work
@@ -320,10 +361,15 @@ def main() -> None:
                     help="a librdkafka producer setting beyond the defaults (repeatable), e.g. linger.ms=20")
     ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka consumer setting (repeatable), e.g. fetch.queue.backoff.ms=0")
-    ap.add_argument("--skip", default="", help="comma list of: kafka, raw, rf3, rest, redis")
+    ap.add_argument("--tool-records", type=int, default=2_000_000,
+                    help="records for the rdkafka_performance rows (the C tool; 1M lasts half a second)")
+    ap.add_argument("--skip", default="", help="comma list of: kafka, raw, tool, rf3, rest, redis")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
-    n, m, r = args.records, args.rf_records or args.records, args.rest_records
+    n, m, r, t = args.records, args.rf_records or args.records, args.rest_records, args.tool_records
+    if "tool" not in skip and not RDKAFKA_PERFORMANCE.exists():
+        skip.add("tool")
+        print(f"{RDKAFKA_PERFORMANCE} is not built (scripts/bench-setup.sh): its rows are left out")
     pconf = dict(kv.split("=", 1) for kv in args.producer_config)
     cconf = dict(kv.split("=", 1) for kv in args.consumer_config)
     root = Path(__file__).resolve().parent.parent
@@ -341,15 +387,25 @@ def main() -> None:
                                 kafka_base_port=free_port_block(brokers), zookeepers=1,
                                 zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
 
-        if not {"kafka", "raw", "rest"} <= skip:
+        def tool_row(name: str, bootstrap: str, topic: str, acks: str, pids: list[int]) -> Row:
+            row = Row(name, Phase(), Phase())
+            assert row.produce is not None and row.consume is not None
+            rdkafka_tool(row.produce, "P", bootstrap, topic, t, acks, pids)
+            check_delivered(bootstrap, topic, t)
+            rdkafka_tool(row.consume, "C", bootstrap, topic, t, acks, pids)
+            return row
+
+        if not {"kafka", "raw", "tool", "rest"} <= skip:
             cluster = cluster_of(1, "one")
             try:
                 cluster.up()
                 url, bootstrap = cluster.broker_url(1), cluster.kafka_bootstrap
                 assert bootstrap is not None
                 pids = [cluster.broker_pid(1) or 0]
-                for topic in ("k1", "rb", "rj"):
+                for topic in ("k1", "c1", "rb", "rj"):
                     create_topic(url, topic, PARTITIONS, 1, seen_by=[url])
+                if "tool" not in skip:
+                    rows.append(tool_row("rdkafka_performance (C), 1 broker, acks=1", bootstrap, "c1", "1", pids))
                 if not {"kafka", "raw"} <= skip:
                     row = Row("librdkafka, 1 broker, acks=1")
                     with measured(Phase(), pids) as row.produce:
@@ -397,8 +453,12 @@ def main() -> None:
                 bootstrap = cluster.kafka_bootstrap
                 assert bootstrap is not None
                 pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
-                create_topic(urls[0], "k3", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
-                _wait_isr(urls[0], ["k3"])
+                for topic in ("k3", "c3"):
+                    create_topic(urls[0], topic, PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
+                _wait_isr(urls[0], ["k3", "c3"])
+                if "tool" not in skip:
+                    rows.append(tool_row("rdkafka_performance (C), 3 brokers, RF 3, acks=all", bootstrap, "c3",
+                                         "-1", pids))
                 row = Row("librdkafka, 3 brokers, RF 3, acks=all")
                 with measured(Phase(), pids) as row.produce:
                     librdkafka_produce(bootstrap, "k3", values[:m], "all", pconf)
@@ -420,10 +480,10 @@ def main() -> None:
         notes.append(f"end: {load()}")
 
     print(f"distinct random 100-byte values, {PARTITIONS} partitions; librdkafka and Redis {n:,} records "
-          f"(3 brokers {m:,}), REST {r:,}; librdkafka defaults except acks"
+          f"(3 brokers {m:,}), rdkafka_performance {t:,}, REST {r:,}; librdkafka defaults except acks"
           + "".join(f", {k}={v}" for k, v in {**pconf, **cconf}.items()))
-    print("CPU-s/M: the server's CPU-seconds (all brokers, or redis-server) per million records; client: this "
-          "process's CPU share of the phase (1.0 = the Python client saturates a core)")
+    print("CPU-s/M: the server's CPU-seconds (all brokers, or redis-server) per million records; client: the "
+          "client's CPU share of the phase (1.0 = a core; this process, or the C tool with its threads)")
     head = (f"{'path':44} {'produce/s':>11} {'CPU-s/M':>8} {'client':>6}   {'consume/s':>11} {'CPU-s/M':>8} "
             f"{'client':>6}")
     print(head)
