@@ -149,22 +149,32 @@ class ReadBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.in_use = 0
+        self._waiting = 0
         self._released = asyncio.Condition()
 
     async def reserve(self, size: int, timeout_s: float) -> None:
         size = min(size, self.limit)
-        async with self._released:
-            try:
-                await asyncio.wait_for(self._released.wait_for(lambda: self.in_use + size <= self.limit), timeout_s)
-            except TimeoutError:
-                raise BrokerBusyError(f"{self.in_use} request bytes are being read, the limit is {self.limit} "
-                                      "(queued.max.request.bytes); retry shortly") from None
-            self.in_use += size
+        if self._waiting == 0 and self.in_use + size <= self.limit:
+            self.in_use += size  # the common case: no lock, no timer (nobody queued ahead, the budget fits)
+            return
+        self._waiting += 1
+        try:
+            async with self._released:
+                try:
+                    async with asyncio.timeout(timeout_s):
+                        await self._released.wait_for(lambda: self.in_use + size <= self.limit)
+                except TimeoutError:
+                    raise BrokerBusyError(f"{self.in_use} request bytes are being read, the limit is {self.limit} "
+                                          "(queued.max.request.bytes); retry shortly") from None
+                self.in_use += size
+        finally:
+            self._waiting -= 1
 
     async def release(self, size: int) -> None:
-        async with self._released:
-            self.in_use -= min(size, self.limit)
-            self._released.notify_all()
+        self.in_use -= min(size, self.limit)
+        if self._waiting:
+            async with self._released:
+                self._released.notify_all()
 
 
 # Handlers that read their own body as it arrives (the limits and security middlewares leave it to them); their
@@ -199,7 +209,8 @@ async def limits_middleware(request: web.Request,
     await budget.reserve(size, timeout_s)
     try:
         try:
-            body = await asyncio.wait_for(request.read(), timeout_s)  # cached: handlers' read() returns these
+            async with asyncio.timeout(timeout_s):  # a timer, not wait_for's task per request
+                body = await request.read()  # cached: handlers' read() returns these bytes
         except TimeoutError:
             raise RequestReadTimeoutError(
                 f"the request body did not arrive within {config.request_body_timeout_ms} ms "
