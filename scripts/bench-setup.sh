@@ -4,9 +4,9 @@
 # librdkafka's C benchmark tool for bench/kafka_bench.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v redis-server >/dev/null || ! command -v nats-server >/dev/null; then
+if ! command -v redis-server >/dev/null || ! command -v nats-server >/dev/null || ! command -v wrk >/dev/null; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server wrk >/dev/null
 fi
 .venv/bin/pip install -q -e ".[bench]" --config-settings editable_mode=compat
 bash scripts/build-rdkafka-performance.sh
