@@ -21,6 +21,7 @@ from aiohttp.abc import AbstractStreamWriter
 
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import BINARY, SCHEMA_TYPES, read_format, record_json
+from broker.api.large_body import body_response
 from broker.api.params import INT32_MAX, int_param, isolation_param, optional_int_param, partition_param, wait_param
 from broker.fetch.service import (
     DEFAULT_MAX_BYTES,
@@ -36,7 +37,7 @@ from odradek.protocol import media, speedups
 from odradek.protocol.records import decode_records, iter_batch_headers
 
 
-async def read_records(request: web.Request) -> web.Response:
+async def read_records(request: web.Request) -> web.StreamResponse:
     broker = request.app[BROKER]
     topic = request.match_info["topic"]
     partition = partition_param(request)
@@ -70,9 +71,7 @@ async def read_records(request: web.Request) -> web.Response:
     else:
         answer["records"] = [record_json(topic, partition, r, fmt) for r in decode_records(data) if r.offset >= offset]
         body = orjson.dumps(answer)
-    response = web.Response(body=body, content_type=content_type)
-    response.headers[media.LEADER] = str(leader)
-    return response
+    return body_response(body, content_type, {media.LEADER: str(leader)})
 
 
 async def fetch_batches(request: web.Request) -> web.StreamResponse:
