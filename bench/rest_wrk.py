@@ -2,6 +2,7 @@
 Python client's JSON work (issue 27, point 3), with the broker's CPU-seconds per million records in every row.
 
     .venv/bin/python bench/rest_wrk.py [--seconds 8] [--records 300000] [--connections 4] [--rounds 1]
+                                       [--brokers 1] [--skip-redis]
 
 One broker, 6 partitions, the requests of bench/rest_bench.py: 1,000 records per request (distinct random 100-byte
 values, keys ``k<i mod 1000>``), ``POST /topics/{t}`` with acks=1 in the binary (base64) and JSON embedded formats,
@@ -14,6 +15,12 @@ requests are in flight (one per connection, 4 by default as rest_bench's client 
   previous answer ended: walked first over ``GET .../batches``, which reads the same range for the same
   ``max_bytes``) becomes wrk's list of paths, taken in turn for ``--seconds`` (page cache warm, as for a consumer
   at the tail). Records per read are the chain's average.
+
+``--brokers N`` runs N brokers on this host with the partitions' leaders spread over them (how a deployment uses
+more cores than one broker's event loop): each broker gets its own wrk with ``--connections`` of its own, its
+partitions' reads, and produce bodies that hold one partition's records each (``POST /topics/{t}/partitions/{p}``
+at the leader, partitioned by the keys' murmur2 as the broker would; with one broker the bodies go to
+``POST /topics/{t}`` instead). Rates add up over the wrk processes; CPU over every broker.
 
 Every wrk answer must be 200 (a non-2xx count is an error). CPU: the broker's utime+stime from /proc over the
 phase, per million records; "client" is wrk's own CPU share (RUSAGE_CHILDREN over the phase). Redis Streams runs
@@ -45,7 +52,18 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.kafka_bench import cpu_seconds
-from bench.rest_bench import BINARY_V2, JSON_V2, KEYS, PARTITIONS, PER_REQUEST, load, make_json_values, make_values
+from bench.rest_bench import (
+    BINARY_V2,
+    JSON_V2,
+    KEYS,
+    PARTITIONS,
+    PER_REQUEST,
+    leaders_of,
+    load,
+    make_json_values,
+    make_values,
+)
+from odradek.protocol.partitioner import murmur2, to_positive
 from odradek.protocol.records import iter_batch_headers
 from odradek_local.cluster import LocalCluster
 from odradek_local.processes import ManagedProcess
@@ -56,19 +74,17 @@ READ_MAX_BYTES = 1024 * 1024  # the REST read's default answer size (broker/fetc
 
 # wrk's Lua side: the paths (and for produce the body files) are read once per thread, then taken in turn.
 _LUA = """
-local list, bodies, i = {}, {}, 0
-for line in io.lines(os.getenv("WRK_LIST")) do list[#list + 1] = line end
-local method = os.getenv("WRK_METHOD")
-if method == "POST" then
-  for n, name in ipairs(list) do
-    local f = assert(io.open(name, "rb")); bodies[n] = f:read("*a"); f:close()
-  end
+local reqs, i = {}, 0
+for line in io.lines(os.getenv("WRK_LIST")) do
+  local method, path, file = line:match("^(%S+) (%S+) ?(%S*)$")
+  local body = nil
+  if file ~= "" then local f = assert(io.open(file, "rb")); body = f:read("*a"); f:close() end
+  reqs[#reqs + 1] = {method, path, body}
 end
 wrk.headers[os.getenv("WRK_HEADER")] = os.getenv("WRK_TYPE")
 request = function()
-  i = i % #list + 1
-  if method == "POST" then return wrk.format("POST", os.getenv("WRK_PATH"), nil, bodies[i]) end
-  return wrk.format("GET", list[i])
+  i = i % #reqs + 1
+  return wrk.format(reqs[i][1], reqs[i][2], nil, reqs[i][3])
 end
 done = function(summary, latency, requests)
   io.write(string.format("WRK_RESULT %d %d %d %d %d\\n", summary.requests, summary.duration,
@@ -87,35 +103,57 @@ class Result:
     requests: int
 
 
-def run_wrk(url: str, seconds: int, connections: int, env: dict[str, str], workdir: Path, pid: int,
-            records_per_request: float, name: str) -> Result:
+@dataclass
+class Load:
+    """One wrk process's share of a phase: its broker, its request lines ("METHOD path [body file]") and the
+    records each request carries on average."""
+    url: str
+    lines: list[str]
+    records_per_request: float
+
+
+def run_wrk(loads: list[Load], seconds: int, connections: int, header: str, ctype: str, workdir: Path,
+            pids: list[int], name: str) -> Result:
+    """One wrk per load, all at once for ``seconds``; records/s and CPU summed over them and every broker."""
     script = workdir / "bench.lua"
     script.write_text(_LUA)
-    own0, cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds([pid])
-    done = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s", str(script),
-                           url], capture_output=True, text=True, timeout=seconds + 60, env=env)
-    cpu = cpu_seconds([pid]) - cpu0
+    own0, cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(pids)
+    procs = []
+    for i, load_ in enumerate(loads):
+        listing = workdir / f"wrk-{i}.txt"
+        listing.write_text("\n".join(load_.lines) + "\n")
+        env = {"WRK_LIST": str(listing), "WRK_HEADER": header, "WRK_TYPE": ctype, "PATH": "/usr/bin:/bin"}
+        procs.append(subprocess.Popen(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s",
+                                       "-s", str(script), load_.url], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=env))
+    outs = [p.communicate(timeout=seconds + 60) for p in procs]
+    cpu = cpu_seconds(pids) - cpu0
     own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    found = re.search(r"WRK_RESULT (\d+) (\d+) (\d+) (\d+) (\d+)", done.stdout)
-    if done.returncode or found is None:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
-    requests, micros, bad_status, socket_errors, timeouts = map(int, found.groups())
-    if bad_status or socket_errors or timeouts or requests == 0:
-        raise RuntimeError(f"{name}: {requests} requests, {bad_status} not 2xx, {socket_errors} socket errors, "
-                           f"{timeouts} timeouts")
-    wall = micros / 1e6
-    records = requests * records_per_request
+    records, rate, total_requests, wall_max = 0.0, 0.0, 0, 0.0
+    for load_, proc, (out, err) in zip(loads, procs, outs, strict=True):
+        found = re.search(r"WRK_RESULT (\d+) (\d+) (\d+) (\d+) (\d+)", out)
+        if proc.returncode or found is None:
+            raise RuntimeError(f"wrk failed ({proc.returncode}): {out[-500:]} {err[-500:]}")
+        requests, micros, bad_status, socket_errors, timeouts = map(int, found.groups())
+        if bad_status or socket_errors or timeouts or requests == 0:
+            raise RuntimeError(f"{name}: {requests} requests, {bad_status} not 2xx, {socket_errors} socket "
+                               f"errors, {timeouts} timeouts")
+        n = requests * load_.records_per_request
+        records += n
+        rate += n / (micros / 1e6)
+        total_requests += requests
+        wall_max = max(wall_max, micros / 1e6)
     wrk_cpu = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
-    return Result(name, records / wall, cpu / records * 1e6, wrk_cpu / wall, requests)
+    return Result(name, rate, cpu / records * 1e6, wrk_cpu / wall_max, total_requests)
 
 
-def read_chain(url: str, topic: str) -> list[tuple[int, int, int]]:
+def read_chain(leaders: dict[int, str], topic: str) -> list[tuple[int, int, int]]:
     """(partition, offset, records) of each 1 MiB read from offset 0 to the high watermark, in order."""
     chain = []
     for p in range(PARTITIONS):
         offset = 0
         while True:
-            with urllib.request.urlopen(f"{url}/topics/{topic}/partitions/{p}/batches?offset={offset}"
+            with urllib.request.urlopen(f"{leaders[p]}/topics/{topic}/partitions/{p}/batches?offset={offset}"
                                         f"&max_bytes={READ_MAX_BYTES}") as resp:
                 data, hw = resp.read(), int(resp.headers["Odradek-High-Watermark"])
             end = offset
@@ -128,6 +166,48 @@ def read_chain(url: str, topic: str) -> list[tuple[int, int, int]]:
             if offset >= hw:
                 break
     return chain
+
+
+def produce_loads(workdir: Path, topic: str, keys: list[str], vals: list[str], leaders: dict[int, str]
+                  ) -> list[Load]:
+    """The produce requests of bodies of 1,000 records. One broker: ``POST /topics/{t}`` (the broker partitions
+    by key, as for a REST Proxy client). Several: each body holds one partition's records (partitioned by the
+    keys' murmur2, as the broker would) and goes to ``POST /topics/{t}/partitions/{p}`` at that partition's
+    leader, as a partition-aware client sends them (no broker forwards another's records)."""
+    n = len(vals)
+    brokers = sorted(set(leaders.values()))
+    if len(brokers) == 1:
+        lines = []
+        for i, s in enumerate(range(0, n, PER_REQUEST)):
+            f = workdir / f"{topic}-{i}.json"
+            f.write_bytes(orjson.dumps({"records": [{"key": keys[j % 1000], "value": vals[j]}
+                                                    for j in range(s, min(s + PER_REQUEST, n))]}))
+            lines.append(f"POST /topics/{topic}?acks=1 {f}")
+        return [Load(brokers[0], lines, PER_REQUEST)]
+    by_part: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    for j in range(n):
+        by_part[to_positive(murmur2(KEYS[j % 1000])) % PARTITIONS].append(j)
+    per_broker: dict[str, list[str]] = {b: [] for b in brokers}
+    counts: dict[str, list[int]] = {b: [] for b in brokers}
+    for p, rows in by_part.items():
+        for i, s in enumerate(range(0, len(rows), PER_REQUEST)):
+            chunk = rows[s:s + PER_REQUEST]
+            f = workdir / f"{topic}-p{p}-{i}.json"
+            f.write_bytes(orjson.dumps({"records": [{"key": keys[j % 1000], "value": vals[j]} for j in chunk]}))
+            per_broker[leaders[p]].append(f"POST /topics/{topic}/partitions/{p}?acks=1 {f}")
+            counts[leaders[p]].append(len(chunk))
+    return [Load(b, per_broker[b], sum(counts[b]) / len(counts[b])) for b in brokers]
+
+
+def read_loads(leaders: dict[int, str], topic: str) -> tuple[list[Load], float]:
+    """Each partition's chain of 1 MiB reads, at its leader (one wrk per broker); and records per read overall."""
+    chain = read_chain(leaders, topic)
+    loads = []
+    for b in sorted(set(leaders.values())):
+        mine = [(p, o, c) for p, o, c in chain if leaders[p] == b]
+        loads.append(Load(b, [f"GET /topics/{topic}/partitions/{p}/records?offset={o}" for p, o, _ in mine],
+                          sum(c for _, _, c in mine) / len(mine)))
+    return loads, sum(c for _, _, c in chain) / len(chain)
 
 
 def redis_rows(workdir: Path, records: int, connections: int) -> list[Result]:
@@ -175,6 +255,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000, help="distinct records made into produce bodies")
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1, help="each phase this many times (one cluster)")
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="brokers on this host; the partitions' leaders spread over them, one wrk per broker")
+    ap.add_argument("--skip-redis", action="store_true")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (bash scripts/bench-setup.sh)")
@@ -192,54 +275,42 @@ def main() -> None:
     notes = [f"start: {load()}"]
     with tempfile.TemporaryDirectory(prefix="odradek-wrk-", dir=root) as d:
         workdir = Path(d)
-        cluster = LocalCluster(workdir / "one", brokers=1, base_port=free_port_block(1), zookeepers=1,
+        b = args.brokers
+        cluster = LocalCluster(workdir / "cluster", brokers=b, base_port=free_port_block(b), zookeepers=1,
                                zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
+        where = "one broker" if b == 1 else f"{b} brokers (one wrk each)"
         try:
             cluster.up()
-            url = cluster.broker_url(1)
-            pid = cluster.broker_pid(1) or 0
+            urls = [cluster.broker_url(i) for i in range(1, b + 1)]
+            pids = [cluster.broker_pid(i) or 0 for i in range(1, b + 1)]
             for topic, _ctype, _keys, _vals in formats.values():
-                create_topic(url, topic, PARTITIONS, 1, seen_by=[url])
+                create_topic(urls[0], topic, PARTITIONS, 1, seen_by=urls)
             for label, (topic, ctype, keys, vals) in formats.items():
-                files = []
-                for i, s in enumerate(range(0, n, PER_REQUEST)):
-                    body = orjson.dumps({"records": [{"key": keys[j % 1000], "value": vals[j]}
-                                                     for j in range(s, min(s + PER_REQUEST, n))]})
-                    f = workdir / f"{topic}-{i}.json"
-                    f.write_bytes(body)
-                    files.append(str(f))
-                listing = workdir / f"{topic}-bodies.txt"
-                listing.write_text("\n".join(files) + "\n")
-                env = {"WRK_LIST": str(listing), "WRK_METHOD": "POST", "WRK_PATH": f"/topics/{topic}?acks=1",
-                       "WRK_HEADER": "Content-Type", "WRK_TYPE": ctype, "PATH": "/usr/bin:/bin"}
+                loads = produce_loads(workdir, topic, keys, vals, leaders_of(urls[0], topic))
                 for _ in range(args.rounds):
-                    results.append(run_wrk(url, args.seconds, args.connections, env, workdir, pid, PER_REQUEST,
-                                           f"REST v2 produce, {label}, acks=1"))
+                    results.append(run_wrk(loads, args.seconds, args.connections, "Content-Type", ctype, workdir,
+                                           pids, f"REST v2 produce, {label}, acks=1, {where}"))
             for label, (topic, ctype, _keys, _vals) in formats.items():
-                chain = read_chain(url, topic)
-                listing = workdir / f"{topic}-reads.txt"
-                listing.write_text("".join(f"/topics/{topic}/partitions/{p}/records?offset={o}\n"
-                                           for p, o, _ in chain))
-                per_read = sum(c for _, _, c in chain) / len(chain)
-                env = {"WRK_LIST": str(listing), "WRK_METHOD": "GET", "WRK_HEADER": "Accept", "WRK_TYPE": ctype,
-                       "PATH": "/usr/bin:/bin"}
+                loads, per_read = read_loads(leaders_of(urls[0], topic), topic)
                 for _ in range(args.rounds):
-                    results.append(run_wrk(url, args.seconds, args.connections, env, workdir, pid, per_read,
-                                           f"REST v2 read, {label} ({per_read:,.0f} records per read)"))
+                    results.append(run_wrk(loads, args.seconds, args.connections, "Accept", ctype, workdir, pids,
+                                           f"REST v2 read, {label}, {where} ({per_read:,.0f} per read)"))
         finally:
             cluster.down()
-        redis = redis_rows(workdir, args.records * 3, args.connections)
-        if not redis:
-            notes.append("Redis Streams: not run (redis-server or redis-benchmark missing; scripts/bench-setup.sh)")
-        results += redis
+        if not args.skip_redis:
+            redis = redis_rows(workdir, args.records * 3, args.connections)
+            if not redis:
+                notes.append("Redis Streams: not run (redis-server or redis-benchmark missing; "
+                             "scripts/bench-setup.sh)")
+            results += redis
     notes.append(f"end: {load()}")
-    print(f"wrk, one thread, {args.connections} connections, {args.seconds:g} s per phase; one broker, "
-          f"{PARTITIONS} partitions, 1,000 records per produce request")
-    head = f"{'phase':56} {'records/s':>11} {'CPU-s/M':>8} {'client':>6} {'requests':>9}"
+    print(f"wrk, one thread and {args.connections} connections per broker, {args.seconds:g} s per phase; "
+          f"{args.brokers} broker(s), {PARTITIONS} partitions, 1,000 records per produce request")
+    head = f"{'phase':64} {'records/s':>11} {'CPU-s/M':>8} {'client':>6} {'requests':>9}"
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r.name:56} {r.records_per_s:>11,.0f} {r.cpu_per_million:>8.2f} {r.wrk_share:>6.2f} "
+        print(f"{r.name:64} {r.records_per_s:>11,.0f} {r.cpu_per_million:>8.2f} {r.wrk_share:>6.2f} "
               f"{r.requests:>9,}")
     for note in notes:
         print(note)
