@@ -100,10 +100,35 @@ cdef inline uint8_t* _rr_int(uint8_t* w, int64_t v) noexcept nogil:
     return w + k
 
 
+cdef extern from *:
+    """
+    /* Six input bytes to eight base64 characters: one unaligned big-endian load (the caller guarantees eight
+       readable bytes), four lookups in a table of character pairs (12 bits each), one 8-byte store. */
+    static inline void odradek_b64_six(const unsigned char* s, unsigned char* w, const unsigned char* pairs) {
+        unsigned long long x;
+        __builtin_memcpy(&x, s, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        x = __builtin_bswap64(x);
+    #endif
+        __builtin_memcpy(w, pairs + 2 * (x >> 52), 2);
+        __builtin_memcpy(w + 2, pairs + 2 * ((x >> 40) & 0xFFF), 2);
+        __builtin_memcpy(w + 4, pairs + 2 * ((x >> 28) & 0xFFF), 2);
+        __builtin_memcpy(w + 6, pairs + 2 * ((x >> 16) & 0xFFF), 2);
+    }
+    """
+    void _b64_six "odradek_b64_six"(const uint8_t* s, uint8_t* w, const uint8_t* pairs) noexcept nogil
+
+
 cdef inline uint8_t* _rr_b64(const uint8_t* s, Py_ssize_t n, uint8_t* w) noexcept nogil:
-    """Standard padded base64 of ``s`` at ``w`` (as base64.b64encode); the position after it."""
+    """Standard padded base64 of ``s`` at ``w`` (as base64.b64encode); the position after it. Six bytes at a
+    time while eight can be loaded (one big-endian load, four 12-bit pair lookups, one 8-byte store), then three
+    at a time, then the padded tail."""
     cdef Py_ssize_t i = 0
     cdef uint32_t v
+    while i + 8 <= n:
+        _b64_six(s + i, w, _RR_B64PAIR)
+        w += 8
+        i += 6
     while i + 3 <= n:
         v = (<uint32_t>s[i] << 16) | (<uint32_t>s[i + 1] << 8) | s[i + 2]
         memcpy(w, &_RR_B64PAIR[2 * (v >> 12)], 2)
