@@ -6,7 +6,7 @@ holding up the loop."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -133,6 +133,9 @@ class BrokerMetrics:
                                 ["route", "status"], registry=self.registry)
         self.latency = Histogram("odradek_http_request_seconds", "HTTP request latency by route", ["route"],
                                  registry=self.registry, buckets=LATENCY_BUCKETS)
+        # (route, status) -> its labelled counter and histogram, looked up once (broker/api/app.py's middleware);
+        # bounded by the route table times the statuses answered.
+        self.route_children: dict[tuple[str | None, int], tuple[Any, Any]] = {}
         # Kafka's protocol: outcome is "ok" (answered), "no_response" (acks=0), "closed" (the connection was
         # closed instead of answering: Kafka's answer to what it cannot parse or serve) or "failed" (a bug).
         self.kafka_requests = Counter("odradek_kafka_requests", "Kafka protocol requests by API and outcome",

@@ -55,10 +55,15 @@ async def metrics_middleware(request: web.Request,
     started = time.perf_counter()
     response = await handler(request)
     resource = request.match_info.route.resource
-    route = documented_path(resource.canonical) if resource else "unmatched"
+    canonical = resource.canonical if resource else None
     metrics = request.app[BROKER].metrics
-    metrics.requests.labels(route, str(response.status)).inc()
-    metrics.latency.labels(route).observe(time.perf_counter() - started)
+    children = metrics.route_children.get((canonical, response.status))
+    if children is None:  # once per route and status: labels() takes a lock and builds its key on every call
+        route = documented_path(canonical) if canonical is not None else "unmatched"
+        children = metrics.route_children[canonical, response.status] = (
+            metrics.requests.labels(route, str(response.status)), metrics.latency.labels(route))
+    children[0].inc()
+    children[1].observe(time.perf_counter() - started)
     return response
 
 

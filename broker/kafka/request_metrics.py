@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
@@ -21,18 +21,24 @@ if TYPE_CHECKING:
     from broker.metrics import BrokerMetrics
 
 
+_API_NAMES = {key: "".join(part.capitalize() for part in name.split("_")) for key, name in api_key_map.items()}
+
+
 def api_name(frame: bytes) -> str:
     """Kafka's name of the frame's API (``Fetch``, ``OffsetForLeaderEpoch``), or ``unknown``."""
     if len(frame) < 2:
         return "unknown"
-    name = api_key_map.get(int.from_bytes(frame[:2], "big", signed=True))
-    return "unknown" if name is None else "".join(part.capitalize() for part in name.split("_"))
+    return _API_NAMES.get(int.from_bytes(frame[:2], "big", signed=True), "unknown")
 
 
 class MeteredDispatch:
     def __init__(self, dispatch: Dispatch, metrics: BrokerMetrics) -> None:
         self._dispatch = dispatch
         self._metrics = metrics
+        # The labelled children, looked up once each: ``labels()`` takes a lock and builds a key per call, a
+        # cost per request on the hot APIs. Bounded: Kafka's API names plus ``unknown``, times five outcomes.
+        self._counters: dict[tuple[str, str], Any] = {}
+        self._timers: dict[str, Any] = {}
 
     async def dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
         api = api_name(frame)
@@ -49,5 +55,11 @@ class MeteredDispatch:
             outcome = "cancelled"
             raise
         finally:
-            self._metrics.kafka_requests.labels(api, outcome).inc()
-            self._metrics.kafka_latency.labels(api).observe(time.perf_counter() - started)
+            counter = self._counters.get((api, outcome))
+            if counter is None:
+                counter = self._counters[api, outcome] = self._metrics.kafka_requests.labels(api, outcome)
+            counter.inc()
+            timer = self._timers.get(api)
+            if timer is None:
+                timer = self._timers[api] = self._metrics.kafka_latency.labels(api)
+            timer.observe(time.perf_counter() - started)

@@ -19,5 +19,6 @@ class NullMetric:
 
 
 def null_metrics() -> SimpleNamespace:
-    """What ``broker.metrics`` offers the metrics middleware: ``requests`` and ``latency``."""
-    return SimpleNamespace(requests=NullMetric(), latency=NullMetric())
+    """What ``broker.metrics`` offers the metrics middleware: ``requests``, ``latency`` and the cache of their
+    labelled children."""
+    return SimpleNamespace(requests=NullMetric(), latency=NullMetric(), route_children={})
