@@ -92,6 +92,8 @@ RECONNECT_BACKOFF_S = 0.05  # Kafka's reconnect.backoff.ms
 RECONNECT_BACKOFF_MAX_S = 1.0  # Kafka's reconnect.backoff.max.ms
 CLIENT_SOFTWARE_NAME = "odradek-broker"  # ApiVersions v3+ (KIP-511)
 
+# A connection keeps one buffer up to this size for its large responses (one per broker pair and use).
+REUSED_BODY_BYTES = 8 * 1024 * 1024
 RECEIVE_BUFFER_BYTES = 64 * 1024  # small responses are cut from this; larger ones get a buffer of their own
 _SIZE = struct.Struct(">i")
 _NONE = 0
@@ -140,7 +142,8 @@ class _Wire(asyncio.BufferedProtocol):
         self._max_queued = max_queued
         self._buf = bytearray(RECEIVE_BUFFER_BYTES)
         self._have = 0  # bytes of _buf holding data not cut yet
-        self._body: bytearray | None = None  # a large frame being read into its own buffer
+        self._body: memoryview | None = None  # a large frame being read into its own buffer
+        self._reused: bytearray | None = None  # that buffer, kept for the next large frame
         self._body_pos = 0
         self._frames: collections.deque[bytes] = collections.deque()
         self._error: BaseException | None = None  # why no more frames will come
@@ -156,7 +159,7 @@ class _Wire(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is not None:
-            return memoryview(self._body)[self._body_pos:]
+            return self._body[self._body_pos:]
         return memoryview(self._buf)[self._have:]  # never full: a frame that could fill it gets its own buffer
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -204,9 +207,10 @@ class _Wire(asyncio.BufferedProtocol):
                     self._push(bytes(view[pos + _SIZE.size:end]))
                 pos = end
             elif end - pos > len(buf):
-                body = bytearray(size)
+                body = self._body_buffer(size)
                 got = have - pos - _SIZE.size
-                body[:got] = buf[pos + _SIZE.size:have]
+                with memoryview(buf) as view:
+                    body[:got] = view[pos + _SIZE.size:have]
                 self._body, self._body_pos = body, got
                 pos = have
                 break
@@ -216,6 +220,16 @@ class _Wire(asyncio.BufferedProtocol):
             rest = have - pos
             buf[:rest] = buf[pos:have]
             self._have = rest
+
+    def _body_buffer(self, size: int) -> memoryview:
+        """Room for one large frame: the connection's kept buffer when the frame fits in REUSED_BODY_BYTES, so
+        neither a new allocation (zeroed, page by page) nor its release is paid per frame; the frame itself
+        leaves as a copy (bytes), so the buffer is free again at once."""
+        if size > REUSED_BODY_BYTES:
+            return memoryview(bytearray(size))
+        if self._reused is None or len(self._reused) < size:
+            self._reused = bytearray(size)
+        return memoryview(self._reused)[:size]
 
     def _push(self, frame: bytes) -> None:
         if len(self._frames) >= self._max_queued:

@@ -59,6 +59,8 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_IDLE_TIMEOUT_MS = 600_000  # Kafka's connections.max.idle.ms
 SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size: a frame before authentication
 READ_AHEAD_BYTES = 64 * 1024  # complete requests read ahead (beyond the one being processed) before reading pauses
+# A connection keeps one buffer up to this size for its large requests (librdkafka's are up to about 1 MB).
+REUSED_BODY_BYTES = 2 * 1024 * 1024
 RECEIVE_BUFFER_BYTES = 64 * 1024  # small requests are cut from this; larger ones get a buffer of their own
 WRITE_CHUNK_BYTES = 256 * 1024  # a large answer goes to the transport in pieces of this size
 
@@ -132,7 +134,8 @@ class _Channel(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray(RECEIVE_BUFFER_BYTES)
         self._have = 0  # bytes of _buf holding data not cut yet
-        self._body: bytearray | None = None  # a large frame being read into its own buffer
+        self._body: memoryview | None = None  # a large frame being read into its own buffer
+        self._reused: bytearray | None = None  # that buffer, kept for the next large frame
         self._body_pos = 0
         self._frames: collections.deque[bytes] = collections.deque()
         self._queued = 0
@@ -153,7 +156,7 @@ class _Channel(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is not None:
-            return memoryview(self._body)[self._body_pos:]
+            return self._body[self._body_pos:]
         if self._have == len(self._buf):  # only while a size over the limit waits unread: keep the bytes
             grown = bytearray(2 * len(self._buf))
             grown[:self._have] = self._buf
@@ -207,9 +210,10 @@ class _Channel(asyncio.BufferedProtocol):
                     self._push(bytes(view[pos + 4:end]))
                 pos = end
             elif size + 4 > len(buf):
-                body = bytearray(size)
+                body = self._body_buffer(size)
                 got = have - pos - 4
-                body[:got] = buf[pos + 4:have]
+                with memoryview(buf) as view:
+                    body[:got] = view[pos + 4:have]
                 self._body, self._body_pos = body, got
                 pos = have
                 break
@@ -220,6 +224,16 @@ class _Channel(asyncio.BufferedProtocol):
             buf[:rest] = buf[pos:have]  # same length: the buffer is never resized while a view may be out
             self._have = rest
         self._flow()
+
+    def _body_buffer(self, size: int) -> memoryview:
+        """Room for one large frame: the connection's kept buffer when the frame fits in REUSED_BODY_BYTES, so
+        neither a new allocation (zeroed, page by page) nor its release is paid per frame; the frame itself
+        leaves as a copy (bytes), so the buffer is free again at once."""
+        if size > REUSED_BODY_BYTES:
+            return memoryview(bytearray(size))
+        if self._reused is None or len(self._reused) < size:
+            self._reused = bytearray(size)
+        return memoryview(self._reused)[:size]
 
     def _push(self, frame: bytes) -> None:
         self._frames.append(frame)
