@@ -67,6 +67,7 @@ from typing import Any
 from broker.kafka import codec
 from broker.kafka.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from broker.kafka.errors import error_for_code
+from broker.kafka.frame_buffer import KeptBuffer
 from odradek.protocol import scram
 from odradek.protocol.errors import (
     AuthenticationFailedError,
@@ -143,7 +144,7 @@ class _Wire(asyncio.BufferedProtocol):
         self._buf = bytearray(RECEIVE_BUFFER_BYTES)
         self._have = 0  # bytes of _buf holding data not cut yet
         self._body: memoryview | None = None  # a large frame being read into its own buffer
-        self._reused: bytearray | None = None  # that buffer, kept for the next large frame
+        self._bodies = KeptBuffer(REUSED_BODY_BYTES)  # that buffer, kept for the next large frame
         self._body_pos = 0
         self._frames: collections.deque[bytes] = collections.deque()
         self._error: BaseException | None = None  # why no more frames will come
@@ -207,7 +208,7 @@ class _Wire(asyncio.BufferedProtocol):
                     self._push(bytes(view[pos + _SIZE.size:end]))
                 pos = end
             elif end - pos > len(buf):
-                body = self._body_buffer(size)
+                body = self._bodies.take(size)
                 got = have - pos - _SIZE.size
                 with memoryview(buf) as view:
                     body[:got] = view[pos + _SIZE.size:have]
@@ -220,16 +221,6 @@ class _Wire(asyncio.BufferedProtocol):
             rest = have - pos
             buf[:rest] = buf[pos:have]
             self._have = rest
-
-    def _body_buffer(self, size: int) -> memoryview:
-        """Room for one large frame: the connection's kept buffer when the frame fits in REUSED_BODY_BYTES, so
-        neither a new allocation (zeroed, page by page) nor its release is paid per frame; the frame itself
-        leaves as a copy (bytes), so the buffer is free again at once."""
-        if size > REUSED_BODY_BYTES:
-            return memoryview(bytearray(size))
-        if self._reused is None or len(self._reused) < size:
-            self._reused = bytearray(size)
-        return memoryview(self._reused)[:size]
 
     def _push(self, frame: bytes) -> None:
         if len(self._frames) >= self._max_queued:

@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.kafka.frame_buffer import KeptBuffer
 from broker.kafka.listeners import KafkaListener
 from broker.security.authorizer import ANONYMOUS
 from broker.security.tls import peer_principal
@@ -135,7 +136,7 @@ class _Channel(asyncio.BufferedProtocol):
         self._buf = bytearray(RECEIVE_BUFFER_BYTES)
         self._have = 0  # bytes of _buf holding data not cut yet
         self._body: memoryview | None = None  # a large frame being read into its own buffer
-        self._reused: bytearray | None = None  # that buffer, kept for the next large frame
+        self._bodies = KeptBuffer(REUSED_BODY_BYTES)  # that buffer, kept for the next large frame
         self._body_pos = 0
         self._frames: collections.deque[bytes] = collections.deque()
         self._queued = 0
@@ -210,7 +211,7 @@ class _Channel(asyncio.BufferedProtocol):
                     self._push(bytes(view[pos + 4:end]))
                 pos = end
             elif size + 4 > len(buf):
-                body = self._body_buffer(size)
+                body = self._bodies.take(size)
                 got = have - pos - 4
                 with memoryview(buf) as view:
                     body[:got] = view[pos + 4:have]
@@ -224,16 +225,6 @@ class _Channel(asyncio.BufferedProtocol):
             buf[:rest] = buf[pos:have]  # same length: the buffer is never resized while a view may be out
             self._have = rest
         self._flow()
-
-    def _body_buffer(self, size: int) -> memoryview:
-        """Room for one large frame: the connection's kept buffer when the frame fits in REUSED_BODY_BYTES, so
-        neither a new allocation (zeroed, page by page) nor its release is paid per frame; the frame itself
-        leaves as a copy (bytes), so the buffer is free again at once."""
-        if size > REUSED_BODY_BYTES:
-            return memoryview(bytearray(size))
-        if self._reused is None or len(self._reused) < size:
-            self._reused = bytearray(size)
-        return memoryview(self._reused)[:size]
 
     def _push(self, frame: bytes) -> None:
         self._frames.append(frame)

@@ -54,6 +54,6 @@ def test_the_kept_buffer_is_bounded() -> None:
         feed(wire, b"".join(struct.pack(">i", len(f)) + f for f in (big, small)), rnd)
         assert await wire.next_frame() == big
         assert await wire.next_frame() == small
-        assert wire._reused is not None and len(wire._reused) == len(small)  # the oversized one was not kept
+        assert wire._bodies.kept_bytes == len(small)  # the oversized one was not kept
 
     asyncio.run(run())
