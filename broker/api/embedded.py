@@ -148,10 +148,11 @@ def parse_produce_body(body: bytes, fmt: str, max_records: int = 10_000,
 
 
 def plain_records(body: bytes, fmt: str, max_records: int) -> tuple[list[Any], RawTexts | None] | None:
-    """The compiled codec's input (odradek/protocol/speedups.py): the request's records as checked by
-    ``checked_records`` and, in the JSON format, each record's raw key and value text as bytes (the same text
-    raw_json.py slices: stored as sent, never re-encoded). None when the compiled codec is not in use, or for a
-    body its scanner leaves to raw_json.py: the caller then takes ``parse_produce_body``."""
+    """The compiled codec's input (odradek/protocol/speedups.py ``produce_batches``), for a body its one-pass
+    ``produce_body`` left alone: the request's records as checked by ``checked_records`` and, in the JSON
+    format, each record's raw key and value text as bytes (the same text raw_json.py slices: stored as sent,
+    never re-encoded). None when the compiled codec is not in use, or for a body its scanner leaves to
+    raw_json.py: the caller then takes ``parse_produce_body``."""
     if not speedups.COMPILED or fmt not in (JSON, BINARY):
         return None
     records = checked_records(body, max_records)
@@ -161,11 +162,16 @@ def plain_records(body: bytes, fmt: str, max_records: int) -> tuple[list[Any], R
     return None if texts is None or len(texts) != len(records) else (records, texts)
 
 
+def value_bound(max_records: int) -> int:
+    """The most JSON values (counted as ``checked_records`` counts them) a body of ``max_records`` may hold."""
+    return VALUES_PER_RECORD * max_records
+
+
 def checked_records(body: bytes, max_records: int) -> list[Any]:
     """The body's ``records`` array, after the request-level checks (size bound, JSON, shape, count)."""
     # Each counted value needs a separator byte, so a body no longer than the bound cannot exceed it: the
     # three scans are only paid for bodies that could.
-    bound = VALUES_PER_RECORD * max_records
+    bound = value_bound(max_records)
     if len(body) > bound and (values := body.count(b",") + body.count(b"{") + body.count(b"[")) > bound:
         raise PolicyViolationError(
             f"the request body holds about {values} JSON values; at most {VALUES_PER_RECORD} per record for "

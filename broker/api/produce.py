@@ -16,6 +16,7 @@ from broker.admin.topics import validate_topic_name
 from broker.api.context import BROKER, json_response
 from broker.api.embedded import (
     BINARY,
+    JSON,
     SCHEMA_TYPES,
     parse_produce_body,
     parse_schema_body,
@@ -23,6 +24,7 @@ from broker.api.embedded import (
     produce_format,
     record_error,
     require_supported,
+    value_bound,
 )
 from broker.api.params import INT32_MAX, int_param, limits, partition_param
 from broker.produce.routing import deadline_after
@@ -43,10 +45,14 @@ async def produce_json(request: web.Request) -> web.Response:
     max_records = limits(request).max_records_per_request
     if fmt in SCHEMA_TYPES:
         return await _produce_schema(request, topic, fixed, fmt, body, acks, timeout_ms, max_records)
-    # The compiled codec's single pass (plain records, known topic); else the reference path, which names errors.
+    # The compiled codec (plain records, known topic): first its one pass over the body's bytes, else over
+    # orjson's tree; else the reference path, which names errors. Keyed requests: the seeded partitioner.
     key = idempotency_key(request)
-    plain = None if key is not None else plain_records(body, fmt, max_records)  # keyed: the seeded partitioner
-    encoded = None if plain is None else broker.produce.encode_plain(topic, *plain, fmt == BINARY, fixed)
+    encoded = None
+    if key is None and fmt in (JSON, BINARY):
+        encoded = broker.produce.encode_plain(topic, body, fmt == BINARY, fixed, max_records,
+                                              value_bound(max_records),
+                                              functools.partial(plain_records, body, fmt, max_records))
     rows, named = ([], None) if encoded is not None else parse_produce_body(body, fmt, max_records)
     deadline = deadline_after(timeout_ms)
     await broker.produce.await_topic(topic, deadline)

@@ -29,7 +29,7 @@ import itertools
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,17 +254,27 @@ class ProduceService:
         batches = {p: encode_batch(group, now_ms=now_ms) for p, group in groups.items()}
         return await self.produce_encoded(topic, batches, acks, timeout_ms, deadline, idempotency_key)
 
-    def encode_plain(self, topic: str, records: list[Any], texts: RawTexts | None, binary: bool,
-                     fixed: int | None) -> tuple[dict[int, bytes], list[int]] | None:
-        """The compiled codec's one pass from a REST body's records to one batch per partition (partitioned as
-        ``choose_partitions`` does), or None when the topic is not known here yet, the path's partition does not
-        exist, or a record is not plain: the caller then takes ``choose_partitions`` and ``produce``."""
+    def encode_plain(self, topic: str, body: bytes, binary: bool, fixed: int | None, max_records: int,
+                     max_values: int, parsed: Callable[[], tuple[list[Any], RawTexts | None] | None],
+                     ) -> tuple[dict[int, bytes], list[int]] | None:
+        """A REST v2 body's plain records as one batch per partition (partitioned as ``choose_partitions``
+        does), by the compiled codec: first its one pass over the body's bytes (``produce_body``), else, for a
+        body that pass leaves alone, ``produce_batches`` over ``parsed()`` (orjson's tree and the raw JSON
+        texts; it raises the request-level errors). None when the topic is not known here yet, the path's
+        partition does not exist, or a record is not plain: the caller then takes ``choose_partitions`` and
+        ``produce``. ``max_records`` and ``max_values`` are the request's bounds (any body past them is left to
+        ``parsed``, whose checks refuse it)."""
         count = self._replicas.cache.partition_count(topic)
         if count == 0 or (fixed is not None and fixed >= count):
             return None
         counter = self._round_robin.setdefault(topic, itertools.count(random.randrange(1 << 16)))
-        return speedups.produce_batches(records, texts, binary, count, -1 if fixed is None else fixed, counter,
-                                        int(time.time() * 1000))
+        target = -1 if fixed is None else fixed
+        now_ms = int(time.time() * 1000)
+        encoded = speedups.produce_body(body, binary, count, target, counter, now_ms, max_records, max_values)
+        if encoded is not None:
+            return encoded
+        plain = parsed()
+        return None if plain is None else speedups.produce_batches(*plain, binary, count, target, counter, now_ms)
 
     async def produce_encoded(self, topic: str, batches: dict[int, bytes], acks: int, timeout_ms: int,
                               deadline: float, idempotency_key: str | None = None) -> dict[int, PartitionResult]:

@@ -614,5 +614,6 @@ def render_offsets(list partitions, dict bases):
 
 
 include "_raw_texts.pxi"
+include "_rest_body.pxi"
 include "_reads.pxi"
 include "_validate.pxi"

@@ -37,6 +37,7 @@ __all__ = [
     "encode_batch",
     "murmur2",
     "produce_batches",
+    "produce_body",
     "record_texts",
     "render_offsets",
     "render_records",
@@ -160,6 +161,7 @@ if _c is not None:
         return py_render_offsets(partitions, bases) if out is None else out  # type: ignore[no-any-return]
 
     record_texts = _c.record_texts
+    produce_body = _c.produce_body
     validate_client_batches = functools.partial(py_validate_client_batches, check_block=_c.check_records)
 
     def decode_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True,
@@ -184,6 +186,12 @@ else:
 
     def record_texts(body: bytes) -> RawTexts | None:
         """No compiled scanner: None sends the caller to broker/api/raw_json.py (the reference)."""
+        return None
+
+    def produce_body(body: bytes, binary: bool, count: int, fixed: int, counter: Iterator[int], now_ms: int,
+                     max_records: int, max_values: int) -> Batches | None:
+        """No compiled body scanner: None sends the caller to the parsed path (``produce_batches`` on
+        orjson's tree, or the reference), which gives the same batches."""
         return None
 
 
