@@ -17,9 +17,9 @@ the pool. The threads mostly sit in ``pwrite``/``pread``/``fsync``, which releas
 Callers on the loop ``await run(key, fn, *args)``: one hop per request, whatever it carries. A hop is cheap
 but not free (a thread wake-up each way), so the executor keeps its own workers rather than a
 ``ThreadPoolExecutor`` (no per-job ``concurrent.futures.Future``), completes asyncio futures directly, and hands
-every result a drain produced for one loop back in a single ``call_soon_threadsafe``. ``then`` runs on the loop
-when the job is done even if the awaiting caller was cancelled meanwhile (a leader must wake its followers for an
-append that did happen).
+the results of jobs that finish close together back to their loop in one ``call_soon_threadsafe``
+(``_Handoff``). ``then`` runs on the loop when the job is done even if the awaiting caller was cancelled
+meanwhile (a leader must wake its followers for an append that did happen).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import asyncio
 import logging
 import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -56,6 +57,7 @@ class StorageExecutor:
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[_Job]] = {}  # a key is present while it is ready or being drained
         self._closed = False
+        self._handoffs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Handoff] = weakref.WeakKeyDictionary()
         self._unkeyed = 0
 
     # ------------------------------------------------------------------------------------------ callers
@@ -93,11 +95,20 @@ class StorageExecutor:
             else:
                 afut.set_exception(error)
 
+        handoff = self._handoff(loop)
+
         def done(result: Any, error: BaseException | None) -> None:
-            _deliver(loop, complete, result, error)
+            handoff.add(complete, result, error)
 
         self._enqueue(key, (fn, args, done))
         return await afut
+
+    def _handoff(self, loop: asyncio.AbstractEventLoop) -> _Handoff:
+        handoff = self._handoffs.get(loop)
+        if handoff is None:
+            with self._lock:
+                handoff = self._handoffs.setdefault(loop, _Handoff(loop))
+        return handoff
 
     # ------------------------------------------------------------------------------------------ workers
 
@@ -163,8 +174,34 @@ class StorageExecutor:
             self._drain(key)
 
 
-def _deliver(loop: asyncio.AbstractEventLoop, complete: _Done, result: Any, error: BaseException | None) -> None:
-    try:
-        loop.call_soon_threadsafe(complete, result, error)
-    except RuntimeError:  # the loop is closed (shutdown): nobody is waiting any more
-        log.debug("storage job finished after its event loop closed")
+class _Handoff:
+    """Results on their way back to one event loop: the first finished job of a batch schedules one
+    ``call_soon_threadsafe`` (a write to the loop's self-pipe and a wake-up), and every job that finishes before
+    the loop ran it rides along. Results are completed in the order their jobs finished."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._items: deque[tuple[_Done, Any, BaseException | None]] = deque()
+        self._scheduled = False
+
+    def add(self, complete: _Done, result: Any, error: BaseException | None) -> None:
+        with self._lock:
+            self._items.append((complete, result, error))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._run)
+        except RuntimeError:  # the loop is closed (shutdown): nobody is waiting any more
+            log.debug("storage job finished after its event loop closed")
+
+    def _run(self) -> None:
+        with self._lock:
+            items, self._items = self._items, deque()
+            self._scheduled = False
+        for complete, result, error in items:
+            try:
+                complete(result, error)
+            except Exception:  # one caller's bug must not strand the others' results
+                log.exception("completing a storage job failed")

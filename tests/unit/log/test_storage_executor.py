@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from typing import Any
 
 from broker.log.executor import BURST, StorageExecutor
 
@@ -77,3 +79,48 @@ def test_then_runs_on_the_loop_even_when_the_caller_was_cancelled() -> None:
         ex.shutdown()
 
     asyncio.run(main())
+
+
+def test_results_that_finish_together_go_back_to_the_loop_in_one_wake_up_each_exactly_once() -> None:
+    executor = StorageExecutor(threads=4)
+    gate = threading.Event()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        wakes = 0
+        real = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any) -> Any:
+            nonlocal wakes
+            wakes += 1
+            return real(callback, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        jobs = [asyncio.ensure_future(executor.run(("p", i % 4), lambda i=i: gate.wait() and i)) for i in range(40)]
+        await asyncio.sleep(0.05)
+        gate.set()  # all forty finish at about the same time, on four threads
+        assert await asyncio.gather(*jobs) == list(range(40))
+        assert wakes < 40  # most rode along with an earlier wake-up
+
+    try:
+        asyncio.run(run())
+    finally:
+        executor.shutdown()
+
+
+def test_an_error_completing_one_result_does_not_strand_the_others() -> None:
+    executor = StorageExecutor(threads=1)
+
+    async def run() -> None:
+        ok = asyncio.ensure_future(executor.run("k", lambda: 2))
+        broken = asyncio.ensure_future(executor.run("k", lambda: 1, then=lambda: 1 / 0))
+        after = asyncio.ensure_future(executor.run("k", lambda: 3))
+        assert await ok == 2
+        assert await after == 3
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(broken, 0.2)
+
+    try:
+        asyncio.run(run())
+    finally:
+        executor.shutdown()
