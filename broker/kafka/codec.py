@@ -234,8 +234,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     return b"".join(out)
 
 
-# Bytes pieces at least this long stay pieces of their own in a ResponseFrame (a read_committed partition's
-# records): joining them to their neighbours would copy them once more; shorter ones are joined.
+# Bytes pieces at least this long stay pieces of their own in a ResponseFrame (a partition's records filtered of
+# aborted transactions): joining them to their neighbours would copy them once more; shorter ones are joined.
 JOIN_BELOW_BYTES = 64 * 1024
 
 

@@ -16,11 +16,11 @@ leader's replica, the client's leader epoch checked). Records are never decoded:
 at, to cut at a batch boundary.
 
 Zero copy (``zero_copy``, the connection can ``sendfile``): a read may come back as file ranges (the fetch
-service's ``FileRecords``: duplicated segment descriptors) instead of bytes; small reads and read_committed ones
-stay bytes. The limits cut ranges exactly as they cut bytes (``FileRecords.cut``), so the answer's bytes are the
-same either way. Invariant: every descriptor a read opened is either in the answers returned (the caller's to
-close, broker/kafka/apis.py) or closed here: a range cut to nothing, a read superseded while waiting, and every
-read of a fetch that fails or is cancelled.
+service's ``FileRecords``: duplicated segment descriptors) instead of bytes; small reads, and read_committed ones
+with an aborted transaction's batches to drop, stay bytes. The limits cut ranges exactly as they cut bytes
+(``FileRecords.cut``), so the answer's bytes are the same either way. Invariant: every descriptor a read opened
+is either in the answers returned (the caller's to close, broker/kafka/apis.py) or closed here: a range cut to
+nothing, a read superseded while waiting, and every read of a fetch that fails or is cancelled.
 
 A replica's fetch (``FetchWant.replica`` set) takes the same path to the follower-fetch service
 (broker/replication/follower_fetch.py), which decides everything of it: who may fetch (assigned, registered,

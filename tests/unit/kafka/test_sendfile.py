@@ -435,7 +435,8 @@ def test_a_server_stopped_mid_send_leaks_no_descriptor(segment: tuple[int, bytes
 def test_the_kafka_door_answers_replicas_and_consumers_byte_for_byte_as_it_did_with_copies(tmp_path: Path) -> None:
     """KafkaApis over the real fetch service, follower-fetch service and partitions (test_replica_fetch's
     leader): the same Fetch on a PLAINTEXT connection (file ranges: a ResponseFrame) and on an SSL one (bytes, as
-    before) gives the same bytes, for a replica's v15 fetch and for consumers' v4, v11, v12 and v15 fetches."""
+    before) gives the same bytes, for a replica's v15 fetch and for consumers' v4, v11, v12 and v15 fetches,
+    read_uncommitted and read_committed."""
     from tests.unit.kafka.test_apis import CONN
     from tests.unit.kafka.test_replica_fetch import EPOCH, Leader, fetch_body
 
@@ -471,9 +472,10 @@ def test_the_kafka_door_answers_replicas_and_consumers_byte_for_byte_as_it_did_w
         assert await apis.handle(CONN, ack) == await apis.handle(tls, ack)
         assert all(part.high_watermark == ends[p] for p, part in leader.parts.items())
         for version in (4, 11, 12, 15):
-            frame = await same(apis, version, fetch_body(version, {0: 0, 1: 3}))
-            assert frame.file_bytes > 2 * SENDFILE_MIN_BYTES
-            frame.close()
+            for isolation in (0, 1):  # read_committed with no aborted transaction: the stable read as it is
+                frame = await same(apis, version, fetch_body(version, {0: 0, 1: 3}, isolation=isolation))
+                assert frame.file_bytes > 2 * SENDFILE_MIN_BYTES
+                frame.close()
             # A response limit that cuts the second partition: cut in the ranges as in the bytes.
             limited = {**fetch_body(version, {0: 0, 1: 0}), "max_bytes": 300_000}
             (await same(apis, version, limited)).close()
