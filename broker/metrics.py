@@ -142,6 +142,11 @@ class BrokerMetrics:
                                       ["api", "outcome"], registry=self.registry)
         self.kafka_latency = Histogram("odradek_kafka_request_seconds", "Kafka protocol request latency by API",
                                        ["api"], registry=self.registry, buckets=LATENCY_BUCKETS)
+        # Kafka's answers by how their bytes left: "write" (through the transport) or "sendfile" (a Fetch answer's
+        # record sets, from the segment files without entering Python; broker/kafka/frames.py).
+        self.kafka_response_bytes = Counter("odradek_kafka_response_bytes",
+                                            "Kafka protocol response bytes sent, by how: write or sendfile",
+                                            ["how"], registry=self.registry)
         self.loop_lag = Histogram("odradek_event_loop_lag_seconds",
                                   "How late the event loop ran a timer (time spent elsewhere: a stall)",
                                   registry=self.registry, buckets=LAG_BUCKETS)

@@ -20,8 +20,9 @@ Two entry points, because the two front-door contracts differ:
 Invariants: a :class:`PartitionData` whose ``records`` are :data:`FileRecords` owns duplicated descriptors, and
 the front door closes it (``close``) once sent or dropped; every other answer holds bytes. The offsets of an
 answer are read after the read, so they are never older than its batches. read_committed batches come filtered
-(aborted transactions' batches dropped, transaction_coordinator/markers.py), so they are bytes, never file
-ranges.
+(aborted transactions' batches dropped, transaction_coordinator/markers.py): a range with an aborted
+transaction's batches is bytes; a range with none (every read of a log without aborted transactions) is the
+stable read as it is, so it may be file ranges.
 """
 
 from __future__ import annotations
@@ -271,8 +272,19 @@ class FetchService:
                 offset=offset, max_bytes=request.max_bytes, timeout_ms=poll_ms)
             result = await self._followers.fetch(part, fetch, zero_copy=zero_copy)
         elif request.isolation_level == READ_COMMITTED and not self.unsafe_read_uncommitted_as_committed:
-            # filtered per batch: bytes, never file ranges
-            result = await part.read_committed(offset, request.max_bytes, poll_ms)
+            if zero_copy:
+                # Below the LSO as read_committed reads; with no aborted transaction in the range, what it would
+                # return is exactly this read (nothing to drop), so it may stay file ranges (librdkafka reads
+                # read_committed by default). Otherwise the filtered read, in bytes (rare: aborted transactions).
+                stable = await part.read(offset, request.max_bytes, poll_ms, stable=True, zero_copy=True)
+                if not part.aborted_between(offset, stable.next_offset):
+                    result = stable
+                else:
+                    if isinstance(stable, SliceResult):
+                        stable.close()
+                    result = await part.read_committed(offset, request.max_bytes, 0)
+            else:  # filtered per batch: bytes
+                result = await part.read_committed(offset, request.max_bytes, poll_ms)
             aborted = tuple(AbortedTransaction(pid, first)
                             for pid, first, _marker in part.aborted_between(offset, result.next_offset))
         else:

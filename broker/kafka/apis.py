@@ -25,7 +25,7 @@ import functools
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.admin.topics import validate_topic_name
@@ -33,13 +33,14 @@ from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
 from broker.fetch.service import READ_UNCOMMITTED as FETCH_READ_UNCOMMITTED
 from broker.fetch.service import ReplicaFetch
-from broker.fetch.sessions import FINAL_EPOCH, PartitionFetch, PartitionOutcome
+from broker.fetch.sessions import FINAL_EPOCH, FetchContext, PartitionFetch, PartitionOutcome
 from broker.kafka import codec
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.errors import NONE, code, typed
-from broker.kafka.fetch import FetchWant, fetch
+from broker.kafka.fetch import FetchAnswer, FetchWant, fetch
+from broker.kafka.frames import FileRecordsValue, ResponseFrame
 from broker.kafka.group_offsets import KafkaGroupOffsets
 from broker.kafka.groups import KafkaGroups
 from broker.kafka.leader_epochs import LeaderEpochApis
@@ -129,8 +130,9 @@ class KafkaApis:
         self._handlers.update(AdminApis(cluster, authorizer).handlers())  # topics, configs, ACLs, quotas
         assert set(codec.SUPPORTED) <= set(self._handlers), "an API is advertised without a handler"
 
-    async def handle(self, conn: Connection, frame: bytes) -> bytes | None:
-        """One request frame to its response frame (None: no response, as for acks=0)."""
+    async def handle(self, conn: Connection, frame: bytes) -> bytes | ResponseFrame | None:
+        """One request frame to its response frame (None: no response, as for acks=0). A Fetch answer carrying
+        file ranges is a :class:`ResponseFrame` (sent with ``sendfile``; its sender closes it)."""
         try:
             header = codec.read_header(frame)
         except InvalidRequestError as e:
@@ -147,6 +149,8 @@ class KafkaApis:
         body = await self._handlers[header.api_key](conn, request)
         if body is None:
             return None
+        if header.api_key == FETCH:
+            return codec.encode_response_frame(FETCH, header.api_version, header.correlation_id, body)
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
     # ------------------------------------------------------------------------------------------ ApiVersions
@@ -403,7 +407,14 @@ class KafkaApis:
         ``replica_state.replica_epoch`` at v15; before v15 a request carries none, and the service refuses a
         fetch claiming none (STALE_BROKER_EPOCH, as over HTTP): a fetch that may move the ISR and the high
         watermark must prove it comes from the broker's current incarnation, so a replica fetches at v15 (Kafka's
-        brokers send v15+ to each other since 3.5)."""
+        brokers send v15+ to each other since 3.5).
+
+        Zero copy: on a listener without TLS the reads may be file ranges (broker/kafka/fetch.py), put in the body
+        as :class:`FileRecordsValue` so that the answer is encoded around them and sent with ``sendfile``
+        (broker/kafka/frames.py); over TLS the bytes have to pass through Python to be encrypted anyway, so the
+        reads are bytes, as asyncio's ``sendfile`` fallback would make them. The values own the ranges'
+        descriptors from the moment the reads return; those of partitions the answer does not carry, and all of
+        them if building the answer fails, are closed here."""
         version = request.header.api_version
         body = request.body
         cls = codec.response_class(FETCH, version)
@@ -439,9 +450,27 @@ class KafkaApis:
                     replica_id, replica_epoch, None if p.current_leader_epoch < 0 else p.current_leader_epoch)
                 wants.append(FetchWant(name, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
                                        p.current_leader_epoch, replica))
-        answers = iter(await fetch(self._partitions.fetches, wants,
-                                   max_wait_ms=min(max(0, _ms(body.max_wait)), self._config.fetch_max_wait_ms),
-                                   min_bytes=int(body.min_bytes), max_bytes=max_bytes, committed=committed))
+        got = await fetch(self._partitions.fetches, wants,
+                          max_wait_ms=min(max(0, _ms(body.max_wait)), self._config.fetch_max_wait_ms),
+                          min_bytes=int(body.min_bytes), max_bytes=max_bytes, committed=committed,
+                          zero_copy=not conn.listener.tls)
+        # From here the values own the file ranges (closed at most once, by the sender or by a finalizer).
+        files = {id(a.read): FileRecordsValue(a.read.records) for a in got
+                 if a.read is not None and not isinstance(a.read.records, bytes | bytearray)}
+        try:
+            return self._fetch_answer(cls, version, partitions, denied, iter(got), files, context, names, by_id,
+                                      committed)
+        except BaseException:
+            for value in files.values():
+                value.close()
+            raise
+
+    def _fetch_answer(self, cls: type[Any], version: int, partitions: list[PartitionFetch],
+                      denied: dict[str, OdradekError | None], answers: Iterator[FetchAnswer],
+                      files: dict[int, FileRecordsValue], context: FetchContext, names: dict[str, str], by_id: bool,
+                      committed: bool) -> Any:
+        """The Fetch response body from the reads (``files``: their file ranges, by the read's id), as the fetch
+        session says to carry them; the ranges of partitions left out are closed."""
         results: list[tuple[OdradekError | None, Any]] = []
         for p in partitions:
             refusal = denied[p.topic]
@@ -452,9 +481,15 @@ class KafkaApis:
                 results.append((answer.error, answer.read))
         reply = context.respond([
             PartitionOutcome(0, -1, -1, error=True) if error is not None or read is None else
-            PartitionOutcome(len(read.records), read.high_watermark, read.log_start_offset)
+            PartitionOutcome(read.size, read.high_watermark, read.log_start_offset)
             for error, read in results])
+        carried = set(reply.carried)
+        for i, (_, read) in enumerate(results):
+            if i not in carried and read is not None and id(read) in files:
+                files[id(read)].close()
         if reply.error is not None:
+            for value in files.values():
+                value.close()
             return make(cls, throttle_time=NO_THROTTLE, error_code=code(reply.error), session_id=reply.session_id,
                         responses=())
         part_cls = nested(cls, "PartitionData")
@@ -489,7 +524,7 @@ class KafkaApis:
                     last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
                     aborted_transactions=tuple(make(aborted_cls, producer_id=a.producer_id, first_offset=a.first_offset)
                                                for a in read.aborted_transactions) if committed else None,
-                    preferred_read_replica=-1, records=read.records))
+                    preferred_read_replica=-1, records=files.get(id(read), read.records)))
         close_topic()
         return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, session_id=reply.session_id,
                     responses=tuple(responses))

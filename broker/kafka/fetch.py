@@ -12,8 +12,15 @@ even when that is larger, so a consumer can never be stuck behind one big batch.
 fit come back empty, with their offsets.
 
 Reads run concurrently, each through :meth:`FetchService.fetch <broker.fetch.service.FetchService.fetch>` (the
-leader's replica, the client's leader epoch checked). Records stay bytes: only batch headers are looked at, to
-cut at a batch boundary.
+leader's replica, the client's leader epoch checked). Records are never decoded: only batch headers are looked
+at, to cut at a batch boundary.
+
+Zero copy (``zero_copy``, the connection can ``sendfile``): a read may come back as file ranges (the fetch
+service's ``FileRecords``: duplicated segment descriptors) instead of bytes; small reads, and read_committed ones
+with an aborted transaction's batches to drop, stay bytes. The limits cut ranges exactly as they cut bytes
+(``FileRecords.cut``), so the answer's bytes are the same either way. Invariant: every descriptor a read opened
+is either in the answers returned (the caller's to close, broker/kafka/apis.py) or closed here: a range cut to
+nothing, a read superseded while waiting, and every read of a fetch that fails or is cancelled.
 
 A replica's fetch (``FetchWant.replica`` set) takes the same path to the follower-fetch service
 (broker/replication/follower_fetch.py), which decides everything of it: who may fetch (assigned, registered,
@@ -41,7 +48,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.fetch.service import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, PartitionData, ReplicaFetch
+from broker.fetch.service import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchRequest,
+    FileRecords,
+    PartitionData,
+    ReplicaFetch,
+)
 from odradek.protocol.errors import OdradekError, UnknownServerError
 from odradek.protocol.records import LOG_OVERHEAD, iter_batch_headers
 
@@ -67,37 +81,72 @@ class FetchWant:
 @dataclass(frozen=True, slots=True)
 class FetchAnswer:
     want: FetchWant
-    read: PartitionData | None  # bytes (never file ranges); None when ``error`` is set
+    read: PartitionData | None  # bytes, or file ranges for a zero-copy fetch; None when ``error`` is set
     error: OdradekError | None = None
 
     @property
     def size(self) -> int:
         return 0 if self.read is None else self.read.size
 
+    def close(self) -> None:
+        """Release the read's file ranges, if it holds any (idempotent)."""
+        if self.read is not None:
+            self.read.close()
+
+
+def close_all(answers: Sequence[FetchAnswer]) -> None:
+    """Release every answer's file ranges (an answer dropped unsent)."""
+    for a in answers:
+        a.close()
+
 
 async def fetch(reader: Reader, wants: list[FetchWant], *, max_wait_ms: int, min_bytes: int,
-                max_bytes: int, committed: bool) -> list[FetchAnswer]:
-    """One answer per want, in the same order (see the module docstring)."""
-    answers = await _read_all(reader, wants, committed)
-    if max_wait_ms > 0 and wants and not _complete(answers, min_bytes) and wants[0].replica is not None:
-        await _wait_replica(reader, wants, answers, max_wait_ms, min_bytes)
-    elif max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
-        await _wait(reader, wants, answers, max_wait_ms, min_bytes, committed)
-        # Partitions that got nothing: their offsets as they are now (no storage hop when still empty).
-        empty = [i for i, a in enumerate(answers) if a.error is None and not a.size]
-        again = await _read_all(reader, [wants[i] for i in empty], committed)
-        for i, answer in zip(empty, again, strict=True):
-            answers[i] = answer
+                max_bytes: int, committed: bool, zero_copy: bool = False) -> list[FetchAnswer]:
+    """One answer per want, in the same order (see the module docstring). ``zero_copy``: reads may be file
+    ranges, which the caller closes once the answer is sent or dropped."""
+    answers: list[FetchAnswer] = []
+    try:
+        answers = await _read_all(reader, wants, committed, zero_copy)
+        if max_wait_ms > 0 and wants and not _complete(answers, min_bytes) and wants[0].replica is not None:
+            await _wait_replica(reader, wants, answers, max_wait_ms, min_bytes, zero_copy)
+        elif max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
+            await _wait(reader, wants, answers, max_wait_ms, min_bytes, committed, zero_copy)
+            # Partitions that got nothing: their offsets as they are now (no storage hop when still empty).
+            empty = [i for i, a in enumerate(answers) if a.error is None and not a.size]
+            again = await _read_all(reader, [wants[i] for i in empty], committed, zero_copy)
+            for i, answer in zip(empty, again, strict=True):
+                answers[i].close()  # empty: holds nothing, but the rule is the rule
+                answers[i] = answer
+    except BaseException:
+        close_all(answers)
+        raise
     return _within_limits(answers, max_bytes)
 
 
-async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool) -> list[FetchAnswer]:
+async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool, zero_copy: bool) -> list[FetchAnswer]:
     """One look at each partition. A replica's reads one after the other: they are at the log end (nothing to
     read, answered without suspending) or just behind it (bytes in the page cache), so a task each would cost
-    more than it overlaps. A consumer's concurrently: its reads may go to the disk, and overlap there."""
+    more than it overlaps. A consumer's concurrently: its reads may go to the disk, and overlap there. If this
+    fails or is cancelled, the reads that did return are closed."""
     if wants and wants[0].replica is not None:
-        return [await _read(reader, w, 0, committed) for w in wants]
-    return list(await asyncio.gather(*(_read(reader, w, 0, committed) for w in wants)))
+        answers: list[FetchAnswer] = []
+        try:
+            for w in wants:
+                answers.append(await _read(reader, w, 0, committed, zero_copy))
+        except BaseException:
+            close_all(answers)
+            raise
+        return answers
+    tasks = [asyncio.ensure_future(_read(reader, w, 0, committed, zero_copy)) for w in wants]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                (await task).close()
+        raise
 
 
 def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
@@ -105,7 +154,7 @@ def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
 
 
 async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
-                        min_bytes: int) -> None:
+                        min_bytes: int, zero_copy: bool) -> None:
     """A replica's wait: one waiter on all its empty partitions (``Reader.wait_for_appends``), then another
     look at those it names (appended to, or their leadership changed), until ``min_bytes`` are read, a read
     fails, or ``max_wait_ms`` ends; ``answers`` is updated in place. A partition nothing happened to keeps its
@@ -123,8 +172,9 @@ async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[Fe
         moved = await reader.wait_for_appends(
             [(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty], remaining)
         look = [empty[j] for j in moved]
-        again = await _read_all(reader, [wants[i] for i in look], False)
+        again = await _read_all(reader, [wants[i] for i in look], False, zero_copy)
         for i, answer in zip(look, again, strict=True):
+            answers[i].close()
             answers[i] = answer
 
 
@@ -134,9 +184,10 @@ def _log_end(answer: FetchAnswer) -> int:
 
 
 async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
-                min_bytes: int, committed: bool) -> None:
+                min_bytes: int, committed: bool, zero_copy: bool) -> None:
     """Long-poll the empty partitions until ``min_bytes`` are read, a read fails, or ``max_wait_ms`` ends;
-    ``answers`` is updated in place with every read that returned."""
+    ``answers`` is updated in place with every read that returned. A poll that returned but was not taken (the
+    wait ended first) is closed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     polls: dict[asyncio.Task[FetchAnswer], int] = {}
@@ -144,7 +195,7 @@ async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswe
     def poll(i: int) -> None:
         wait_ms = int((deadline - loop.time()) * 1000)
         if wait_ms > 0:
-            polls[asyncio.create_task(_read(reader, wants[i], wait_ms, committed))] = i
+            polls[asyncio.create_task(_read(reader, wants[i], wait_ms, committed, zero_copy))] = i
 
     try:
         for i, a in enumerate(answers):
@@ -157,6 +208,7 @@ async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswe
             done, _ = await asyncio.wait(polls, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 i = polls.pop(task)
+                answers[i].close()
                 answers[i] = task.result()
                 if answers[i].read is not None and not answers[i].size:
                     poll(i)  # woken by a move that did not reach this offset: wait again
@@ -165,42 +217,61 @@ async def _wait(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswe
             task.cancel()
         for task in polls:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                (await task).close()
 
 
-async def _read(reader: Reader, want: FetchWant, wait_ms: int, committed: bool) -> FetchAnswer:
+async def _read(reader: Reader, want: FetchWant, wait_ms: int, committed: bool, zero_copy: bool) -> FetchAnswer:
     """One partition's read: ``wait_ms`` bounds both the wait for an active leadership here and the long-poll at
     the end of the log (0: one look)."""
     try:
         read = await reader.fetch(FetchRequest(
             want.topic, want.partition, want.offset, want.max_bytes, max_wait_ms=wait_ms,
             isolation_level=READ_COMMITTED if committed and want.replica is None else READ_UNCOMMITTED,
-            min_bytes=1 if wait_ms > 0 else 0, current_leader_epoch=want.current_leader_epoch, replica=want.replica))
+            min_bytes=1 if wait_ms > 0 else 0, current_leader_epoch=want.current_leader_epoch, replica=want.replica),
+            zero_copy=zero_copy)
     except OdradekError as e:
         return FetchAnswer(want, None, e)
     except Exception as e:  # a storage fault: this partition's error, not the whole connection's
         return FetchAnswer(want, None, UnknownServerError(f"reading {want.topic}-{want.partition} failed: {e}"))
-    if not isinstance(read.records, bytes | bytearray):  # never asked for file ranges: none to hold open
+    if not zero_copy and not isinstance(read.records, bytes | bytearray):  # not asked for: none to hold open
         read.close()
         return FetchAnswer(want, None, UnknownServerError(f"reading {want.topic}-{want.partition} gave file ranges"))
     return FetchAnswer(want, read)
 
 
 def _within_limits(answers: list[FetchAnswer], max_bytes: int) -> list[FetchAnswer]:
+    """The answers cut to the limits (see "How much" in the module docstring); owns ``answers``: on an error
+    (a header that cannot be read), every answer, cut or not, is closed."""
+    out: list[FetchAnswer] = []
+    try:
+        _cut_all(answers, max_bytes, out)
+    except BaseException:
+        close_all(out)
+        close_all(answers[len(out):])  # a cut that failed consumed nothing
+        raise
+    return out
+
+
+def _cut_all(answers: list[FetchAnswer], max_bytes: int, out: list[FetchAnswer]) -> None:
     budget = max_bytes
     first = True
-    out: list[FetchAnswer] = []
     for a in answers:
         if a.read is None or not a.size:
             out.append(a)
             continue
         records = a.read.records
-        assert isinstance(records, bytes | bytearray)
-        data = _whole_batches(records, min(a.want.max_bytes, budget), at_least_one=first)
-        first = first and not data
-        budget -= len(data)
-        out.append(a if len(data) == len(records) else FetchAnswer(a.want, dataclasses.replace(a.read, records=data)))
-    return out
+        limit = min(a.want.max_bytes, budget)
+        data: bytes | bytearray | FileRecords
+        if isinstance(records, bytes | bytearray):
+            data = _whole_batches(records, limit, at_least_one=first)
+            size = len(data)
+        else:  # file ranges: the same cut (consumes ``records``; an empty cut holds no descriptor)
+            cut = records.cut(limit, at_least_one=first)
+            size = cut.size
+            data = cut if size else b""
+        first = first and not size
+        budget -= size
+        out.append(a if data is records else FetchAnswer(a.want, dataclasses.replace(a.read, records=data)))
 
 
 def _whole_batches(data: bytes | bytearray, limit: int, *, at_least_one: bool) -> bytes | bytearray:

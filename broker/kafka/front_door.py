@@ -43,10 +43,18 @@ class KafkaFrontDoor:
         # SASL gate (authenticate first) -> client quotas (Produce, Fetch) -> KafkaApis
         dispatch = SaslGate(KafkaQuotas(self.apis.handle, broker.quotas).dispatch, authorizer.authenticator,
                             config.kafka_sasl_mechanisms).dispatch
+        written = broker.metrics.kafka_response_bytes.labels("write")
+        sendfile = broker.metrics.kafka_response_bytes.labels("sendfile")
+
+        def sent_bytes(through_transport: int, with_sendfile: int) -> None:
+            written.inc(through_transport)
+            if with_sendfile:
+                sendfile.inc(with_sendfile)
+
         self.server = KafkaServer(config.kafka_listeners, MeteredDispatch(dispatch, broker.metrics).dispatch,
                                   max_request_bytes=config.socket_request_max_bytes,
                                   idle_timeout_ms=config.connections_max_idle_ms,
-                                  ssl_context=kafka_server_context(config))
+                                  ssl_context=kafka_server_context(config), sent_bytes=sent_bytes)
 
     async def start(self) -> None:
         """Bind every Kafka listener (OSError naming the address when one cannot be bound)."""

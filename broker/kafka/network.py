@@ -16,6 +16,15 @@ by the kernel straight into a buffer of its own size, so a megabyte produce is c
 through a stream's buffer. A large answer is written in ``WRITE_CHUNK_BYTES`` pieces, each after the transport's
 buffer drained, so the transport never holds (and shifts along) megabytes of a fetch answer.
 
+Zero copy: a dispatcher may answer with a :class:`~broker.kafka.frames.ResponseFrame` (a Fetch answer whose
+record sets are file ranges) instead of bytes. Its pieces go out in order: bytes through the transport, file
+ranges with ``loop.sendfile`` (Kafka's ``FileRecords.writeTo``), which waits for the transport's buffer to drain,
+pauses reading meanwhile and lets the kernel copy from the page cache to the socket. The frame's descriptors are
+closed once it was sent, and also when the send fails, the connection drops or the serving task is cancelled,
+whether or not its turn to be sent came. A frame cut short (a range that comes up short, a failed or cancelled
+sendfile) aborts the connection: the client sees a broken answer, never a wrong one. Only listeners without TLS
+are given such frames (broker/kafka/apis.py): over TLS asyncio's sendfile would read through Python anyway.
+
 Lifetime: a connection with no complete request for ``connections.max.idle.ms`` is closed (counted while
 waiting for a request or its bytes, not while the broker works on one or while the connection is muted). ``stop``
 stops accepting, then closes every connection (cancelling the request it was working on) and waits for them, so a
@@ -43,6 +52,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import os
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
@@ -50,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.kafka.frame_buffer import KeptBuffer
+from broker.kafka.frames import ResponseFrame, is_file_range
 from broker.kafka.listeners import KafkaListener
 from broker.security.authorizer import ANONYMOUS
 from broker.security.tls import peer_principal
@@ -112,7 +123,9 @@ class Connection:
         return ms / 1000, hold
 
 
-Dispatch = Callable[[Connection, bytes], Awaitable[bytes | None]]
+Dispatch = Callable[[Connection, bytes], Awaitable[bytes | ResponseFrame | None]]
+# Told the bytes of each answer sent: (through the transport, with sendfile).
+SentBytes = Callable[[int, int], None]
 
 
 class _OversizedRequest(Exception):
@@ -269,7 +282,7 @@ class _Channel(asyncio.BufferedProtocol):
             finally:
                 self._waiter = None
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes | bytearray | memoryview) -> None:
         """Write an answer; returns once the transport's buffer is below its high-water mark."""
         transport = self.transport
         assert transport is not None
@@ -285,12 +298,46 @@ class _Channel(asyncio.BufferedProtocol):
                     finally:
                         self._drain_waiter = None
 
+    async def send_frame(self, frame: ResponseFrame) -> int:
+        """Write a frame of pieces in order (see "Zero copy" in the module docstring); returns the bytes sent with
+        ``sendfile``. Does not close the frame: the caller does, whatever happens.
+
+        Raises:
+            ConnectionResetError: the connection was lost, a file range could not be sent whole, or sendfile
+                failed; the connection is aborted (it is out of step once a frame was cut short).
+        """
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        assert transport is not None
+        with_sendfile = 0
+        try:
+            for piece in frame.pieces:
+                if not is_file_range(piece):
+                    await self.send(piece)  # type: ignore[arg-type]
+                    continue
+                if transport.is_closing():
+                    raise ConnectionResetError("connection lost")
+                fd, position, length = piece.fd, piece.position, piece.length  # type: ignore[union-attr]
+                with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                    sent = await loop.sendfile(transport, f, position, length)
+                if sent != length:
+                    raise ConnectionResetError(f"sent {sent} of {length} bytes: the segment shrank under the fetch")
+                with_sendfile += sent
+        except BaseException as e:
+            transport.abort()
+            if isinstance(e, OSError | RuntimeError) and not isinstance(e, ConnectionError):
+                raise ConnectionResetError(f"a fetch answer could not be sent: {e}") from e
+            raise
+        return with_sendfile
+
 
 class KafkaServer:
     def __init__(self, listeners: tuple[KafkaListener, ...], dispatch: Dispatch, *,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: the server context of the TLS listeners (SSL, SASL_SSL); required when there is one."""
+                 idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS, ssl_context: ssl.SSLContext | None = None,
+                 sent_bytes: SentBytes | None = None) -> None:
+        """``ssl_context``: the server context of the TLS listeners (SSL, SASL_SSL); required when there is one.
+        ``sent_bytes``: told the bytes of every answer sent, through the transport and with sendfile (metrics)."""
         tls = [str(lst) for lst in listeners if lst.tls]
         if tls and ssl_context is None:
             raise ValueError(f"Kafka listeners {', '.join(tls)} need a TLS context (--ssl-certfile/--ssl-keyfile)")
@@ -300,6 +347,7 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self.idle_timeout_s = idle_timeout_ms / 1000
         self._servers: list[tuple[KafkaListener, asyncio.Server]] = []
+        self._sent_bytes = sent_bytes
         self._connections: set[asyncio.Task[None]] = set()
         self._ids = itertools.count()
         self._stopping = False
@@ -379,6 +427,16 @@ class KafkaServer:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(channel.closed), 1.0)
 
+    async def _send(self, channel: _Channel, response: bytes | ResponseFrame) -> None:
+        if isinstance(response, ResponseFrame):
+            with_sendfile = await channel.send_frame(response)
+            written = response.size - with_sendfile
+        else:
+            await channel.send(response)
+            written, with_sendfile = len(response), 0
+        if self._sent_bytes is not None:
+            self._sent_bytes(written, with_sendfile)
+
     async def _requests(self, conn: Connection, channel: _Channel) -> None:
         idle_s = self.idle_timeout_s
         while True:
@@ -408,14 +466,18 @@ class KafkaServer:
             except Exception:
                 log.exception("Kafka connection %s: a request failed; closing the connection", conn.id)
                 return
-            mute_s, hold = conn.take_throttle()
-            if hold and mute_s > 0:
-                await asyncio.sleep(mute_s)  # an old client: the answer itself is the throttle
-                mute_s = 0
-            if response is not None:
-                try:
-                    await channel.send(response)
-                except ConnectionError:
-                    return
+            try:
+                mute_s, hold = conn.take_throttle()
+                if hold and mute_s > 0:
+                    await asyncio.sleep(mute_s)  # an old client: the answer itself is the throttle
+                    mute_s = 0
+                if response is not None:
+                    try:
+                        await self._send(channel, response)
+                    except ConnectionError:
+                        return
+            finally:
+                if isinstance(response, ResponseFrame):
+                    response.close()
             if mute_s > 0:
                 await asyncio.sleep(mute_s)  # KIP-219: answered at once, muted until the throttle time is over

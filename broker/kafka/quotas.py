@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from kio.serial import entity_reader
 
 from broker.kafka import codec
 from broker.kafka.codec import FETCH, PRODUCE
+from broker.kafka.frames import ResponseFrame
 from broker.kafka.network import Connection, Dispatch
 from broker.quotas import FETCH as FETCH_RATE
 from broker.quotas import PRODUCE as PRODUCE_RATE
@@ -53,18 +55,28 @@ def user_of(principal: str) -> str | None:
     return None if not principal or principal == ANONYMOUS else principal.removeprefix("User:")
 
 
-def with_throttle_time(frame: bytes, api_key: int, version: int, throttle_ms: int) -> bytes:
+def with_throttle_time(frame: bytes | ResponseFrame, api_key: int, version: int,
+                       throttle_ms: int) -> bytes | ResponseFrame:
     """The response ``frame`` (size prefix included) re-encoded with ``throttle_time_ms`` set; unchanged when the
-    response has no such field. Only throttled answers pay for it, and those are bounded by the quota."""
+    response has no such field. Only throttled answers pay for it, and those are bounded by the quota.
+
+    A :class:`ResponseFrame` (a Fetch answer with file ranges) is re-encoded from the body it was encoded from,
+    not read back: the new frame names the same file ranges and takes them over (the old one is dropped
+    unclosed)."""
     cls = codec.response_class(api_key, version)
     if not codec.has_field(cls, "throttle_time"):
         return frame
+    if isinstance(frame, ResponseFrame):
+        correlation_id = _CORRELATION.unpack_from(frame.pieces[0], 4)[0]  # type: ignore[arg-type]
+        body = dataclasses.replace(frame.body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+        return codec.encode_response_frame(api_key, version, correlation_id, body)
     header, used = _reader(cls.__header_schema__)(frame, 4)
     body, _ = _reader(cls)(frame, 4 + used)
     body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return codec.encode_response(api_key, version, int(header.correlation_id), body)
 
 
+_CORRELATION = struct.Struct(">i")  # the first field of every response header
 _READERS: dict[type[Any], Any] = {}
 
 
@@ -83,7 +95,7 @@ class KafkaQuotas:
         self._dispatch = dispatch
         self._quotas = quotas
 
-    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
+    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | ResponseFrame | None:
         quotas = self._quotas
         if quotas is None or not quotas.active():
             return await self._dispatch(conn, frame)

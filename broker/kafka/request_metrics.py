@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
+from broker.kafka.frames import ResponseFrame
 from broker.kafka.network import CloseConnection, Connection, Dispatch
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class MeteredDispatch:
         self._counters: dict[tuple[str, str], Any] = {}
         self._timers: dict[str, Any] = {}
 
-    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
+    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | ResponseFrame | None:
         api = api_name(frame)
         started = time.perf_counter()
         outcome = "failed"

@@ -39,6 +39,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka import codec
 from broker.kafka.codec import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, Request, make
 from broker.kafka.errors import code
+from broker.kafka.frames import ResponseFrame
 from broker.kafka.network import CloseConnection, Connection, Dispatch
 from broker.security.sasl import Credentials, SaslMechanism, new_mechanism
 from odradek.protocol.errors import (
@@ -94,7 +95,7 @@ class SaslGate:
         self._credentials = credentials
         self.mechanisms = mechanisms
 
-    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
+    async def dispatch(self, conn: Connection, frame: bytes) -> bytes | ResponseFrame | None:
         if conn.authenticated:
             return await self._dispatch(conn, frame)
         exchange: _Exchange = conn.sasl if conn.sasl is not None else _Exchange()

@@ -14,12 +14,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from odradek.protocol.errors import OffsetOutOfRangeError
+from odradek.protocol.records import HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
 
 from .base import LogBase, ReadResult
-from .segment import LogSegment
+from .segment import READ_CHUNK, LogSegment
 
 # Below this, a fetch answer is copied instead: in Python, ``loop.sendfile``'s own machinery (pause reading, wait
 # for an empty write buffer, futures, resume) costs more than copying a few KiB that are in the page cache anyway.
@@ -51,6 +53,46 @@ class SliceResult(NamedTuple):
         for s in self.slices:
             with contextlib.suppress(OSError):
                 os.close(s.fd)
+
+    def cut(self, limit: int, *, at_least_one: bool) -> SliceResult:
+        """The longest prefix of whole batches within ``limit`` bytes (the first batch anyway when
+        ``at_least_one``): the cut a fetch's response limit makes of bytes (broker/kafka/fetch.py), made of the
+        ranges, so the bytes sent are exactly those the bytes answer would carry.
+
+        Consumes ``self``: the result owns the descriptors of the ranges it keeps (the same ones, a range maybe
+        shortened), and those of ranges it drops are closed here; an empty result holds none. ``next_offset``
+        is the one after the last batch kept. Reads batch headers only (``pread``, 8 KiB at a time) on the
+        caller's thread: the ranges were just read, so the headers are in the page cache, and only an answer
+        over the request's ``max_bytes`` needs this.
+        """
+        if self.size <= limit:
+            return self
+        lengths: list[int] = []  # what is kept of each range; walked first, so a failed read consumes nothing
+        total = 0
+        next_offset: int | None = None
+        whole = True  # every range before this one is kept whole: this one may continue the prefix
+        for s in self.slices:
+            length = 0
+            if whole:
+                for rel, h in _walk(s.fd, s.position, s.position + s.length):
+                    if next_offset is None:
+                        next_offset = h.base_offset  # where an empty cut's reader would go on
+                    if total + rel + h.size > limit and not (at_least_one and total + rel == 0):
+                        break
+                    length = rel + h.size
+                    next_offset = h.base_offset + h.last_offset_delta + 1
+            lengths.append(length)
+            total += length
+            whole = length == s.length
+        kept: list[FileSlice] = []
+        for s, length in zip(self.slices, lengths, strict=True):
+            if length:
+                kept.append(FileSlice(s.fd, s.position, length))
+            else:
+                with contextlib.suppress(OSError):
+                    os.close(s.fd)
+        return SliceResult(tuple(kept), self.next_offset if next_offset is None else next_offset,
+                           self.log_start_offset, self.log_end_offset)
 
 
 class LogReads(LogBase):
@@ -150,6 +192,25 @@ class LogReads(LogBase):
                 return found
         return None
 
+
+
+def _walk(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position relative to start, header)`` of each whole batch in ``[start, end)`` of ``fd``."""
+    unpack = HEADER.unpack_from
+    make = BatchHeader._make
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        chunk = os.pread(fd, min(READ_CHUNK, end - pos), pos)
+        rel = 0
+        while rel + HEADER_SIZE <= len(chunk):
+            h = make(unpack(chunk, rel))
+            if h.batch_length < MIN_BATCH_LENGTH or pos + rel + h.size > end:
+                return
+            yield pos + rel - start, h
+            rel += h.size
+        if rel == 0:
+            return
+        pos += rel
 
 
 def _slice(seg: LogSegment, offset: int, max_bytes: int, max_offset: int | None, limit: int

@@ -156,10 +156,44 @@ def test_min_bytes_zero_answers_at_once_whatever_the_max_wait() -> None:
 def test_a_read_committed_fetch_reads_below_the_lso_as_bytes_and_names_the_aborted_transactions() -> None:
     part = FakePartition()
     service, _, _ = _service(FakeRouter(part))
-    data = run(service.fetch(FetchRequest("t", 0, offset=3, max_bytes=10, isolation_level=READ_COMMITTED),
-                             zero_copy=True))
+    data = run(service.fetch(FetchRequest("t", 0, offset=3, max_bytes=10, isolation_level=READ_COMMITTED)))
     assert part.reads == [("read_committed", 3, 10, 0), ("aborted_between", 3, 7)]
     assert data.records == b"committed" and data.aborted_transactions == (AbortedTransaction(70, 3),)
+    # Zero copy: the stable read is looked at first; an aborted transaction in its range sends the fetch to the
+    # filtered read, in bytes, as without zero copy.
+    part.reads.clear()
+    data = run(service.fetch(FetchRequest("t", 0, offset=3, max_bytes=10, isolation_level=READ_COMMITTED),
+                             zero_copy=True))
+    assert part.reads == [("read", 3, 10, 0, True), ("aborted_between", 3, 9), ("read_committed", 3, 10, 0),
+                          ("aborted_between", 3, 7)]
+    assert data.records == b"committed" and data.aborted_transactions == (AbortedTransaction(70, 3),)
+
+
+def test_a_read_committed_zero_copy_fetch_with_no_aborted_transaction_is_the_stable_read_as_file_ranges(
+        tmp_path: Path) -> None:
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 100)
+    ranges = SliceResult((FileSlice(os.open(path, os.O_RDONLY), 10, 40),), 9, 2, 20)
+    stable_reads: list[bool] = []
+
+    class NothingAborted(FakePartition):
+        async def read(self, offset: int, max_bytes: int, timeout_ms: int, stable: bool = False,
+                       zero_copy: bool = False) -> Any:
+            stable_reads.append(stable)
+            return await super().read(offset, max_bytes, timeout_ms, stable, zero_copy)
+
+        def aborted_between(self, start: int, end: int) -> list[tuple[int, int, int]]:
+            self.reads.append(("aborted_between", start, end))
+            return []
+
+    part = NothingAborted(ranges)
+    service, _, _ = _service(FakeRouter(part))
+    data = run(service.fetch(FetchRequest("t", 0, offset=3, max_bytes=10, max_wait_ms=30,
+                                          isolation_level=READ_COMMITTED), zero_copy=True))
+    assert part.reads == [("read", 3, 10, 30, True), ("aborted_between", 3, 9), ("aborted_between", 3, 9)]
+    assert stable_reads == [True]  # below the LSO, as read_committed reads
+    assert data.records is ranges and data.aborted_transactions == ()
+    data.close()
 
 
 def test_a_follower_fetch_goes_through_the_follower_fetch_service_with_the_leaders_epoch_by_default() -> None:
