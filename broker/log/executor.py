@@ -76,11 +76,12 @@ class StorageExecutor:
         return fut
 
     async def run(self, key: Hashable | None, fn: Callable[..., T], *args: Any,
-                  then: Callable[[], None] | None = None) -> T:
+                  then: Callable[[], None] | None = None, discard: Callable[[T], None] | None = None) -> T:
         """Run ``fn(*args)`` in ``key``'s order (any order if None) and await its result on the running loop.
 
         ``then`` runs on the loop once the job is done, before the result is delivered, even if the caller
-        was cancelled meanwhile.
+        was cancelled meanwhile. ``discard`` gets a result nobody will take (the caller was cancelled before or
+        just after it arrived): a result that holds resources (a zero-copy read's file descriptors) is released.
         """
         loop = asyncio.get_running_loop()
         afut: asyncio.Future[T] = loop.create_future()
@@ -89,6 +90,8 @@ class StorageExecutor:
             if then is not None:
                 then()
             if afut.cancelled():
+                if discard is not None and error is None:
+                    discard(result)
                 return
             if error is None:
                 afut.set_result(result)
@@ -101,7 +104,13 @@ class StorageExecutor:
             handoff.add(complete, result, error)
 
         self._enqueue(key, (fn, args, done))
-        return await afut
+        try:
+            return await afut
+        except asyncio.CancelledError:
+            # Cancelled after the result was set but before this task resumed: the result is ours to release.
+            if discard is not None and afut.done() and not afut.cancelled() and afut.exception() is None:
+                discard(afut.result())
+            raise
 
     def _handoff(self, loop: asyncio.AbstractEventLoop) -> _Handoff:
         handoff = self._handoffs.get(loop)

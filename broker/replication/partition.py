@@ -126,7 +126,8 @@ IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
 class Storage(Protocol):
     """Where the log's disk work runs (``broker.log.executor.StorageExecutor``)."""
 
-    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None) -> T:
+    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,
+                  discard: Callable[[T], None] | None = None) -> T:
         ...
 
 
@@ -137,9 +138,10 @@ class IsrSubmitter(Protocol):
 class InlineStorage:
     """Runs the work at once on the loop's thread (standalone use and tests that want no threads)."""
 
-    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None) -> T:
+    async def run(self, key: Any, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,
+                  discard: Callable[[T], None] | None = None) -> T:
         try:
-            return fn(*args)
+            return fn(*args)  # no await before the result: a cancellation cannot strand it (``discard`` unused)
         finally:
             if then is not None:
                 then()
@@ -449,8 +451,10 @@ class Partition:
         if offset >= hw:  # nothing to read (a long-poll that timed out): no hop to the storage executor
             return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
         # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
-        job = storage_jobs.slices if zero_copy else storage_jobs.read
-        return await self._storage.run(None, job, self.log, offset, max_bytes, hw)
+        if zero_copy:
+            return await self._storage.run(None, storage_jobs.slices, self.log, offset, max_bytes, hw,
+                                           discard=storage_jobs.release)
+        return await self._storage.run(None, storage_jobs.read, self.log, offset, max_bytes, hw)
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
                                 timeout_ms: int, zero_copy: bool = False) -> ReadResult | SliceResult:
@@ -473,7 +477,8 @@ class Partition:
         job = storage_jobs.slices if zero_copy else storage_jobs.read
         if parked:  # woken by an append: bytes just written (page cache), read here; no thread hop
             return job(self.log, offset, max_bytes, None)
-        return await self._storage.run(None, job, self.log, offset, max_bytes, None)
+        return await self._storage.run(None, job, self.log, offset, max_bytes, None,
+                                       discard=storage_jobs.release if zero_copy else None)
 
     def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:
         """A follower's fetch answered with no records (the leader's replication quota is spent, KIP-73): its

@@ -72,6 +72,12 @@ def slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> Sli
     return log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
 
 
+def release(result: SliceResult | ReadResult) -> None:
+    """A zero-copy read nobody will send (its fetch was cancelled): its duplicated descriptors are closed."""
+    if isinstance(result, SliceResult):
+        result.close()
+
+
 def assign_epoch(log: Log, epoch: int, keys: IdempotencyKeys) -> int:
     """A new leadership's epoch starts at the log end. If its checkpoint cannot be written (a full disk), the
     epoch is still the cache's, and the log writes the file before its next records (``flush_if_dirty``): the

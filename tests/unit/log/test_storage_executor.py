@@ -124,3 +124,30 @@ def test_an_error_completing_one_result_does_not_strand_the_others() -> None:
         asyncio.run(run())
     finally:
         executor.shutdown()
+
+
+def test_a_result_whose_caller_was_cancelled_is_discarded_not_dropped() -> None:
+    """A zero-copy read cancelled while its storage thread works: the file ranges it returns are closed."""
+    executor = StorageExecutor(threads=1)
+    gate = threading.Event()
+    discarded: list[str] = []
+
+    async def run() -> None:
+        task = asyncio.ensure_future(executor.run(None, lambda: gate.wait() and "fds", discard=discarded.append))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        gate.set()
+        for _ in range(100):
+            if discarded:
+                break
+            await asyncio.sleep(0.01)
+        kept = await executor.run(None, lambda: "kept", discard=discarded.append)
+        assert kept == "kept"
+
+    try:
+        asyncio.run(run())
+    finally:
+        executor.shutdown()
+    assert discarded == ["fds"]  # the one nobody took; the awaited one was not discarded
