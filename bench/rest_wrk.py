@@ -20,7 +20,7 @@ requests are in flight (one per connection, 4 by default as rest_bench's client 
 more cores than one broker's event loop): each broker gets its own wrk with ``--connections`` of its own, its
 partitions' reads, and produce bodies that hold one partition's records each (``POST /topics/{t}/partitions/{p}``
 at the leader, partitioned by the keys' murmur2 as the broker would; with one broker the bodies go to
-``POST /topics/{t}`` instead). Rates add up over the wrk processes; CPU over every broker.
+``POST /topics/{t}`` instead, unless ``--per-partition``). Rates add up over the wrk processes; CPU over every broker.
 
 Every wrk answer must be 200 (a non-2xx count is an error). CPU: the broker's utime+stime from /proc over the
 phase, per million records; "client" is wrk's own CPU share (RUSAGE_CHILDREN over the phase). Redis Streams runs
@@ -168,15 +168,15 @@ def read_chain(leaders: dict[int, str], topic: str) -> list[tuple[int, int, int]
     return chain
 
 
-def produce_loads(workdir: Path, topic: str, keys: list[str], vals: list[str], leaders: dict[int, str]
-                  ) -> list[Load]:
+def produce_loads(workdir: Path, topic: str, keys: list[str], vals: list[str], leaders: dict[int, str],
+                  per_partition: bool = False) -> list[Load]:
     """The produce requests of bodies of 1,000 records. One broker: ``POST /topics/{t}`` (the broker partitions
     by key, as for a REST Proxy client). Several: each body holds one partition's records (partitioned by the
     keys' murmur2, as the broker would) and goes to ``POST /topics/{t}/partitions/{p}`` at that partition's
     leader, as a partition-aware client sends them (no broker forwards another's records)."""
     n = len(vals)
     brokers = sorted(set(leaders.values()))
-    if len(brokers) == 1:
+    if len(brokers) == 1 and not per_partition:
         lines = []
         for i, s in enumerate(range(0, n, PER_REQUEST)):
             f = workdir / f"{topic}-{i}.json"
@@ -257,6 +257,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="each phase this many times (one cluster)")
     ap.add_argument("--brokers", type=int, default=1,
                     help="brokers on this host; the partitions' leaders spread over them, one wrk per broker")
+    ap.add_argument("--per-partition", action="store_true",
+                    help="produce bodies of one partition's records to its leader even with one broker")
     ap.add_argument("--skip-redis", action="store_true")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
@@ -278,7 +280,8 @@ def main() -> None:
         b = args.brokers
         cluster = LocalCluster(workdir / "cluster", brokers=b, base_port=free_port_block(b), zookeepers=1,
                                zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
-        where = "one broker" if b == 1 else f"{b} brokers (one wrk each)"
+        where = ("one broker" if b == 1 else f"{b} brokers (one wrk each)") + \
+            (", per partition" if b > 1 or args.per_partition else "")
         try:
             cluster.up()
             urls = [cluster.broker_url(i) for i in range(1, b + 1)]
@@ -286,7 +289,7 @@ def main() -> None:
             for topic, _ctype, _keys, _vals in formats.values():
                 create_topic(urls[0], topic, PARTITIONS, 1, seen_by=urls)
             for label, (topic, ctype, keys, vals) in formats.items():
-                loads = produce_loads(workdir, topic, keys, vals, leaders_of(urls[0], topic))
+                loads = produce_loads(workdir, topic, keys, vals, leaders_of(urls[0], topic), args.per_partition)
                 for _ in range(args.rounds):
                     results.append(run_wrk(loads, args.seconds, args.connections, "Content-Type", ctype, workdir,
                                            pids, f"REST v2 produce, {label}, acks=1, {where}"))
