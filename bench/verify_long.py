@@ -5,6 +5,7 @@ recovery time per fault kind. Every kind of the ``all`` scenario gets a row, so 
 
     sudo .venv/bin/python bench/verify_long.py [--minutes 30] [--out verify-long] [--figure docs/verify-timeline.png]
                                                [--via client|rest] [--seed N] [--workload queue,txn]
+                                               [--replica-fetch-transport http|kafka]
 
 Needs root (network namespaces, iptables inside them, a loop-mounted disk) and Debian's ZooKeeper. Prints
 figures and exits 1 if any check failed; it is not a test.
@@ -33,6 +34,7 @@ def main() -> int:
     ap.add_argument("--via", choices=("client", "rest"), default="client")
     ap.add_argument("--seed", type=int, default=1729)
     ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--replica-fetch-transport", choices=("auto", "http", "kafka"), default=None)
     ap.add_argument("--workload", default=None,
                     help="verify's --workload (default queue,txn; queue with --via rest, which has no transactions)")
     args = ap.parse_args()
@@ -42,6 +44,8 @@ def main() -> int:
            "--duration", str(args.minutes * 60),
            "--concurrency", str(args.concurrency), "--quiet", "0.5,1.5", "--scenario", "all", "--seed",
            str(args.seed), "--via", args.via, "--workload", args.workload]
+    if args.replica_fetch_transport is not None:
+        cmd += ["--replica-fetch-transport", args.replica_fetch_transport]
     print("running:", " ".join(cmd), flush=True)
     code = subprocess.run(cmd, cwd=REPO).returncode
     report_path = args.out / "report.json"

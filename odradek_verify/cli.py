@@ -50,6 +50,14 @@ UNSAFE_BROKER_FLAGS = (UNSAFE_BROKER_FLAG, "--unsafe-read-uncommitted-as-committ
 WORKLOADS = ("queue", "txn")
 
 
+def broker_flags(args: argparse.Namespace) -> list[str]:
+    """The flags every broker of the run is started with (restarts included)."""
+    flags = ["--replica-lag-time-max-ms", str(args.replica_lag_time_max_ms)]
+    if args.replica_fetch_transport is not None:
+        flags += ["--replica-fetch-transport", args.replica_fetch_transport]
+    return flags + _unsafe(args)
+
+
 def _unsafe(args: argparse.Namespace) -> list[str]:
     """The planted-bug broker flags this run gives its brokers."""
     return [f for f in UNSAFE_BROKER_FLAGS if getattr(args, f[2:].replace("-", "_"), False)]
@@ -99,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session-timeout-ms", type=int, default=3000, help="brokers' ZooKeeper session")
     p.add_argument("--tick-ms", type=int, default=500, help="ZooKeeper tickTime")
     p.add_argument("--replica-lag-time-max-ms", type=int, default=3000)
+    p.add_argument("--replica-fetch-transport", choices=("auto", "http", "kafka"), default=None,
+                   help="how followers fetch from leaders (the brokers' default when not given)")
     p.add_argument("--retention-ms", type=int, default=7 * 24 * 3600 * 1000,
                    help="the topic's retention.ms (default 7 days); clock steps stay under a tenth of it")
     p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
@@ -198,8 +208,7 @@ class Run:
                 if why_not is not None and k in kinds:
                     self.skipped[k] = why_not
         base_port, zk_base = (9092, 2181) if self.lab else _free_ports()
-        broker_args = ["--replica-lag-time-max-ms", str(a.replica_lag_time_max_ms)]
-        broker_args += _unsafe(a)  # every broker of the run, restarts included
+        broker_args = broker_flags(a)
         self.cluster = VerifyCluster(
             self.out / "cluster", lab=self.lab, brokers=a.brokers, zookeepers=a.zookeepers, base_port=base_port,
             zk_base_port=zk_base, tick_ms=a.tick_ms, session_timeout_ms=a.session_timeout_ms,

@@ -48,3 +48,10 @@ def test_the_planted_bug_is_refused_for_an_attached_cluster(tmp_path: Path) -> N
                                           "--unsafe-ack-before-isr"])
     with pytest.raises(cli.RunError, match="--bootstrap-server"):
         cli.Run(args)._attach(["kill-broker"])
+
+
+def test_the_replica_fetch_transport_is_given_to_every_broker_only_when_chosen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _started_with(tmp_path, monkeypatch, "--replica-fetch-transport", "kafka").broker_args
+    assert args[args.index("--replica-fetch-transport") + 1] == "kafka"
+    assert "--replica-fetch-transport" not in _started_with(tmp_path, monkeypatch).broker_args  # the brokers' default
