@@ -82,9 +82,19 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def console_errors(driver: Any, allowed: Sequence[str] = ()) -> list[str]:
     """The browser log's errors since the last call (SEVERE entries), less those containing an ``allowed`` text
-    (a failed load the page expects, e.g. the ACL route's 400 on a cluster without an authorizer)."""
+    (a failed load the page expects, e.g. the ACL route's 400 on a cluster without an authorizer), and less those
+    the browser stamped before the current test began (``start_log``): chromium hands a failed load's entry to
+    the driver a little after the load, so an earlier test's expected 403 can arrive after that test ended."""
+    since = getattr(driver, "odradek_log_since_ms", 0)
     return [entry["message"] for entry in driver.get_log("browser")
-            if entry["level"] == "SEVERE" and not any(text in entry["message"] for text in allowed)]
+            if entry["level"] == "SEVERE" and entry.get("timestamp", since) >= since
+            and not any(text in entry["message"] for text in allowed)]
+
+
+def start_log(driver: Any) -> None:
+    """A test's log starts now: what the browser logged before is not its (see ``console_errors``)."""
+    driver.odradek_log_since_ms = int(driver.execute_script("return Date.now();"))
+    console_errors(driver)
 
 
 def screenshot(driver: Any, path: Path) -> None:

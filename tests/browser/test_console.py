@@ -31,7 +31,7 @@ import pytest
 
 from broker.api.console import PROBE_TIMEOUT_S, counters
 from odradek import Producer
-from tests.browser.conftest import SHOTS, console_errors, screenshot
+from tests.browser.conftest import SHOTS, console_errors, screenshot, start_log
 from tests.harness.cluster import LocalProcessBackend, shared_cluster
 from tests.harness.http import create_topic, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
@@ -74,7 +74,7 @@ def c(zk_ensemble: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 @pytest.fixture(autouse=True)
 def fresh_log(browser: Any) -> None:
     """Each test's log starts empty: what an earlier test left (say one that failed before checking) is not its."""
-    console_errors(browser)
+    start_log(browser)
 
 
 def _ok(status: int, body: Any, what: str) -> Any:

@@ -41,7 +41,7 @@ import pytest
 
 from odradek_local.cluster import LocalCluster
 from odradek_local.security import admin_files, broker_name, tls_dir
-from tests.browser.conftest import SHOTS, chromium_driver, console_errors, screenshot
+from tests.browser.conftest import SHOTS, chromium_driver, console_errors, screenshot, start_log
 from tests.harness.ports import free_port_block
 from tests.harness.wait import SLOW_MACHINE_S
 from tests.integration.test_security import PASSWORDS, ZK_DIGEST, basic, request, tool
@@ -140,7 +140,7 @@ def tab(sec: Sec, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 def fresh_log(tab: Any) -> None:
     """Each test's log starts empty: what an earlier test left (say one that failed before checking) is not its."""
-    console_errors(tab)
+    start_log(tab)
 
 
 # ------------------------------------------------------------------------------------------------- helpers
