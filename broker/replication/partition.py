@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,7 +193,14 @@ class Partition:
         self.epoch_start_offset = 0
         self.config = ReplicationConfig()
         self.followers: dict[int, FollowerProgress] = {}
-        self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers and acks=all waiters
+        self._hw_advanced = asyncio.Event()  # replaced on every advance: wakes consumers' long-polls
+        # acks=all waiters (Kafka's produce purgatory): a heap of (offset to commit, seq, future), each resolved once
+        # the high watermark reaches its offset, or on a role, epoch or ISR change (then it re-checks everything).
+        # A waiter that timed out leaves its cancelled future behind, dropped when reached or when the heap holds
+        # more than twice the waiters still waiting (``_live_waiters``).
+        self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiter_seq = itertools.count()
+        self._live_waiters = 0
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
         # One future per replica fetch waiting on many partitions (``wake_on_append``), resolved with the event
         self._append_waiters: set[asyncio.Future[None]] = set()
@@ -295,13 +304,28 @@ class Partition:
 
     def _wake_all(self) -> None:
         """A role or epoch change: every waiter re-checks whether it may still proceed."""
-        self._wake_hw_waiters()
+        self._wake_hw_waiters(everyone=True)
         self._wake_followers()
 
-    def _wake_hw_waiters(self) -> None:
-        """Consumers' long-polls and acks=all waiters (who re-check the high watermark and the ISR size)."""
+    def _wake_hw_waiters(self, *, everyone: bool = False) -> None:
+        """Consumers' long-polls, and the acks=all waiters whose offsets the high watermark reached (``everyone``:
+        all of them, to re-check the role, the epoch and the ISR size). A waiter not reached costs nothing here."""
         self._hw_advanced.set()
         self._hw_advanced = asyncio.Event()
+        waiters = self._commit_waiters
+        if not waiters:
+            return
+        if everyone:
+            self._commit_waiters = []
+            for _, _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            return
+        hw = self.log.high_watermark
+        while waiters and waiters[0][0] <= hw:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(None)
 
     def _wake_followers(self) -> None:
         self._appended.set()
@@ -384,9 +408,22 @@ class Partition:
                     f"{self.topic}-{self.partition}: not replicated to the ISR {list(self.maximal_isr)} "
                     f"within {timeout_ms} ms"
                 )
-            event = self._hw_advanced
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), remaining)
+            waiter = loop.create_future()
+            heapq.heappush(self._commit_waiters, (offset, next(self._waiter_seq), waiter))
+            self._live_waiters += 1
+            try:
+                async with asyncio.timeout(remaining):
+                    await waiter
+            except TimeoutError:
+                pass  # checked again above, which raises the timeout
+            finally:
+                self._live_waiters -= 1
+                if not waiter.done():  # cancelled: left in the heap, skipped when reached
+                    waiter.cancel()
+                waiters = self._commit_waiters
+                if len(waiters) > 64 and len(waiters) > 2 * self._live_waiters:
+                    self._commit_waiters = [w for w in waiters if not w[2].done()]
+                    heapq.heapify(self._commit_waiters)
 
     # -------------------------------------------------------------------------------------------- fetch
 
@@ -464,6 +501,9 @@ class Partition:
         if offset > self.log.log_end_offset:  # never acknowledge records that do not exist (the HW would pass them)
             raise OffsetOutOfRangeError(f"fetch offset {offset} > log end offset {self.log.log_end_offset}",
                                         log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset)
+        progress = self.followers[replica_id]
+        # Caught up at its previous look: what it reads now was appended since (page cache, one round's worth).
+        fresh = 0 <= progress.last_fetch_leader_leo <= offset
         self._record_follower_fetch(replica_id, offset)
         parked = offset == self.log.log_end_offset and timeout_ms > 0
         if parked:
@@ -475,7 +515,7 @@ class Partition:
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
         job = storage_jobs.slices if zero_copy else storage_jobs.read
-        if parked:  # woken by an append: bytes just written (page cache), read here; no thread hop
+        if parked or fresh:  # bytes appended since the follower's last look (page cache): read here, no hop
             return job(self.log, offset, max_bytes, None)
         return await self._storage.run(None, job, self.log, offset, max_bytes, None,
                                        discard=storage_jobs.release if zero_copy else None)
@@ -598,7 +638,7 @@ class Partition:
             self.isr_state = CommittedIsr(tuple(result.state.isr))
             self.zk_version = result.zk_version
             self._maybe_increment_hw()
-            self._wake_hw_waiters()  # a shrink can make acks=all waiters fail (or succeed)
+            self._wake_hw_waiters(everyone=True)  # a shrink can make acks=all waiters fail (or succeed)
         elif not result.conflict:
             self.isr_state = CommittedIsr(pending.isr)  # given up: try again at the next fetch or expiry check
         # On a version conflict the change stays pending (Kafka does too): a newer state exists and will reach

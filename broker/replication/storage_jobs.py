@@ -3,8 +3,8 @@ truncations, producer-state snapshots, the leader-epoch assignment.
 
 Kept apart from ``partition.py`` (the replication state machine, which only decides *when* they run) so that
 module stays within a screenful of concepts. Each runs on a storage thread, never on the event loop, except
-``slices`` and ``read`` for a follower fetch woken by an append (bytes just written, in the page cache: a copy,
-not a wait on the disk).
+``slices`` and ``read`` for a follower that was caught up at its previous look, or whose fetch was woken by an
+append (bytes just written, in the page cache: a copy, not a wait on the disk).
 """
 
 from __future__ import annotations
