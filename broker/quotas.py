@@ -262,47 +262,39 @@ def identity(request: web.Request) -> tuple[str | None, str] | None:
     return user, request.headers.get(CLIENT_ID, "")
 
 
-def quota_middleware(manager: Callable[[web.Request], ClientQuotaManager | None]) -> Callable[..., Awaitable[
-        web.StreamResponse]]:
-    """The one place client quotas touch request handling: mute, handle, count, report."""
-
-    @web.middleware
-    async def middleware(request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        quotas = manager(request)
-        if quotas is None or not quotas.active():
-            return await handler(request)  # no quota configured anywhere: the common case, one check
-        kind = _kind(request)
-        who = identity(request) if kind is not None else None
-        if kind is None or who is None:
-            return await handler(request)
-        user, client_id = who
-        data, work = quotas.match(kind, user, client_id), quotas.match(REQUEST, user, client_id)
-        if data is None and work is None:
-            return await handler(request)
-        await quotas.wait_unmuted(client_id, user)
-        started = time.perf_counter()
-        response = await handler(request)
-        throttle_ms = 0
-        if data is not None:
-            if kind == PRODUCE:
-                # Content-Length, or what was read of a chunked body (set by the limits middleware or a
-                # handler that streams its body)
-                amount = request.content_length if request.content_length is not None else \
-                    int(request.get(BODY_BYTES, 0))
-            else:
-                body = getattr(response, "body", None)
-                # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts
-                amount = len(body) if isinstance(body, bytes | bytearray) else (response.content_length or 0)
-            throttle_ms = quotas.record_match(data, amount, client_id, user)
-        if work is not None:
-            throttle_ms = max(throttle_ms, quotas.record_match(work, time.perf_counter() - started, client_id, user))
-        response.headers[THROTTLE_TIME_MS] = str(throttle_ms)
-        if kind == PRODUCE and isinstance(response, web.Response):
-            _add_body_field(response, throttle_ms)
-        return response
-
-    return middleware
+async def metered(quotas: ClientQuotaManager, request: web.Request,
+                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """``handler``'s answer under the caller's client quotas (``quotas`` has some): muted first while throttled,
+    then what it spent recorded and the throttle time reported."""
+    kind = _kind(request)
+    who = identity(request) if kind is not None else None
+    if kind is None or who is None:
+        return await handler(request)
+    user, client_id = who
+    data, work = quotas.match(kind, user, client_id), quotas.match(REQUEST, user, client_id)
+    if data is None and work is None:
+        return await handler(request)
+    await quotas.wait_unmuted(client_id, user)
+    started = time.perf_counter()
+    response = await handler(request)
+    throttle_ms = 0
+    if data is not None:
+        if kind == PRODUCE:
+            # Content-Length, or what was read of a chunked body (set by the limits middleware or a
+            # handler that streams its body)
+            amount = request.content_length if request.content_length is not None else \
+                int(request.get(BODY_BYTES, 0))
+        else:
+            body = getattr(response, "body", None)
+            # a zero-copy fetch answer (broker/api/fetch.py) has no body in memory: its Content-Length counts
+            amount = len(body) if isinstance(body, bytes | bytearray) else (response.content_length or 0)
+        throttle_ms = quotas.record_match(data, amount, client_id, user)
+    if work is not None:
+        throttle_ms = max(throttle_ms, quotas.record_match(work, time.perf_counter() - started, client_id, user))
+    response.headers[THROTTLE_TIME_MS] = str(throttle_ms)
+    if kind == PRODUCE and isinstance(response, web.Response):
+        _add_body_field(response, throttle_ms)
+    return response
 
 
 def _add_body_field(response: web.Response, throttle_ms: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -33,27 +34,45 @@ from broker.api import (
     v1,
 )
 from broker.api.context import BROKER, OPENAPI
-from broker.api.errors import error_middleware, install_request_log_filter, is_v3
+from broker.api.errors import error_answer, install_request_log_filter, is_v3
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
-from broker.quotas import BODY_BYTES, ClientQuotaManager, quota_middleware
-from broker.security.middleware import BODY_STREAMED, SECURITY, SecurityService, issue_token, security_middleware
+from broker.quotas import BODY_BYTES, ClientQuotaManager, metered
+from broker.security.middleware import BODY_STREAMED, SECURITY, SecurityService, guarded, issue_token
 from odradek.protocol import media
 from odradek.protocol.errors import BrokerBusyError, RequestReadTimeoutError, UnsupportedMediaTypeError
 
 MAX_BODY = web.AppKey("max_body", int)
+CLIENT_QUOTAS: web.AppKey[ClientQuotaManager | None] = web.AppKey("client_quotas", object)  # type: ignore[arg-type]
 READ_BUDGET: web.AppKey[ReadBudget] = web.AppKey("read_budget")
 
 if TYPE_CHECKING:
     from broker.server import Broker
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @web.middleware
-async def metrics_middleware(request: web.Request,
-                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def front_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every request's one step before its handler. In order: the request is counted and timed by route and status
+    (/metrics); errors become answers (broker/api/errors.py); the limits (``_admitted``: path parameters, the body
+    read within its timeout and the read budget); authentication and authorization (broker/security/); client
+    quotas (broker/quotas.py). Why one middleware and not five: each middleware is a coroutine frame and a call
+    per request on every route, the hot ones included; here a part that is off (an open cluster, no quota
+    configured) costs one check, and the handler is awaited from the fewest frames. The order is the rule:
+    nothing reaches security before its body was read within the limits, nor a handler before it was allowed."""
     started = time.perf_counter()
-    response = await handler(request)
+    try:
+        response = await _admitted(request, handler)
+    except Exception as e:
+        response = error_answer(request, e)  # re-raises what is not an error (a redirect); cancellation passes
+    _observe(request, response, started)
+    return response
+
+
+def _observe(request: web.Request, response: web.StreamResponse, started: float) -> None:
     resource = request.match_info.route.resource
     canonical = resource.canonical if resource else None
     metrics = request.app[BROKER].metrics
@@ -64,7 +83,6 @@ async def metrics_middleware(request: web.Request,
             metrics.requests.labels(route, str(response.status)), metrics.latency.labels(route))
     children[0].inc()
     children[1].observe(time.perf_counter() - started)
-    return response
 
 
 def routes() -> list[web.RouteDef]:
@@ -187,26 +205,24 @@ class ReadBudget:
 STREAMED_BODIES = frozenset({records_v3.produce_records})
 
 
-@web.middleware
-async def limits_middleware(request: web.Request,
-                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-    """Before any handler: the path's topic and partition are checked (broker/api/params.py), and the body is
-    read here, within the body timeout and the read budget, so no handler waits on a slow client or holds
-    more request bytes than the broker allows. The one exception is a handler in ``STREAMED_BODIES``: it reads
-    its body itself, chunk by chunk, each within the body timeout, holding one bounded group of it at a time
-    (v3's streaming produce answers each record while the client is still sending the next)."""
+async def _admitted(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The limits, before anything else: the path's topic and partition are checked (broker/api/params.py), and
+    the body is read here, within the body timeout and the read budget, so no handler waits on a slow client or
+    holds more request bytes than the broker allows. The one exception is a handler in ``STREAMED_BODIES``: it
+    reads its body itself, chunk by chunk, each within the body timeout, holding one bounded group of it at a
+    time (v3's streaming produce answers each record while the client is still sending the next)."""
     check_path_params(request)
     if not request.body_exists:
-        return await handler(request)
+        return await _allowed(request, handler)
     if is_v3(request) and not is_json_type(request.content_type):
         # v3 resources consume application/json only (Confluent's @Consumes): a text/plain or form POST is what
         # any web page can send cross-origin without a preflight, so it must not change anything.
         raise UnsupportedMediaTypeError(
             f"v3 requests take {media.PLAIN_JSON}, not {request.content_type or '(no Content-Type)'}")
     if request.match_info.handler in STREAMED_BODIES:
-        request[BODY_STREAMED] = True  # the security middleware then reads nothing of it either
+        request[BODY_STREAMED] = True  # security then reads nothing of it either
         request[BODY_BYTES] = 0  # counted by the handler as it reads, for the produce quota
-        return await handler(request)
+        return await _allowed(request, handler)
     config = request.app[LIMITS]
     size = request.content_length if request.content_length is not None else request.app[MAX_BODY]
     budget = request.app[READ_BUDGET]
@@ -221,9 +237,21 @@ async def limits_middleware(request: web.Request,
                 f"the request body did not arrive within {config.request_body_timeout_ms} ms "
                 "(--request-body-timeout-ms)") from None
         request[BODY_BYTES] = len(body)
-        return await handler(request)
+        return await _allowed(request, handler)
     finally:
         await budget.release(size)
+
+
+def _allowed(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
+    """The handler's answer behind security and client quotas, each only when on (an awaitable, not a coroutine
+    of its own: no frame when both are off)."""
+    app = request.app
+    service, quotas = app[SECURITY], app[CLIENT_QUOTAS]
+    if quotas is not None and quotas.active():
+        handler = functools.partial(metered, quotas, handler=handler)
+    if service is None:
+        return handler(request)
+    return guarded(service, request, handler)
 
 
 class _GuardedRequestHandler(RequestHandler):  # type: ignore[type-arg]
@@ -295,17 +323,14 @@ def create_app(broker: Broker, *, config: BrokerConfig, security: SecurityServic
     """The application over ``broker`` (what handlers reach as ``request.app[BROKER]``). What the middlewares
     need is given explicitly: ``config`` (the request limits), ``security`` (None: an open cluster) and
     ``quotas`` (None: no client quotas), so a test's broker double needs only what its handlers use."""
-    client_quotas = quota_middleware(lambda request: quotas)
-    # security_middleware (broker/security/): after the limits (the body is read), before quotas and handlers.
-    app = web.Application(middlewares=[metrics_middleware, error_middleware, limits_middleware, security_middleware,
-                                       client_quotas],
-                          client_max_size=client_max_size)
+    app = web.Application(middlewares=[front_middleware], client_max_size=client_max_size)
     install_request_log_filter()  # aiohttp's own errors for malformed requests: one line each, rate-limited
     app[MAX_BODY] = client_max_size
     app[LIMITS] = config
     app[READ_BUDGET] = ReadBudget(config.queued_max_request_bytes)
     app[BROKER] = broker
     app[SECURITY] = security
+    app[CLIENT_QUOTAS] = quotas
     app[OPENAPI] = spec(route_table())
     app.add_routes(routes())
     app.add_routes(slash_routes(routes()))

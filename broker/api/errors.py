@@ -15,7 +15,6 @@ status itself as ``error_code`` (rest-utils ``WebApplicationExceptionMapper``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import traceback
@@ -97,34 +96,29 @@ def route_not_found(request: web.Request) -> RouteNotFoundError:
     )
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def error_answer(request: web.Request, e: Exception) -> web.StreamResponse:
+    """The answer to a request whose handling raised ``e`` (re-raised when it is not an error: a redirect)."""
     v3 = is_v3(request)
-    try:
-        return await handler(request)
-    except OdradekError as e:
+    if isinstance(e, OdradekError):
         return error_response(e, v3=v3)
-    except web.HTTPRequestEntityTooLarge as e:
+    if isinstance(e, web.HTTPRequestEntityTooLarge):
         return error_response(RequestTooLargeError(f"the request body is larger than the limit: {e.text}"), v3=v3)
-    except web.HTTPNotFound:
+    if isinstance(e, web.HTTPNotFound):
         return error_response(route_not_found(request), v3=v3)
-    except web.HTTPMethodNotAllowed as e:
+    if isinstance(e, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(e.allowed_methods))
         response = error_response(MethodNotAllowedError(
             f"HTTP 405 Method Not Allowed: {request.method} {request.path}; allowed: {allowed}"), v3=v3)
         response.headers["Allow"] = allowed  # RFC 9110 15.5.6: a 405 MUST list the allowed methods
         return response
-    except web.HTTPException as e:
+    if isinstance(e, web.HTTPException):
         if e.status < 400:
-            raise
+            raise e
         if e.status >= 500:
             return error_response(UnknownServerError(f"HTTP {e.status} {e.reason}"), v3=v3)
         return error_response(InvalidRequestError(f"HTTP {e.status} {e.reason}"), v3=v3)
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:
-        _ERROR_LOG.log(request, e)
-        return error_response(UnknownServerError("internal error; see the broker's log"), v3=v3)
+    _ERROR_LOG.log(request, e)
+    return error_response(UnknownServerError("internal error; see the broker's log"), v3=v3)
 
 
 class RateLimitedErrorLog:

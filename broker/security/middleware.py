@@ -147,11 +147,9 @@ def forwarded_identity(request: web.Request) -> dict[str, str]:
     return {PRINCIPAL_HEADER: principal} if principal else {}
 
 
-@web.middleware
-async def security_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    service = request.app.get(SECURITY)
-    if service is None:
-        return await handler(request)
+async def guarded(service: SecurityService, request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``handler``'s answer once the caller is authenticated and authorized for the route (its rule in
+    broker/security/acl_table.py); the body is read first when the rule names resources from it."""
     resource = request.match_info.route.resource
     if resource is None:
         return await handler(request)  # no route: the 404/405 answer reveals nothing

@@ -37,3 +37,28 @@ def test_the_app_uses_the_config_and_services_it_is_given() -> None:
             return resp.status, orjson.loads(await resp.read())
 
     assert asyncio.run(call()) == (200, {"brokers": [1, 2]})
+
+
+def test_one_middleware_runs_the_checks_and_awaits_the_handler_directly_when_security_and_quotas_are_off() -> None:
+    from broker.api import app as app_module
+
+    config = BrokerConfig(1, "zk:2181", "127.0.0.1", 9092, Path("."))
+    app = create_app(_broker(), config=config, security=None, quotas=None)
+    assert list(app.middlewares) == [app_module.front_middleware]
+    request = SimpleNamespace(app=app)
+    answer = object()
+    assert app_module._allowed(request, lambda r: answer) is answer  # type: ignore[arg-type]  # no frame between
+
+    class Quotas:
+        def __init__(self, on: bool) -> None:
+            self.on = on
+
+        def active(self) -> bool:
+            return self.on
+
+    app[app_module.CLIENT_QUOTAS] = Quotas(False)  # type: ignore[assignment]
+    assert app_module._allowed(request, lambda r: answer) is answer  # type: ignore[arg-type]
+    app[app_module.CLIENT_QUOTAS] = Quotas(True)  # type: ignore[assignment]
+    metered = app_module._allowed(request, lambda r: answer)  # type: ignore[arg-type]
+    assert metered is not answer and metered.__qualname__ == "metered"  # type: ignore[attr-defined]
+    metered.close()  # type: ignore[attr-defined]

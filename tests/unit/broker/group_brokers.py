@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 from aiohttp import web
 
 from broker.api import groups
 from broker.api.context import BROKER
-from broker.api.errors import error_middleware
+from broker.api.errors import error_answer
 from broker.group_router import GroupRouter
 from broker.interbroker import InterBrokerClient
 from broker.metadata.events import EventQueue
@@ -66,7 +67,15 @@ async def two_brokers() -> AsyncIterator[Brokers]:
     client1 = InterBrokerClient(1, {2: url2}.get)
     client2 = InterBrokerClient(2, {}.get)
     router1, router2 = GroupRouter(coordinators[0], client1), GroupRouter(coordinators[1], client2)
-    app = web.Application(middlewares=[error_middleware])
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Exception as e:
+            return error_answer(request, e)
+
+    app = web.Application(middlewares=[errors])
     app[BROKER] = SimpleNamespace(group_router=router2)  # type: ignore[assignment]
     app.add_routes(_group_routes())
     runner = web.AppRunner(app)

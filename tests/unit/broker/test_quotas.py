@@ -140,7 +140,11 @@ def _app(manager: ClientQuotaManager, service: SecurityService | None = None) ->
     async def fetch(request: web.Request) -> web.Response:
         return web.Response(body=b"x" * 500, content_type="application/octet-stream")
 
-    app = web.Application(middlewares=[principal, q.quota_middleware(lambda request: manager)])
+    @web.middleware
+    async def quotas(request: web.Request, handler: Handler) -> web.StreamResponse:  # as the front middleware
+        return await (q.metered(manager, request, handler) if manager.active() else handler(request))
+
+    app = web.Application(middlewares=[principal, quotas])
     app[SECURITY] = service
     app.add_routes([web.post("/topics/{topic}", produce),
                     web.get("/topics/{topic}/partitions/{partition}/batches", fetch)])
