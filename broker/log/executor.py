@@ -83,6 +83,21 @@ class StorageExecutor:
         was cancelled meanwhile. ``discard`` gets a result nobody will take (the caller was cancelled before or
         just after it arrived): a result that holds resources (a zero-copy read's file descriptors) is released.
         """
+        afut = self.start(key, fn, *args, then=then, discard=discard)
+        try:
+            return await afut
+        except asyncio.CancelledError:
+            # Cancelled after the result was set but before this task resumed: the result is ours to release.
+            if discard is not None and afut.done() and not afut.cancelled() and afut.exception() is None:
+                discard(afut.result())
+            raise
+
+    def start(self, key: Hashable | None, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,
+              discard: Callable[[T], None] | None = None) -> asyncio.Future[T]:
+        """:meth:`run` without its coroutine: the job is queued now, and its result comes in the future returned
+        (on the running loop). For a caller starting many jobs at once (one per partition of a produce), which
+        then awaits them together without a task each. Cancelling the future does not stop the job: ``then``
+        still runs, and ``discard`` gets the result."""
         loop = asyncio.get_running_loop()
         afut: asyncio.Future[T] = loop.create_future()
 
@@ -104,13 +119,7 @@ class StorageExecutor:
             handoff.add(complete, result, error)
 
         self._enqueue(key, (fn, args, done))
-        try:
-            return await afut
-        except asyncio.CancelledError:
-            # Cancelled after the result was set but before this task resumed: the result is ours to release.
-            if discard is not None and afut.done() and not afut.cancelled() and afut.exception() is None:
-                discard(afut.result())
-            raise
+        return afut
 
     def _handoff(self, loop: asyncio.AbstractEventLoop) -> _Handoff:
         handoff = self._handoffs.get(loop)

@@ -278,12 +278,48 @@ class ProduceService:
 
     async def produce_encoded(self, topic: str, batches: dict[int, bytes], acks: int, timeout_ms: int,
                               deadline: float, idempotency_key: str | None = None) -> dict[int, PartitionResult]:
-        """Append each partition's batch concurrently; per-partition errors are returned, not raised."""
-        results = await asyncio.gather(
-            *(self.append(topic, p, data, acks, timeout_ms, deadline, idempotency_key)
-              for p, data in batches.items())
-        )
-        return {r.partition: r for r in results}
+        """Append each partition's batch concurrently; per-partition errors are returned, not raised.
+
+        The common case first, without a task per partition: with acks 0 or 1, each partition this broker
+        leads now (an active leadership) has its append started at once (``Partition.begin_append``, one
+        storage job each) and all are awaited together. A partition led elsewhere, not led yet, or whose start
+        refused it takes ``append`` (forwarding, waiting out elections, its retry rules), as does one whose
+        append failed in a way ``retry_is_safe`` says wrote nothing."""
+        started: dict[int, asyncio.Future[Any]] = {}
+        rest: list[int] = []
+        if acks != -1:
+            for p, data in batches.items():
+                try:
+                    route = self.router.route(topic, p)
+                    if isinstance(route, Remote):
+                        rest.append(p)
+                    else:
+                        started[p] = route.begin_append(bytearray(data), acks, idempotency_key)
+                except OdradekError:
+                    rest.append(p)
+        else:
+            rest = list(batches)
+        slow = [self.append(topic, p, batches[p], acks, timeout_ms, deadline, idempotency_key) for p in rest]
+        outcomes = await asyncio.gather(*started.values(), *slow, return_exceptions=True)
+        results: dict[int, PartitionResult] = {}
+        again: list[int] = []
+        for p, outcome in zip([*started, *rest], outcomes, strict=True):
+            if isinstance(outcome, PartitionResult):
+                results[p] = outcome
+            elif isinstance(outcome, OdradekError):
+                if retry_is_safe(outcome, idempotent=idempotency_key is not None):
+                    again.append(p)
+                else:
+                    results[p] = PartitionResult(p, None, None, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results[p] = PartitionResult(p, outcome.first_offset, self.router.broker_id)
+        if again:
+            for r in await asyncio.gather(*(self.append(topic, p, batches[p], acks, timeout_ms, deadline,
+                                                        idempotency_key) for p in again)):
+                results[r.partition] = r
+        return results
 
     async def append(self, topic: str, partition: int, data: bytes, acks: int, timeout_ms: int,
                      deadline: float | None = None, idempotency_key: str | None = None) -> PartitionResult:

@@ -132,6 +132,10 @@ class Storage(Protocol):
                   discard: Callable[[T], None] | None = None) -> T:
         ...
 
+    def start(self, key: Any, fn: Callable[..., T], *args: Any,
+              then: Callable[[], None] | None = None) -> asyncio.Future[T]:
+        ...
+
 
 class IsrSubmitter(Protocol):
     def submit(self, change: IsrChange) -> bool: ...
@@ -147,6 +151,18 @@ class InlineStorage:
         finally:
             if then is not None:
                 then()
+
+    def start(self, key: Any, fn: Callable[..., T], *args: Any,
+              then: Callable[[], None] | None = None) -> asyncio.Future[T]:
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        try:
+            fut.set_result(fn(*args))
+        except Exception as e:
+            fut.set_exception(e)
+        finally:
+            if then is not None:
+                then()
+        return fut
 
 
 @dataclass
@@ -366,24 +382,30 @@ class Partition:
         original offsets (and, for acks=all, once those are committed). ``txn_guards``: the verification guards
         of a produce that verified its transactional batches (``ProducerStateManager.check_guards``).
         """
-        if self.role != LEADER:
-            raise self.not_leader()
         if self.unsafe_ack_before_isr:
             acks = 1  # the planted bug (see __init__)
         epoch = self.leader_epoch
+        result = await self.begin_append(batches, acks, idempotency_key, txn_guards)
+        if acks != -1:
+            return result
+        await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
+        return result
+
+    def begin_append(self, batches: bytes | bytearray, acks: int, idempotency_key: str | None = None,
+                     txn_guards: dict[int, object] | None = None) -> asyncio.Future[AppendResult]:
+        """The local append, started now: its result (or error) comes in the future; the checks that refuse it
+        before anything is written raise at once. What ``append`` waits for with acks=all is the caller's.
+        Followers are woken and the HW moved once the bytes are in, even if nobody awaits the future any more."""
+        if self.role != LEADER:
+            raise self.not_leader()
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"the ISR of {self.topic}-{self.partition} is {list(self.isr)}, smaller than "
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
-        # Followers are woken and the HW moved once the bytes are in, even if this caller is cancelled meanwhile.
-        result = await self._storage.run(self._key, leader_append, self.log, batches, epoch, self.producer_state,
-                                         self.idempotency_keys, idempotency_key, txn_guards,
-                                         then=self._after_local_append)
-        if acks != -1:
-            return result
-        await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
-        return result
+        return self._storage.start(self._key, leader_append, self.log, batches, self.leader_epoch,
+                                   self.producer_state, self.idempotency_keys, idempotency_key, txn_guards,
+                                   then=self._after_local_append)
 
     def _after_local_append(self) -> None:
         self._wake_followers()
