@@ -1,0 +1,83 @@
+"""acks=all RF 3 at a steady request rate: latency and the brokers' CPU per request, per replica transport.
+
+    .venv/bin/python bench/acks_all_load.py [--transports http,kafka] [--rates 200,600] [--seconds 5]
+                                            [--records-per-request 50] [--runs 2]
+
+A 3-broker cluster (one ZooKeeper node) per transport, a 6-partition RF 3 topic with min.insync.replicas 2;
+binary produce of ``--records-per-request`` records at each rate (requests/s, spread over the partitions'
+leaders, paced as bench/rest_bench.py's latency phase), ``--runs`` times each. Prints per run: requests, p50 and
+p99, the three brokers' utime+stime per request (from /proc) and the replica fetch rounds (Kafka's Fetch; the http
+transport counts none). At 10,000 records/s (200 requests/s of 50) this is issue 25's latency figure; a rate near
+what the machine can take shows the CPU per request turning into queueing. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.rest_bench import PARTITIONS, _wait_isr, latency, leaders_of  # noqa: E402
+from odradek_local.cluster import LocalCluster  # noqa: E402
+from tests.harness.http import create_topic  # noqa: E402
+from tests.harness.ports import free_port_block  # noqa: E402
+
+
+def ticks(pids: list[int]) -> int:
+    return sum(sum(int(x) for x in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+               for p in pids)
+
+
+def fetch_rounds(urls: list[str]) -> float:
+    total = 0.0
+    for u in urls:
+        for line in urllib.request.urlopen(f"{u}/metrics").read().decode().splitlines():
+            if line.startswith("odradek_replica_fetcher_requests_total"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transports", default="http,kafka")
+    ap.add_argument("--rates", default="200,600", help="requests per second")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--records-per-request", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=2)
+    args = ap.parse_args()
+    hz = 100  # USER_HZ
+    per = args.records_per_request
+    with tempfile.TemporaryDirectory(prefix="odradek-acks-all-", dir=ROOT) as d:
+        for transport in args.transports.split(","):
+            cluster = LocalCluster(Path(d) / transport, brokers=3, base_port=free_port_block(3), zookeepers=1,
+                                   zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
+                                   broker_args=["--replica-fetch-transport", transport])
+            try:
+                cluster.up()
+                urls = [cluster.broker_url(i) for i in (1, 2, 3)]
+                create_topic(urls[0], "lat", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
+                _wait_isr(urls[0], ["lat"])
+                pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
+                leaders = leaders_of(urls[0], "lat")
+                for rate in (int(r) for r in args.rates.split(",")):
+                    for _ in range(args.runs):
+                        r0, t0 = fetch_rounds(urls), ticks(pids)
+                        lat = asyncio.run(latency(leaders, "lat", rate * per, args.seconds, per, "all"))
+                        t1, r1 = ticks(pids), fetch_rounds(urls)
+                        n = len(lat)
+                        print(f"{transport:5} {rate:5} req/s ({rate * per:,} records/s): {n} requests, p50 "
+                              f"{lat[n // 2] * 1000:.2f} ms, p99 {lat[int(n * 0.99)] * 1000:.2f} ms, brokers' CPU "
+                              f"{(t1 - t0) / hz / n * 1e6:,.0f} µs per request, {r1 - r0:,.0f} fetch rounds",
+                              flush=True)
+            finally:
+                cluster.down()
+
+
+if __name__ == "__main__":
+    main()
