@@ -8,7 +8,7 @@ broker keeps current from ``/config/changes`` (broker/metadata/watcher.py): a ch
 
 Who a request is: its client id is the ``Odradek-Client-Id`` header, and a request without one has the client
 id ``""`` (Kafka's empty client id), so ``<default>`` client quotas hold curl and REST-proxy clients too. Its user
-is the name of the principal the security middleware authenticated (``User:alice`` -> ``alice``); on an open
+is the name of the principal security authenticated (``User:alice`` -> ``alice``); on an open
 cluster, or for ``User:ANONYMOUS``, there is no user and only client-id quotas apply.
 
 Which quota (per kind, KIP-55's precedence, most specific first): user+client, user+<default> client, user,
@@ -280,7 +280,7 @@ async def metered(quotas: ClientQuotaManager, request: web.Request,
     throttle_ms = 0
     if data is not None:
         if kind == PRODUCE:
-            # Content-Length, or what was read of a chunked body (set by the limits middleware or a
+            # Content-Length, or what was read of a chunked body (set by the front middleware's limits or a
             # handler that streams its body)
             amount = request.content_length if request.content_length is not None else \
                 int(request.get(BODY_BYTES, 0))

@@ -200,7 +200,7 @@ class ReadBudget:
                 self._released.notify_all()
 
 
-# Handlers that read their own body as it arrives (the limits and security middlewares leave it to them); their
+# Handlers that read their own body as it arrives (the limits and security checks leave it to them); their
 # routes' authorization rules name resources from the path only.
 STREAMED_BODIES = frozenset({records_v3.produce_records})
 
@@ -320,8 +320,8 @@ def make_runner(broker: Broker) -> web.AppRunner:
 
 def create_app(broker: Broker, *, config: BrokerConfig, security: SecurityService | None,
                quotas: ClientQuotaManager | None, client_max_size: int = 64 * 1024 * 1024) -> web.Application:
-    """The application over ``broker`` (what handlers reach as ``request.app[BROKER]``). What the middlewares
-    need is given explicitly: ``config`` (the request limits), ``security`` (None: an open cluster) and
+    """The application over ``broker`` (what handlers reach as ``request.app[BROKER]``). What the front middleware
+    needs is given explicitly: ``config`` (the request limits), ``security`` (None: an open cluster) and
     ``quotas`` (None: no client quotas), so a test's broker double needs only what its handlers use."""
     app = web.Application(middlewares=[front_middleware], client_max_size=client_max_size)
     install_request_log_filter()  # aiohttp's own errors for malformed requests: one line each, rate-limited

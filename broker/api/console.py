@@ -11,7 +11,7 @@ and GET /ui/api/brokers is the one JSON view the console needs that no other rou
 Why the console is served by every broker and calls the API from the page: the cluster's own HTTP port already
 carries the API, its authentication and its ACLs, so the console adds no service to deploy and no second path to
 the data. The page and its assets hold no data, so serving them needs no identity (as /openapi.json); every
-figure on a page comes from a JSON route, checked by the security middleware like any client's call.
+figure on a page comes from a JSON route, checked by security like any client's call.
 
 Why /ui/api/brokers: a browser may only call the origin it loaded the page from, and /health, /admin/log_dirs and
 /metrics each describe the broker that answers. This route asks every broker (registered, or named in a replica

@@ -1,9 +1,10 @@
 """The one place where errors become HTTP responses.
 
-Handlers never build error responses: they raise ``OdradekError`` subclasses, and this middleware answers with
-the error's status and Confluent REST Proxy's envelope ``{"error_code", "message"}`` (plus Odradek's ``error``
-name and ``retriable``, which REST-proxy clients ignore and Odradek's client reads). Anything else is a bug: it
-is logged and answered as a 500 UNKNOWN_SERVER_ERROR.
+Handlers never build error responses: they raise ``OdradekError`` subclasses, and ``error_answer`` (called by the
+front door's one middleware, broker/api/app.py) answers with the error's status and Confluent REST Proxy's
+envelope ``{"error_code", "message"}`` (plus Odradek's ``error`` name and ``retriable``, which REST-proxy clients
+ignore and Odradek's client reads). Anything else is a bug: it is logged and answered as a 500
+UNKNOWN_SERVER_ERROR.
 
 Why v2 and v3 differ here: Confluent answers v2 errors as ``application/vnd.kafka.v2+json`` and v3 errors as
 ``application/json`` (kafka-rest ``exceptions/v3/ErrorResponse.java``, api/v3/openapi.yaml), and v3 maps Kafka's
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import orjson
 from aiohttp import web
@@ -39,8 +40,6 @@ from odradek.protocol.errors import (
 )
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 ERROR_CONTENT_TYPE = media.KAFKA_V2
 V3_ERROR_CONTENT_TYPE = media.PLAIN_JSON

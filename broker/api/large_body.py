@@ -31,7 +31,7 @@ class LargeBodyResponse(web.StreamResponse):
 
     @property
     def body(self) -> bytes:
-        """The whole body, as ``web.Response.body`` (the quota middleware counts a fetch answer by it)."""
+        """The whole body, as ``web.Response.body`` (client quotas count a fetch answer by it)."""
         return self._body_bytes
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:

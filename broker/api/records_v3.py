@@ -37,9 +37,9 @@ subject the registry's 40403/40401; ``subject`` with a strategy, or a record-nam
 Records are produced in groups: whatever complete request objects the body holds when the previous group is
 done (at most ``--max-records-per-request``), one batch per partition through the produce service, so a group's
 records of one partition get consecutive offsets in request order, and a group is answered before the next one
-is produced. When the limits middleware has read the body already (it reads every body before the handler, within
-``--request-body-timeout-ms``), the whole body is the first group's source; a body read here (incrementally, each
-chunk within the same timeout) is produced as it arrives.
+is produced. When the front middleware's limits have read the body already (they read every body before the
+handler, within ``--request-body-timeout-ms``), the whole body is the first group's source; a body read here
+(incrementally, each chunk within the same timeout) is produced as it arrives.
 """
 
 from __future__ import annotations
@@ -303,7 +303,7 @@ class ObjectStream:
 
 
 async def _chunks(request: web.Request) -> AsyncIterator[bytes]:
-    """The body: as the limits middleware read it, or (when it did not) chunk by chunk as it arrives."""
+    """The body: as the front middleware's limits read it, or (when it did not) chunk by chunk as it arrives."""
     if request.content.at_eof():
         body = await request.read()  # already read: the cached bytes, at once
         if body:

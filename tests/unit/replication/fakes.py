@@ -3,6 +3,7 @@ clock it moves, and partition states to apply. The log is the real one, on ``tmp
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from broker.log import Log
@@ -73,3 +74,9 @@ def make_partition(tmp_path: Path, broker_id: int = 1, clock: Clock | None = Non
 
 def config(min_isr: int = 1, lag_ms: int = 10_000) -> ReplicationConfig:
     return ReplicationConfig(min_insync_replicas=min_isr, replica_lag_time_max_ms=lag_ms)
+
+
+async def settle() -> None:
+    """Let the loop run the callbacks and tasks an action scheduled (a few turns, no timer)."""
+    for _ in range(5):
+        await asyncio.sleep(0)

@@ -19,13 +19,8 @@ from broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.errors import NotEnoughReplicasError
 from tests.harness.wait import SLOW_MACHINE_S
 
-from .fakes import TOPIC, Clock, FakeIsrManager, batch, config, info
+from .fakes import TOPIC, Clock, FakeIsrManager, batch, config, info, settle
 from .test_replica_manager import FakeFacade, cache_with, with_manager
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 def partition(tmp_path: Path, **kw: Any) -> Partition:

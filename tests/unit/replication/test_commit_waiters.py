@@ -14,12 +14,7 @@ from broker.replication.partition import InlineStorage
 from odradek.protocol.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from tests.harness.wait import SLOW_MACHINE_S
 
-from .fakes import batch, config, info, make_partition
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
+from .fakes import batch, config, info, make_partition, settle
 
 
 def test_a_waiter_resumes_only_when_the_high_watermark_reaches_its_offset(tmp_path: Path) -> None:

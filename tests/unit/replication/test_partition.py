@@ -29,18 +29,13 @@ from odradek.protocol.errors import (
 )
 from tests.harness.wait import SLOW_MACHINE_S
 
-from .fakes import batch, config, info, make_partition
+from .fakes import batch, config, info, make_partition, settle
 
 T = TypeVar("T")
 
 
 def run(factory: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(factory())  # type: ignore[arg-type]
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 def test_becoming_leader_records_the_epoch_start_and_a_stale_state_is_ignored(tmp_path: Path) -> None:
