@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         unsafe_read_uncommitted_as_committed=args.unsafe_read_uncommitted_as_committed,
         unsafe_partial_commit_markers=args.unsafe_partial_commit_markers,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
+        http_hot_routes=args.http_hot_routes,
         log_file=Path(args.log_file) if args.log_file else None,
         security=security,
         kafka_listeners=kafka_listeners,
@@ -162,6 +163,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_security_flags(p)
     for name, help_ in LIMIT_FLAGS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
+    p.add_argument("--no-http-hot-routes", dest="http_hot_routes", action="store_false",
+                   help="serve the hot routes (produce, the binary path, REST reads) by aiohttp's request cycle too "
+                        "(default: by the broker's own connections when security and client quotas are off)")
     p.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
                    help="REST v2 consumer instances idle this long are deleted")
     p.add_argument("--producer-id-expiration-ms", type=int, default=defaults.producer_id_expiration_ms,

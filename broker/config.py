@@ -62,6 +62,9 @@ class BrokerConfig:
     # Slow or partial requests: the headers must arrive within the first, the whole body within the second.
     request_header_timeout_ms: int = 10_000
     request_body_timeout_ms: int = 30_000
+    # The hot routes (produce, the binary path, REST reads) served by broker/api/hot_routes.py's connections rather
+    # than aiohttp's request cycle, when security and client quotas are off; False: every request is aiohttp's.
+    http_hot_routes: bool = True
     # The cap on a long-poll's wait (a read's timeout, a fetch's timeout_ms), like a consumer's fetch.max.wait.ms.
     fetch_max_wait_ms: int = 30_000
     # Records in one JSON produce request, and in one record batch (binary path, after decompression).

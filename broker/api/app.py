@@ -35,6 +35,7 @@ from broker.api import (
 )
 from broker.api.context import BROKER, OPENAPI
 from broker.api.errors import error_answer, install_request_log_filter, is_v3
+from broker.api.hot_routes import HotConnection, HotRoutes
 from broker.api.openapi import spec
 from broker.api.params import LIMITS, check_path_params, is_json_type
 from broker.config import BrokerConfig
@@ -74,13 +75,18 @@ async def front_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 def _observe(request: web.Request, response: web.StreamResponse, started: float) -> None:
     resource = request.match_info.route.resource
-    canonical = resource.canonical if resource else None
-    metrics = request.app[BROKER].metrics
-    children = metrics.route_children.get((canonical, response.status))
+    observe(request.app, resource.canonical if resource else None, response.status, started)
+
+
+def observe(app: web.Application, canonical: str | None, status: int, started: float) -> None:
+    """One answered request in /metrics: its count and latency under its route (``canonical``: the route's path in
+    the table; None: no route matched)."""
+    metrics = app[BROKER].metrics
+    children = metrics.route_children.get((canonical, status))
     if children is None:  # once per route and status: labels() takes a lock and builds its key on every call
         route = documented_path(canonical) if canonical is not None else "unmatched"
-        children = metrics.route_children[canonical, response.status] = (
-            metrics.requests.labels(route, str(response.status)), metrics.latency.labels(route))
+        children = metrics.route_children[canonical, status] = (
+            metrics.requests.labels(route, str(status)), metrics.latency.labels(route))
     children[0].inc()
     children[1].observe(time.perf_counter() - started)
 
@@ -174,12 +180,20 @@ class ReadBudget:
         self.in_use = 0
         self._waiting = 0
         self._released = asyncio.Condition()
+        self._wakers: set[asyncio.Task[None]] = set()
 
-    async def reserve(self, size: int, timeout_s: float) -> None:
+    def try_reserve(self, size: int) -> bool:
+        """Reserve ``size`` now if nobody waits ahead and it fits (the hot routes' way: they wait for nothing)."""
         size = min(size, self.limit)
         if self._waiting == 0 and self.in_use + size <= self.limit:
-            self.in_use += size  # the common case: no lock, no timer (nobody queued ahead, the budget fits)
-            return
+            self.in_use += size
+            return True
+        return False
+
+    async def reserve(self, size: int, timeout_s: float) -> None:
+        if self.try_reserve(size):
+            return  # the common case: no lock, no timer (nobody queued ahead, the budget fits)
+        size = min(size, self.limit)
         self._waiting += 1
         try:
             async with self._released:
@@ -198,6 +212,18 @@ class ReadBudget:
         if self._waiting:
             async with self._released:
                 self._released.notify_all()
+
+    def release_now(self, size: int) -> None:
+        """``release`` from code that cannot await: the waiters, if any, are woken by a task."""
+        self.in_use -= min(size, self.limit)
+        if self._waiting:
+            task = asyncio.get_running_loop().create_task(self._wake())
+            self._wakers.add(task)
+            task.add_done_callback(self._wakers.discard)
+
+    async def _wake(self) -> None:
+        async with self._released:
+            self._released.notify_all()
 
 
 # Handlers that read their own body as it arrives (the limits and security checks leave it to them); their
@@ -286,36 +312,75 @@ class _GuardedRequestHandler(RequestHandler):  # type: ignore[type-arg]
 
 
 class GuardedAppRunner(web.AppRunner):
-    """The broker's AppRunner: connections get the header read timeout of ``_GuardedRequestHandler``."""
+    """The broker's AppRunner: connections get the header read timeout of ``_GuardedRequestHandler``, and, with
+    ``hot_routes``, start as broker/api/hot_routes.py's connections (which hand other requests to aiohttp's)."""
 
-    def __init__(self, app: web.Application, *, head_timeout_ms: int, **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, *, head_timeout_ms: int, hot_routes: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self._head_timeout_s = head_timeout_ms / 1000
+        self._hot_routes = hot_routes
 
     async def _make_server(self) -> Server:
         server = await super()._make_server()
         server.__class__ = _GuardedServer
-        server.head_timeout_s = self._head_timeout_s  # type: ignore[attr-defined]
+        assert isinstance(server, _GuardedServer)
+        server.head_timeout_s = self._head_timeout_s
+        if self._hot_routes:
+            server.hot = hot_routes_of(self.app, head_timeout_s=self._head_timeout_s,
+                                       keepalive_timeout_s=server.keepalive_timeout_s)
         return server
 
 
+def hot_routes_of(app: web.Application, *, head_timeout_s: float, keepalive_timeout_s: float) -> HotRoutes:
+    """The hot routes over ``app``, under its limits, budget, security and quotas."""
+
+    def is_open() -> bool:
+        quotas = app[CLIENT_QUOTAS]
+        return app[SECURITY] is None and (quotas is None or not quotas.active())
+
+    return HotRoutes(app, max_body=app[MAX_BODY], budget=app[READ_BUDGET],
+                     body_timeout_s=app[LIMITS].request_body_timeout_ms / 1000, head_timeout_s=head_timeout_s,
+                     keepalive_timeout_s=keepalive_timeout_s, is_open=is_open, observe=observe)
+
+
 class _GuardedServer(Server):  # type: ignore[type-arg]
-    """aiohttp's Server, making ``_GuardedRequestHandler`` connections (its ``__call__`` names the class)."""
+    """aiohttp's Server, making ``_GuardedRequestHandler`` connections (its ``__call__`` names the class), or
+    hot-route connections that hand off to them."""
 
     head_timeout_s = 10.0
+    hot: HotRoutes | None = None
 
-    def __call__(self) -> RequestHandler:  # type: ignore[type-arg]
+    @property
+    def keepalive_timeout_s(self) -> float:
+        return float(self._kwargs.get("keepalive_timeout", 3630))  # aiohttp's default
+
+    def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
+        if self.hot is not None:
+            return HotConnection(self.hot, self.guarded_handler)
+        return self.guarded_handler()
+
+    def guarded_handler(self) -> RequestHandler:  # type: ignore[type-arg]
         handler = _GuardedRequestHandler(self, loop=self._loop, **self._kwargs)
         handler.head_timeout_s = self.head_timeout_s
         return handler
 
+    def pre_shutdown(self) -> None:
+        super().pre_shutdown()
+        for conn in list(self.hot.connections if self.hot is not None else ()):
+            conn.close_when_idle()
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        hot = list(self.hot.connections if self.hot is not None else ())
+        await asyncio.gather(super().shutdown(timeout), *(conn.wait_closed(timeout) for conn in hot))
+
 
 def make_runner(broker: Broker) -> web.AppRunner:
-    """The runner server.py starts: the app with its body cap, and the header read timeout."""
+    """The runner server.py starts: the app with its body cap, the header read timeout, the hot routes."""
     app = create_app(broker, config=broker.config, security=broker.security, quotas=broker.quotas,
                      client_max_size=broker.config.max_request_bytes)
-    return GuardedAppRunner(app, head_timeout_ms=broker.config.request_header_timeout_ms, access_log=None,
-                            handle_signals=False)
+    return GuardedAppRunner(app, head_timeout_ms=broker.config.request_header_timeout_ms,
+                            hot_routes=broker.config.http_hot_routes, access_log=None, handle_signals=False)
 
 
 def create_app(broker: Broker, *, config: BrokerConfig, security: SecurityService | None,
