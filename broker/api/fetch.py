@@ -34,7 +34,7 @@ from broker.fetch.service import (
 )
 from broker.produce.forwarding import LAST_STABLE_OFFSET
 from odradek.protocol import media, speedups
-from odradek.protocol.records import decode_records, iter_batch_headers
+from odradek.protocol.records import decode_records, last_batch_header
 
 
 async def read_records(request: web.Request) -> web.StreamResponse:
@@ -50,9 +50,9 @@ async def read_records(request: web.Request) -> web.StreamResponse:
     data, offset, lso, leader = read.records, read.fetch_offset, read.log_start_offset, read.leader  # bytes
     # A read_committed reader's end is the LSO: the answer's ``high_watermark`` says where its reads end.
     hw = read.last_stable_offset if level == READ_COMMITTED else read.high_watermark
-    next_offset = offset
-    for _, header in iter_batch_headers(data):
-        next_offset = max(next_offset, min(header.next_offset, hw))
+    # The batches of a read are in offset order: the last one ends furthest (never past ``hw``).
+    last = last_batch_header(data)
+    next_offset = offset if last is None else max(offset, min(last.next_offset, hw))
     answer = {"topic": topic, "partition": partition, "high_watermark": hw, "log_start_offset": lso,
               "next_offset": next_offset}
     if fmt in SCHEMA_TYPES:  # avro, jsonschema: each key and value decoded by its schema id from the registry

@@ -77,6 +77,7 @@ __all__ = [
     "check_counts",
     "encode_batch",
     "iter_batch_headers",
+    "last_batch_header",
     "parse_header",
     "rebuild_batch",
     "set_base_offset",
@@ -430,6 +431,21 @@ def iter_batch_headers(buf: bytes | bytearray | memoryview, offset: int = 0) -> 
             return
         yield pos, h
         pos += size
+
+
+def last_batch_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> BatchHeader | None:
+    """The header ``iter_batch_headers`` would yield last, or None: on the way only each batch's length is read
+    (a REST read answer's next offset needs the last batch alone, and a read holds dozens)."""
+    end = len(buf)
+    length_at = _I32.unpack_from
+    pos, last = offset, -1
+    while pos + HEADER_SIZE <= end:
+        (length,) = length_at(buf, pos + LENGTH_POS)
+        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > end:
+            break
+        last = pos
+        pos += length + LOG_OVERHEAD
+    return None if last < 0 else BatchHeader._make(HEADER.unpack_from(buf, last))
 
 
 def validate_batches(
