@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-HEAD_LIMIT = 16 * 1024  # a longer head is aiohttp's to parse (and refuse, by its line and field limits)
+HEAD_LIMIT = 8190  # a longer head is aiohttp's to parse (and refuse, by its line and field limits: 8190 each)
 SMALL_BODY = 64 * 1024  # answers up to this go out in one write with their head
 PAUSE_AT = 1 << 20  # buffered bytes past a request being handled before reading pauses
 
@@ -269,7 +269,7 @@ class HotConnection(asyncio.Protocol):
                 if len(self._buf) > HEAD_LIMIT or b"\n\n" in self._buf:
                     self._hand_off()
                 return
-            pending = self._take_head(end + 4)
+            pending = self._take_head(end + 4) if end + 4 <= HEAD_LIMIT else None
             if pending is None:
                 self._hand_off()
                 return

@@ -196,6 +196,18 @@ def test_chunked_http_1_0_and_other_routes_are_aiohttps_and_still_answered() -> 
     _run(run)
 
 
+def test_a_head_past_aiohttps_line_limit_is_aiohttps_to_refuse() -> None:
+    async def run() -> None:
+        async with _serving() as (app, port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_post(BATCHES, b"x", "X-Big: " + "a" * 9000))
+            status, _, _ = await _answer(reader)
+            writer.close()
+            assert status == 400 and not app[BROKER_KEY].produce.appended
+
+    _run(run)
+
+
 def test_requests_are_aiohttps_when_security_is_on_or_the_budget_is_spent() -> None:
     async def run() -> None:
         async with _serving() as (app, port):
