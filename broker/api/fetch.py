@@ -132,23 +132,30 @@ class SegmentResponse(web.StreamResponse):
         try:
             writer = await super().prepare(request)
             if request.method != "HEAD":
-                await self._send(request)
+                transport = request.transport
+                if transport is None:
+                    raise ConnectionResetError("connection lost before the fetch answer was sent")
+                await self.send_ranges(transport)
             await super().write_eof()
             return writer
         finally:
             self._release()
 
-    async def _send(self, request: web.BaseRequest) -> None:
+    async def send_ranges(self, transport: asyncio.BaseTransport) -> None:
+        """The body: each file range with ``sendfile``, after what the transport holds (the head). Closes the
+        connection on a short range. The hot routes' connections (broker/api/hot_routes.py) call it directly,
+        after writing the head themselves, then ``release``."""
         loop = asyncio.get_running_loop()
-        transport = request.transport
-        if transport is None:
-            raise ConnectionResetError("connection lost before the fetch answer was sent")
         for s in self._slices:
             with os.fdopen(s.fd, "rb", buffering=0, closefd=False) as f:
-                sent = await loop.sendfile(transport, f, s.position, s.length)
+                sent = await loop.sendfile(transport, f, s.position, s.length)  # type: ignore[arg-type]
             if sent != s.length:
                 transport.close()
                 raise ConnectionResetError(f"sent {sent} of {s.length} bytes: the segment shrank under the fetch")
+
+    def release(self) -> None:
+        """Close the ranges' descriptors (at most once; also done when the answer is dropped unsent)."""
+        self._release()
 
 
 async def epoch_end_offset(request: web.Request) -> web.Response:

@@ -6,12 +6,14 @@ router, the middleware frames, the request's payload stream, the response writer
 loop's time on the binary path and a third on REST produce: more than the handlers (docs/performance.md).
 
 Which requests: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}`` (REST produce, v1 and
-v2 as the route table negotiates them), ``POST .../partitions/{partition}/batches`` (the binary path) and
-``GET .../partitions/{partition}/records`` (REST reads), when the broker runs without security and without active
-client quotas, and the request is HTTP/1.1, framed by Content-Length (no Transfer-Encoding, Expect or Upgrade),
-with a plain path and query (no percent-encoding), a body within the body cap and the read budget
-(queued.max.request.bytes). Each is handled by the very handler aiohttp's route table holds for it, through
-:class:`HotRequest`, the part of aiohttp's request those handlers read.
+v2 as the route table negotiates them), ``POST .../partitions/{partition}/batches`` and ``GET`` of the same (the
+binary path: its fetches, a follower's over the http replica transport among them, are sent from the segment files
+with ``sendfile``) and ``GET .../partitions/{partition}/records`` (REST reads), when the broker runs without
+security and without active client quotas, and the request is HTTP/1.1, framed by Content-Length (no
+Transfer-Encoding, Expect or Upgrade), with a plain path and query (no percent-encoding), a head within aiohttp's
+line limit, and a body within the body cap and the read budget (queued.max.request.bytes). Each is handled by the
+very handler aiohttp's route table holds for it, through :class:`HotRequest`, the part of aiohttp's request those
+handlers read.
 
 The rules kept, as the front middleware keeps them (broker/api/app.py): the path's topic and partition are checked
 before the handler; the body arrives within request_body_timeout_ms (else 408, and the connection is closed) and
@@ -47,6 +49,7 @@ from aiohttp.helpers import HeadersMixin
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from broker.api.errors import error_answer
+from broker.api.fetch import SegmentResponse
 from broker.api.params import check_path_params
 from odradek.protocol.errors import RequestReadTimeoutError
 
@@ -66,6 +69,7 @@ CANONICAL = {  # (method, path segments after /topics, last segment or None): th
     ("POST", 1, None): _TOPIC,
     ("POST", 3, None): _PARTITION,
     ("POST", 4, "batches"): f"{_PARTITION}/batches",
+    ("GET", 4, "batches"): f"{_PARTITION}/batches",
     ("GET", 4, "records"): f"{_PARTITION}/records",
 }
 _UNSAFE = frozenset("%{}")  # percent-encoding, and characters aiohttp's path parameters do not match
@@ -330,7 +334,10 @@ class HotConnection(asyncio.Protocol):
                 response = error_answer(request, e)  # type: ignore[arg-type]
             self._routes.observe(self._routes.app, pending.route.canonical, response.status, started)
             keep_alive = pending.keep_alive and not self._closing and not self._eof
-            self._write(response, keep_alive)
+            if isinstance(response, SegmentResponse):
+                await self._send_ranges(response, keep_alive)
+            else:
+                self._write(response, keep_alive)
         except BaseException:
             self._close()
             raise
@@ -358,22 +365,26 @@ class HotConnection(asyncio.Protocol):
             log.error("a hot route answered with %s, which is not written here", type(response).__name__)
             body, keep_alive = b"", False
             response = web.Response(status=500)
-        head = [f"HTTP/1.1 {response.status} {response.reason}\r\n"]
-        for name, value in response.headers.items():
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                raise ValueError(f"the answer's {name!r} header holds a line break")  # as aiohttp refuses it
-            if name.lower() != "content-length":
-                head.append(f"{name}: {value}\r\n")
-        head.append(f"Content-Length: {len(body)}\r\nDate: {_date()}\r\n")
-        if not keep_alive:
-            head.append("Connection: close\r\n")
-        head.append("\r\n")
-        data = "".join(head).encode("utf-8")
+        head = _head(response, len(body), keep_alive)
         if len(body) <= SMALL_BODY:
-            transport.write(data + body)
+            transport.write(head + body)
         else:
-            transport.write(data)
+            transport.write(head)
             transport.write(memoryview(body))  # whatever the socket does not take is copied once, not sliced first
+
+    async def _send_ranges(self, response: SegmentResponse, keep_alive: bool) -> None:
+        """A binary fetch's answer: the head, then its file ranges with ``sendfile``; the ranges released."""
+        try:
+            transport = self._transport
+            if transport is None or self._done or transport.is_closing():
+                return
+            transport.write(_head(response, response.content_length or 0, keep_alive))
+            await response.send_ranges(transport)
+        except (ConnectionError, OSError) as e:
+            log.debug("a fetch answer was cut short: %s", e)
+            self._close()
+        finally:
+            response.release()
 
     # ------------------------------------------------------------------------------------ timers and hand-off
 
@@ -469,6 +480,21 @@ class HotConnection(asyncio.Protocol):
             except (TimeoutError, Exception):
                 pass
         self._close()
+
+
+def _head(response: web.StreamResponse, length: int, keep_alive: bool) -> bytes:
+    """The status line and headers of ``response`` with a body of ``length`` bytes."""
+    head = [f"HTTP/1.1 {response.status} {response.reason}\r\n"]
+    for name, value in response.headers.items():
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            raise ValueError(f"the answer's {name!r} header holds a line break")  # as aiohttp refuses it
+        if name.lower() != "content-length":
+            head.append(f"{name}: {value}\r\n")
+    head.append(f"Content-Length: {length}\r\nDate: {_date()}\r\n")
+    if not keep_alive:
+        head.append("Connection: close\r\n")
+    head.append("\r\n")
+    return "".join(head).encode("utf-8")
 
 
 _date_cache: tuple[int, str] = (0, "")

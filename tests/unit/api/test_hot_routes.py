@@ -5,8 +5,9 @@ and the front door's rules (the path checks, errors, the body and head timeouts,
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,8 @@ from aiohttp import web
 from broker.api.app import READ_BUDGET, GuardedAppRunner, create_app, hot_routes_of
 from broker.api.context import BROKER as BROKER_KEY
 from broker.config import BrokerConfig
+from broker.fetch.service import PartitionData
+from broker.log.reads import FileSlice, SliceResult
 from broker.produce.service import AppendedBatches
 from broker.security.middleware import SECURITY
 from odradek.protocol import media
@@ -39,17 +42,34 @@ class Produce:
         return AppendedBatches(base, base + len(data) - 1, len(data), None, 1, 7)
 
 
-def _broker() -> Any:
+class Fetches:
+    """The fetch service's leader reads, as file ranges of one file (``fetch_batches`` sends them with sendfile);
+    counts the descriptors it opened and those closed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.opened: list[int] = []
+
+    async def fetch(self, request: Any, *, zero_copy: bool = False) -> PartitionData:
+        size = self.path.stat().st_size
+        fds = [os.open(self.path, os.O_RDONLY) for _ in range(2)]
+        self.opened += fds
+        ranges = SliceResult((FileSlice(fds[0], 0, 10), FileSlice(fds[1], 10, size - 10)), 9, 0, 9)
+        return PartitionData(request.topic, request.partition, 0, ranges, 9, 9, 0, 9, 3, 1)
+
+
+def _broker(tmp: Path | None = None) -> Any:
     return SimpleNamespace(metrics=null_metrics(), produce=Produce(), cache=SimpleNamespace(brokers={1: object()}),
-                           txn_router=SimpleNamespace(verify_produce=lambda *a: None))
+                           txn_router=SimpleNamespace(verify_produce=lambda *a: None),
+                           fetches=Fetches(tmp / "segment") if tmp is not None else None)
 
 
 @asynccontextmanager
-async def _serving(*, hot: bool = True, body_timeout_ms: int = 5000,
-                   head_timeout_ms: int = 5000) -> AsyncIterator[tuple[web.Application, int]]:
+async def _serving(*, hot: bool = True, body_timeout_ms: int = 5000, head_timeout_ms: int = 5000,
+                   tmp: Path | None = None) -> AsyncIterator[tuple[web.Application, int]]:
     config = BrokerConfig(1, "zk:2181", "127.0.0.1", 9092, Path("."), request_body_timeout_ms=body_timeout_ms,
                           request_header_timeout_ms=head_timeout_ms)
-    app = create_app(_broker(), config=config, security=None, quotas=None, client_max_size=1 << 20)
+    app = create_app(_broker(tmp), config=config, security=None, quotas=None, client_max_size=1 << 20)
     runner = GuardedAppRunner(app, head_timeout_ms=head_timeout_ms, hot_routes=hot, access_log=None,
                               handle_signals=False)
     await runner.setup()
@@ -76,6 +96,15 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], by
     return status, headers, body
 
 
+def _open_on(path: Path) -> int:
+    """This process's descriptors open on ``path``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return count
+
+
 def _run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(test())
 
@@ -99,6 +128,31 @@ def test_hot_requests_are_served_here_and_others_by_aiohttp_from_their_first_byt
             assert [(t, p, len(d), acks) for t, p, d, acks in app[BROKER_KEY].produce.appended] == [
                 ("t", 1, 100, 1), ("t", 1, 30, -1), ("t", 1, 5, -1)]  # acks=all by default
             assert app[READ_BUDGET].in_use == 0
+
+    _run(run)
+
+
+def test_a_binary_fetch_is_sent_from_its_file_ranges_and_they_are_closed(tmp_path: Path) -> None:
+    segment = tmp_path / "segment"
+    segment.write_bytes(bytes(range(256)) * 300)
+
+    async def run() -> None:
+        async with _serving(tmp=tmp_path) as (app, port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            get = b"GET /topics/t/partitions/1/batches?offset=0 HTTP/1.1\r\nHost: x\r\n\r\n"
+            writer.write(get + get)  # two on one connection: the second after the first's ranges
+            answers = [await _answer(reader) for _ in range(2)]
+            writer.close()
+            for status, headers, body in answers:
+                assert status == 200 and "server" not in headers
+                assert headers["content-type"] == media.BATCHES and headers[media.LEADER.lower()] == "1"
+                assert body == segment.read_bytes()
+            assert len(app[BROKER_KEY].fetches.opened) == 4
+            for _ in range(100):  # every descriptor the reads opened is closed once sent (just after the last byte)
+                if _open_on(segment) == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert _open_on(segment) == 0
 
     _run(run)
 
