@@ -307,7 +307,9 @@ class HotConnection(asyncio.Protocol):
         headers = head.headers
         if "Transfer-Encoding" in headers or "Expect" in headers:
             return None
-        url = head.url.decode("ascii", "replace")
+        if not head.url.isascii():
+            return None  # raw non-ASCII bytes in the target: aiohttp's (yarl's) reading of them
+        url = head.url.decode("ascii")
         path, _, query = url.partition("?")
         if "%" in query or "+" in query or "#" in url:
             return None
