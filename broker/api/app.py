@@ -63,7 +63,8 @@ async def front_middleware(request: web.Request, handler: Handler) -> web.Stream
     quotas (broker/quotas.py). Why one middleware and not five: each middleware is a coroutine frame and a call
     per request on every route, the hot ones included; here a part that is off (an open cluster, no quota
     configured) costs one check, and the handler is awaited from the fewest frames. The order is the rule:
-    nothing reaches security before its body was read within the limits, nor a handler before it was allowed."""
+    nothing reaches security before its body was read within the limits, nor a handler before it was allowed. The
+    hot routes' connections (broker/api/hot_routes.py) keep these rules for the requests they serve themselves."""
     started = time.perf_counter()
     try:
         response = await _admitted(request, handler)
