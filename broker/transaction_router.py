@@ -55,8 +55,8 @@ class ProducerIdAndEpoch:
     producer_epoch: int
 
 
-def _nothing(_reply: Reply) -> None:
-    return None
+def _number(reply: Reply) -> int:
+    return int(reply.json()["transaction"])
 
 
 def _pid_epoch(reply: Reply) -> ProducerIdAndEpoch:
@@ -95,31 +95,41 @@ class TransactionRouter:
         return ProducerIdAndEpoch(*await self.coordinator.init_producer_id())
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
-                             partitions: list[tuple[str, int]], *, forwarded: bool = False) -> Routed[None]:
-        """AddPartitionsToTxn."""
-        body = {"producer_id": producer_id, "producer_epoch": producer_epoch,
-                "partitions": [[t, p] for t, p in partitions]}
+                             partitions: list[tuple[str, int]], *, txn: int | None = None,
+                             forwarded: bool = False) -> Routed[int]:
+        """AddPartitionsToTxn to transaction ``txn`` (None: the open one, or a new one; transaction_coordinator/
+        state.py "Transaction numbers"); the number of the transaction they are in."""
+        body: dict[str, Any] = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                "partitions": [[t, p] for t, p in partitions]}
+        if txn is not None:
+            body["transaction"] = txn
         return await self._router.run(
-            tid, lambda: self.coordinator.add_partitions(tid, producer_id, producer_epoch, partitions),
-            _forward(tid, "partitions", body, _nothing), forwarded=forwarded)
+            tid, lambda: self.coordinator.add_partitions(tid, producer_id, producer_epoch, partitions, txn),
+            _forward(tid, "partitions", body, _number), forwarded=forwarded)
 
     async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int, offsets: TxnOffsets, *,
-                          forwarded: bool = False) -> Routed[None]:
-        """AddOffsetsToTxn with the offsets themselves (TxnOffsetCommit), checked against the group's generation."""
-        body = {"producer_id": producer_id, "producer_epoch": producer_epoch, "group": offsets.group,
-                "generation": offsets.generation, "offsets": [list(o) for o in offsets.offsets]}
+                          txn: int | None = None, forwarded: bool = False) -> Routed[int]:
+        """AddOffsetsToTxn with the offsets themselves (TxnOffsetCommit), checked against the group's generation;
+        the number of the transaction they ride on."""
+        body: dict[str, Any] = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                "group": offsets.group, "generation": offsets.generation,
+                                "offsets": [list(o) for o in offsets.offsets]}
+        if txn is not None:
+            body["transaction"] = txn
         return await self._router.run(
-            tid, lambda: self.coordinator.add_offsets(tid, producer_id, producer_epoch, offsets),
-            _forward(tid, "offsets", body, _nothing), forwarded=forwarded)
+            tid, lambda: self.coordinator.add_offsets(tid, producer_id, producer_epoch, offsets, txn),
+            _forward(tid, "offsets", body, _number), forwarded=forwarded)
 
-    async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
+    async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *, txn: int | None = None,
                   forwarded: bool = False) -> Routed[str]:
-        """EndTxn: commit or abort; the transaction's final state's name."""
-        body = {"producer_id": producer_id, "producer_epoch": producer_epoch, "commit": commit}
+        """EndTxn of transaction ``txn`` (None: the open one): commit or abort; the transaction's final state's
+        name."""
+        body: dict[str, Any] = {"producer_id": producer_id, "producer_epoch": producer_epoch, "commit": commit}
+        if txn is not None:
+            body["transaction"] = txn
         return await self._router.run(
-            tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit),
+            tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit, txn),
             _forward(tid, "end", body, _state), forwarded=forwarded)
-
 
     async def verify(self, tid: str, producer_id: int, producer_epoch: int,
                      partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:

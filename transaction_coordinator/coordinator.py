@@ -148,17 +148,22 @@ class TxnCoordinator:
             await self._write(tid, st, version)
             return st.producer_id, st.producer_epoch
 
-    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                             txn: int | None = None) -> int:
+        """AddPartitionsToTxn to transaction ``txn`` (``state.number``; None or NEW_TXN: the open one, or a new
+        one); the number of the transaction they are in."""
         async with self._lock(tid):
             await self._owned(tid)
             st, version = await self._need(tid)
-            new = s.add_partitions(st, pid, epoch, partitions, now_ms())
+            new = s.add_partitions(st, pid, epoch, partitions, now_ms(), txn)
             if new != st:
                 await self._write(tid, new, version)
+            return s.number(new)
 
-    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets) -> None:
+    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None) -> int:
         """send_offsets_to_transaction: checked against the group's generation now and again at commit (when the
-        offsets name one: generation -1 is not checked, as Kafka's group coordinator does not)."""
+        offsets name one: generation -1 is not checked, as Kafka's group coordinator does not); the number of the
+        transaction they ride on (``txn`` as for ``add_partitions``)."""
         generation = None
         if offsets.generation >= 0:
             generation = await asyncio.to_thread(self.store.group_generation, offsets.group)
@@ -168,20 +173,23 @@ class TxnCoordinator:
         async with self._lock(tid):
             await self._owned(tid)
             st, version = await self._need(tid)
-            await self._write(tid, s.add_offsets(st, pid, epoch, offsets, now_ms()), version)
+            new = s.add_offsets(st, pid, epoch, offsets, now_ms(), txn)
+            await self._write(tid, new, version)
+            return s.number(new)
 
-    async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
-        """EndTxn: decide (Prepare*), write the markers and offsets, complete; the final state's name."""
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None) -> str:
+        """EndTxn of transaction ``txn`` (``state.number``; None: the open one): decide (Prepare*), write the
+        markers and offsets, complete; the final state's name."""
         async with self._lock(tid):
             await self._owned(tid)
             st, version = await self._need(tid)
+            s.check_end(st, pid, epoch, commit, txn)
             if commit and st.state == s.ONGOING and not await self._generations_hold(st):
-                s.check_producer(st, pid, epoch)
                 st = s.fence_abort(st, now_ms())
                 version = await self._write(tid, st, version)
                 await self._complete(tid, st, version)
                 raise IllegalGenerationError("a group rebalanced during the transaction: it was aborted")
-            new, work = s.end(st, pid, epoch, commit, now_ms())
+            new, work = s.end(st, pid, epoch, commit, now_ms(), txn)
             if not work:
                 return new.state
             if new != st:

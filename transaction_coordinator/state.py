@@ -16,6 +16,12 @@ the producer id and epoch it had (KIP-360: a producer recovering from an error, 
 lost) must name the current epoch, or the one before the last bump (``last_epoch``, then the bump already happened
 and its result is answered again); any other is PRODUCER_FENCED.
 
+Transaction numbers: a transaction's number is the coordinator epoch its decision carries (``number``). A client
+that names the number it was told (the HTTP API's ``transaction`` field) binds its adds and its end to that one
+transaction: a request that a broker held up while the client retried and went on to its next transaction (a late
+forward) names an older number and is INVALID_TXN_STATE, instead of ending, or adding to, the transaction open now.
+Without a number (Kafka's EndTxn before KIP-890's second part has none) the id's current transaction is meant.
+
 Group offsets: a group joins a transaction (AddOffsetsToTxn) with generation -1; its offsets (TxnOffsetCommit)
 carry the group generation they were read under, or -1 when there is none to check (an assign-mode consumer, a
 client older than KIP-447), as Kafka's group coordinator checks a generation only when one is given.
@@ -40,6 +46,7 @@ PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
 IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
 MAX_EPOCH = 32766  # int16, with room for one fencing bump
 TP = tuple[str, int]
+NEW_TXN = -1  # a client's transaction number before any add of the transaction was answered
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,41 @@ def check_producer(st: TxnState, producer_id: int, epoch: int) -> None:
         raise InvalidProducerIdMappingError(f"producer epoch {epoch} is newer than the coordinator's")
 
 
+def number(st: TxnState) -> int:
+    """The number of the id's current transaction (an Ongoing one's decision will carry one more coordinator
+    epoch than the last), or of the last decided one when none is open."""
+    return st.coordinator_epoch + 1 if st.state == ONGOING else st.coordinator_epoch
+
+
+def _check_adding(st: TxnState, txn: int | None) -> None:
+    """An add naming transaction ``txn`` goes to that transaction only while it is open (NEW_TXN or no number:
+    to the open one, or it begins one)."""
+    if txn is None or txn == NEW_TXN or (st.state == ONGOING and number(st) == txn):
+        return
+    raise InvalidTxnStateError(
+        f"transaction {txn} of this producer is over (the transactional id is {st.state} at transaction "
+        f"{number(st)}): abort it")
+
+
+def check_end(st: TxnState, producer_id: int, epoch: int, commit: bool, txn: int | None) -> None:
+    """Whether an EndTxn naming transaction ``txn`` may end the id's current transaction: a number that is not
+    the current one is a late request of an earlier transaction; a commit that names none added (NEW_TXN) while a
+    transaction is open would commit adds its producer never saw answered (abort then)."""
+    check_producer(st, producer_id, epoch)
+    if txn is None:
+        return
+    if txn == NEW_TXN:
+        if commit and st.state == ONGOING:
+            raise InvalidTxnStateError(
+                f"transaction {number(st)} is open with partitions or offsets this producer was never told were "
+                f"added: abort it")
+        return
+    if number(st) != txn:
+        raise InvalidTxnStateError(
+            f"cannot {'commit' if commit else 'abort'} transaction {txn}: this transactional id is {st.state} at "
+            f"transaction {number(st)} (a late request of an earlier transaction)")
+
+
 def _begin_if_idle(st: TxnState, now_ms: int) -> TxnState:
     if st.state in PREPARED:
         raise ConcurrentTransactionsError("the previous transaction is still being completed")
@@ -111,17 +153,21 @@ def _begin_if_idle(st: TxnState, now_ms: int) -> TxnState:
     return st
 
 
-def add_partitions(st: TxnState, producer_id: int, epoch: int, partitions: list[TP], now_ms: int) -> TxnState:
+def add_partitions(st: TxnState, producer_id: int, epoch: int, partitions: list[TP], now_ms: int,
+                   txn: int | None = None) -> TxnState:
     """AddPartitionsToTxn: the first send to a partition in a transaction registers it here first."""
     check_producer(st, producer_id, epoch)
+    _check_adding(st, txn)
     st = _begin_if_idle(st, now_ms)
     merged = tuple(sorted(set(st.partitions) | {(t, int(p)) for t, p in partitions}))
     return replace(st, partitions=merged, updated_ms=now_ms)
 
 
-def add_offsets(st: TxnState, producer_id: int, epoch: int, offsets: TxnOffsets, now_ms: int) -> TxnState:
+def add_offsets(st: TxnState, producer_id: int, epoch: int, offsets: TxnOffsets, now_ms: int,
+                txn: int | None = None) -> TxnState:
     """send_offsets_to_transaction: the group's offsets ride on the transaction (the latest per partition)."""
     check_producer(st, producer_id, epoch)
+    _check_adding(st, txn)
     st = _begin_if_idle(st, now_ms)
     others = [o for o in st.offsets if o.group != offsets.group]
     previous = next((o for o in st.offsets if o.group == offsets.group), None)
@@ -165,10 +211,12 @@ def check_init(st: TxnState, producer_id: int, epoch: int) -> bool:
         f"({st.producer_id} epoch {st.producer_epoch}): another instance has initialized since")
 
 
-def end(st: TxnState, producer_id: int, epoch: int, commit: bool, now_ms: int) -> tuple[TxnState, bool]:
+def end(st: TxnState, producer_id: int, epoch: int, commit: bool, now_ms: int,
+        txn: int | None = None) -> tuple[TxnState, bool]:
     """EndTxn: (the new state, whether it must be written and completed). A retry of a decided end is
-    answered as it was; the opposite end is INVALID_TXN_STATE."""
-    check_producer(st, producer_id, epoch)
+    answered as it was; the opposite end is INVALID_TXN_STATE, and so is one naming another transaction
+    (``check_end``)."""
+    check_end(st, producer_id, epoch, commit, txn)
     want_prepare = PREPARE_COMMIT if commit else PREPARE_ABORT
     want_complete = COMPLETE_COMMIT if commit else COMPLETE_ABORT
     if st.state == ONGOING:

@@ -53,6 +53,12 @@ def _producer(body: dict[str, Any]) -> tuple[int, int]:
     return _int(body, "producer_id", 0, INT64_MAX), _int(body, "producer_epoch", 0, 32767)
 
 
+def _txn(body: dict[str, Any]) -> int | None:
+    """The transaction a request names (``transaction``: the number the adds answered, -1 before any was
+    answered; absent: the open one), which binds it to that transaction (transaction_coordinator/state.py)."""
+    return _int(body, "transaction", -1, 2**31 - 1) if "transaction" in body else None
+
+
 def _partitions(raw: object) -> list[tuple[str, int]]:
     if not isinstance(raw, list) or len(raw) > 10_000:
         raise InvalidRequestError("partitions must be a list of [topic, partition] pairs")
@@ -93,8 +99,9 @@ async def add_partitions(request: web.Request) -> web.Response:
     body = await _body(request)
     pid, epoch = _producer(body)
     parts = _partitions(body.get("partitions"))
-    routed = await request.app[BROKER].txn_router.add_partitions(tid, pid, epoch, parts, forwarded=_forwarded(request))
-    return _answer({}, routed.coordinator)
+    routed = await request.app[BROKER].txn_router.add_partitions(tid, pid, epoch, parts, txn=_txn(body),
+                                                                 forwarded=_forwarded(request))
+    return _answer({"transaction": routed.value}, routed.coordinator)
 
 
 async def add_offsets(request: web.Request) -> web.Response:
@@ -115,9 +122,9 @@ async def add_offsets(request: web.Request) -> web.Response:
         meta = item[3] if len(item) == 4 and isinstance(item[3], str) else ""
         offsets.append((item[0], item[1], item[2], meta[:4096]))
     txn_offsets = TxnOffsets(group, _int(body, "generation", -1, 2**31 - 1), tuple(offsets))
-    routed = await request.app[BROKER].txn_router.add_offsets(tid, pid, epoch, txn_offsets,
+    routed = await request.app[BROKER].txn_router.add_offsets(tid, pid, epoch, txn_offsets, txn=_txn(body),
                                                               forwarded=_forwarded(request))
-    return _answer({}, routed.coordinator)
+    return _answer({"transaction": routed.value}, routed.coordinator)
 
 
 async def end(request: web.Request) -> web.Response:
@@ -127,7 +134,8 @@ async def end(request: web.Request) -> web.Response:
     commit = body.get("commit")
     if not isinstance(commit, bool):
         raise InvalidRequestError("commit must be true or false")
-    routed = await request.app[BROKER].txn_router.end(tid, pid, epoch, commit, forwarded=_forwarded(request))
+    routed = await request.app[BROKER].txn_router.end(tid, pid, epoch, commit, txn=_txn(body),
+                                                      forwarded=_forwarded(request))
     return _answer({"state": routed.value}, routed.coordinator)
 
 

@@ -8,12 +8,15 @@ version. The rules themselves (epochs, fencing, states) are the transaction coor
 API's transactions follow, so a transaction begun through either door is the same transaction to both.
 
 Where a request goes: Kafka clients send InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn to the
-transactional id's coordinator (FindCoordinator), TxnOffsetCommit to the group's. Any broker here accepts them:
-the router runs the call on the id's coordinator, here or one hop away, as for HTTP. TxnOffsetCommit's offsets
-ride on the transaction (the coordinator writes them to the group when it commits), so it is routed by
-transactional id too. DescribeProducers is the leader's (NOT_LEADER_OR_FOLLOWER elsewhere); DescribeTransactions
-reads ZooKeeper (any broker); ListTransactions lists the ids this broker coordinates (an admin client asks every
-broker and merges), plus, on the controller, those nobody coordinates right now, so every id is listed once.
+transactional id's coordinator (FindCoordinator); another broker answers NOT_COORDINATOR, as Kafka's do, and the
+client looks the coordinator up again. Never forwarding them keeps a client's retry from overtaking its first
+attempt held up on another broker: these requests name no transaction (EndTxn before KIP-890's second part), so
+a late EndTxn would end whichever transaction is open then. TxnOffsetCommit goes to the group's coordinator; its
+offsets ride on the transaction (the coordinator writes them to the group when it commits), so it is routed by
+transactional id, here or one hop away, as for HTTP. DescribeProducers is the leader's (NOT_LEADER_OR_FOLLOWER
+elsewhere); DescribeTransactions reads ZooKeeper (any broker); ListTransactions lists the ids this broker
+coordinates (an admin client asks every broker and merges), plus, on the controller, those nobody coordinates
+right now, so every id is listed once.
 
 Errors, as Kafka answers them:
 
@@ -90,6 +93,9 @@ log = logging.getLogger(__name__)
 NONE = ErrorCode(0)
 NO_THROTTLE = datetime.timedelta(0)
 NO_ID = -1
+# The router's ``forwarded`` flag set on the transactional id's own requests: run here, or NOT_COORDINATOR, never
+# forwarded (the module docstring's "Where a request goes"), as GroupRouter.here does for groups.
+HERE_ONLY = True
 # Kafka's transaction states, as DescribeTransactions and ListTransactions name them (its state filters).
 KAFKA_STATES = frozenset({txn_state.EMPTY, txn_state.ONGOING, txn_state.PREPARE_COMMIT, txn_state.PREPARE_ABORT,
                           txn_state.COMPLETE_COMMIT, txn_state.COMPLETE_ABORT, "Dead", "PrepareEpochFence"})
@@ -195,7 +201,7 @@ class KafkaTransactions:
                 f"{self._auth.principal(conn)} may not Write transactional id {tid}")
         _check_id(tid, "transactional.id")
         expected = None if pid == NO_ID else ProducerIdAndEpoch(pid, epoch)
-        routed = await self._txn.init(tid, _ms(body.transaction_timeout), expected=expected)
+        routed = await self._txn.init(tid, _ms(body.transaction_timeout), expected=expected, forwarded=HERE_ONLY)
         return routed.value
 
     # ----------------------------------------------------------------------------------- AddPartitionsToTxn
@@ -260,7 +266,7 @@ class KafkaTransactions:
                 missing = set(await self._txn.verify(tid, pid, epoch, wanted))
                 absent = InvalidTxnStateError(f"not in the transaction of {tid!r}")
                 return {t: {p: absent if (t, p) in missing else None for p in ps} for t, ps in results.items()}
-            await self._txn.add_partitions(tid, pid, epoch, wanted)
+            await self._txn.add_partitions(tid, pid, epoch, wanted, forwarded=HERE_ONLY)
         except Exception as e:
             error = _fenced_as(coordinator_typed(e, "AddPartitionsToTxn"), version >= 2)
             return {t: dict.fromkeys(ps, error) for t, ps in results.items()}
@@ -283,7 +289,7 @@ class KafkaTransactions:
             _check_id(tid, "transactional.id")
             _check_group(group)
             await self._txn.add_offsets(tid, int(body.producer_id), int(body.producer_epoch),
-                                        TxnOffsets(group, -1, ()))
+                                        TxnOffsets(group, -1, ()), forwarded=HERE_ONLY)
         except Exception as e:
             error = _fenced_as(coordinator_typed(e, "AddOffsetsToTxn"), version >= 2)
         return make(codec.response_class(ADD_OFFSETS_TO_TXN, version), throttle_time=NO_THROTTLE,
@@ -301,7 +307,8 @@ class KafkaTransactions:
                 raise TransactionalIdAuthorizationFailedError(
                     f"{self._auth.principal(conn)} may not Write transactional id {tid}")
             _check_id(tid, "transactional.id")
-            await self._txn.end(tid, int(body.producer_id), int(body.producer_epoch), bool(body.committed))
+            await self._txn.end(tid, int(body.producer_id), int(body.producer_epoch), bool(body.committed),
+                                forwarded=HERE_ONLY)
         except Exception as e:
             error = _fenced_as(coordinator_typed(e, "EndTxn"), version >= 2)
         return make(codec.response_class(END_TXN, version), throttle_time=NO_THROTTLE, error_code=code(error),

@@ -4,6 +4,11 @@ Kept out of producer.py so that the non-transactional producer's code path is un
 any broker (it forwards to the transactional id's coordinator) and is retried on retriable errors
 (CONCURRENT_TRANSACTIONS while the previous transaction completes, a coordinator moving, a broker down) until
 ``max_block_ms``. A fencing error (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) is final: this producer is a zombie.
+
+Every add and the end name the transaction's number, as the coordinator answered the first add (-1 before any add
+was answered): a retried call leaves its first attempt behind on some broker, and should that attempt reach the
+coordinator late, after this producer went on to its next transaction, the number makes it INVALID_TXN_STATE there
+instead of ending or joining the open transaction (transaction_coordinator/state.py "Transaction numbers").
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from odradek.client.transport import Transport, quote_path
 from odradek.client.types import TopicPartition
 from odradek.protocol.errors import InvalidTxnStateError, OdradekError, RequestTimedOutError
 
+NEW_TXN = -1  # no add of the open transaction answered yet
+
 
 class TransactionManager:
     def __init__(self, transport: Transport, metadata: Metadata, transactional_id: str, timeout_ms: int,
@@ -34,6 +41,7 @@ class TransactionManager:
         self.producer: tuple[int, int] | None = None
         self.in_transaction = False
         self.partitions: set[TopicPartition] = set()
+        self.number = NEW_TXN  # the open transaction's number, as the coordinator answered an add of it
         self.error: BaseException | None = None  # a send failed: the transaction can only be aborted
 
     def _call(self, verb: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -58,13 +66,19 @@ class TransactionManager:
     def _ids(self) -> dict[str, int]:
         if self.producer is None:
             raise InvalidTxnStateError("call init_transactions() first")
-        return {"producer_id": self.producer[0], "producer_epoch": self.producer[1]}
+        return {"producer_id": self.producer[0], "producer_epoch": self.producer[1], "transaction": self.number}
+
+    def _added(self, answer: dict[str, Any]) -> None:
+        number = answer.get("transaction")
+        if isinstance(number, int):
+            self.number = number
 
     def init(self) -> tuple[int, int]:
         answer = self._call("init", {"transaction_timeout_ms": self.timeout_ms})
         self.producer = int(answer["producer_id"]), int(answer["producer_epoch"])
         self.in_transaction = False
         self.partitions.clear()
+        self.number = NEW_TXN
         self.error = None
         return self.producer
 
@@ -74,20 +88,22 @@ class TransactionManager:
             raise InvalidTxnStateError("a transaction is already open")
         self.in_transaction = True
         self.partitions.clear()
+        self.number = NEW_TXN
         self.error = None
 
     def ensure_partition(self, tp: TopicPartition) -> None:
         """AddPartitionsToTxn before the first batch to ``tp`` in this transaction (on the I/O thread)."""
         if tp in self.partitions:
             return
-        self._call("partitions", {**self._ids(), "partitions": [[tp.topic, tp.partition]]})
+        self._added(self._call("partitions", {**self._ids(), "partitions": [[tp.topic, tp.partition]]}))
         self.partitions.add(tp)
 
     def add_offsets(self, offsets: Mapping[TopicPartition, int], group: str, generation: int) -> None:
         if not self.in_transaction:
             raise InvalidTxnStateError("send_offsets_to_transaction() outside a transaction")
-        self._call("offsets", {**self._ids(), "group": group, "generation": generation,
-                               "offsets": [[tp.topic, tp.partition, int(o), ""] for tp, o in offsets.items()]})
+        self._added(self._call("offsets", {
+            **self._ids(), "group": group, "generation": generation,
+            "offsets": [[tp.topic, tp.partition, int(o), ""] for tp, o in offsets.items()]}))
 
     def end(self, commit: bool) -> str:
         if not self.in_transaction:
@@ -101,4 +117,5 @@ class TransactionManager:
     def finish(self) -> None:
         self.in_transaction = False
         self.partitions.clear()
+        self.number = NEW_TXN
         self.error = None

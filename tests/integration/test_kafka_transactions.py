@@ -46,7 +46,8 @@ from confluent_kafka import (  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
-PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 22, 24, 26
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 10, 22, 24, 26
+NOT_COORDINATOR = 16
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 OUT_OF_ORDER, INVALID_EPOCH, INVALID_TXN_STATE, UNKNOWN_PRODUCER = 45, 47, 48, 59
 MAX_UNACKED = 2000  # records sent and not yet acknowledged: so the kill lands mid-stream, with requests in flight
@@ -319,9 +320,17 @@ def _ms(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def txn_coordinator(c: LocalProcessBackend, tid: str) -> int:
+    """The broker coordinating ``tid``, found as a Kafka client finds it (FindCoordinator claims an unclaimed id)."""
+    body = kafka_call(c, live(c)[0], FIND_COORDINATOR, 3, key=tid, key_type=1)
+    assert body.error_code == 0, body
+    return int(body.node_id)
+
+
 def init_pid(c: LocalProcessBackend, version: int = 4, tid: str | None = None, pid: int = -1,
              epoch: int = -1) -> tuple[int, int, int]:
-    body = kafka_call(c, live(c)[0], INIT_PRODUCER_ID, version, transactional_id=tid,
+    where = live(c)[0] if tid is None else txn_coordinator(c, tid)
+    body = kafka_call(c, where, INIT_PRODUCER_ID, version, transactional_id=tid,
                       transaction_timeout=_ms(60), producer_id=pid, producer_epoch=epoch)
     return body.error_code, body.producer_id, body.producer_epoch
 
@@ -362,14 +371,17 @@ def test_a_transactional_batch_needs_its_partition_in_the_transaction(cluster: L
     assert produce_raw(cluster, topic, 0, batch(pid, epoch, 0, txn=True), tid)[0] == INVALID_TXN_STATE
     assert produce_raw(cluster, topic, 0, batch(pid, epoch, 0, txn=True), None)[0] == 53  # no transactional id
     cls = load_request_schema(ADD_PARTITIONS, 3)
-    added = kafka_call(cluster, live(cluster)[-1], ADD_PARTITIONS, 3, v3_and_below_transactional_id=tid,
-                       v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-                       v3_and_below_topics=(codec.make(codec.nested(cls, "AddPartitionsToTxnTopic"), name=topic,
-                                                       partitions=(0,)),))
-    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    coordinator = txn_coordinator(cluster, tid)
+    for broker in [b for b in live(cluster) if b != coordinator] + [coordinator]:  # NOT_COORDINATOR elsewhere
+        added = kafka_call(cluster, broker, ADD_PARTITIONS, 3, v3_and_below_transactional_id=tid,
+                           v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                           v3_and_below_topics=(codec.make(codec.nested(cls, "AddPartitionsToTxnTopic"), name=topic,
+                                                           partitions=(0,)),))
+        code = added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+        assert code == (0 if broker == coordinator else NOT_COORDINATOR), (broker, coordinator, code)
     error, offset = produce_raw(cluster, topic, 0, batch(pid, epoch, 0, txn=True), tid)
     assert (error, offset) == (0, 0)  # the refused batches left no trace
-    assert kafka_call(cluster, live(cluster)[0], END_TXN, 3, transactional_id=tid, producer_id=pid,
+    assert kafka_call(cluster, coordinator, END_TXN, 3, transactional_id=tid, producer_id=pid,
                       producer_epoch=epoch, committed=True).error_code == 0
     # after the commit, a late batch of that transaction cannot open a new one
     assert produce_raw(cluster, topic, 0, batch(pid, epoch, 2, txn=True), tid)[0] == INVALID_TXN_STATE

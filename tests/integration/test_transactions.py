@@ -23,7 +23,7 @@ from odradek import Consumer, Producer, TopicPartition
 from odradek.protocol.errors import InvalidProducerEpochError, OdradekError, ProducerFencedError
 from tests.conftest import MakeCluster
 from tests.harness.cluster import LocalProcessBackend
-from tests.harness.http import create_topic
+from tests.harness.http import create_topic, request
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -143,6 +143,42 @@ def test_a_zombie_with_an_old_epoch_is_fenced(make_cluster: MakeCluster) -> None
     assert consume(url, 1, "read_committed", 1) == [b"fresh"]
     zombie.close()
     fresh.close()
+
+
+def test_a_late_end_of_an_earlier_transaction_neither_commits_nor_joins_the_open_one(
+        make_cluster: MakeCluster) -> None:
+    """A broker can hold a client's EndTxn up (a forward waiting for a connection) while the client retries it
+    elsewhere, is answered, and begins its next transaction. That first attempt, arriving then, names the
+    transaction it was for: on every broker (the coordinator, and the others, which forward it) it is
+    INVALID_TXN_STATE, and the open transaction is neither committed nor added to. (Seen in a 30-minute fault run
+    as an aborted record read: a late commit decided the next transaction.)"""
+    cluster, url = setup(make_cluster, 2)
+    urls = [cluster.broker_url(b) for b in cluster.broker_ids()]
+    p = Producer(url, transactional_id="t-late", linger_ms=1)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(TOPIC, b"first", partition=0)
+    p.commit_transaction()
+    done = txn_state(url, "t-late")
+    assert done["state"] == "CompleteCommit"
+    ids = {"producer_id": done["producer_id"], "producer_epoch": done["producer_epoch"]}
+    p.begin_transaction()
+    p.send(TOPIC, b"second", partition=1).result(30)
+    assert txn_state(url, "t-late")["state"] == "Ongoing"
+    for broker in urls:
+        late_end = {**ids, "commit": True, "transaction": done["coordinator_epoch"]}
+        status, body, _ = request("POST", f"{broker}/transactions/t-late/end", late_end)
+        assert (status, body["error_code"]) == (409, 40923), body
+        late_add = {**ids, "partitions": [[TOPIC, 0]], "transaction": done["coordinator_epoch"]}
+        status, body, _ = request("POST", f"{broker}/transactions/t-late/partitions", late_add)
+        assert (status, body["error_code"]) == (409, 40923), body
+    still = txn_state(url, "t-late")
+    assert still["state"] == "Ongoing" and still["partitions"] == [[TOPIC, 1]]
+    p.abort_transaction()
+    p.close()
+    assert read_json(url, TOPIC, 1, "read_committed") == []
+    assert len(read_json(url, TOPIC, 1, "read_uncommitted")) == 1
+    assert len(read_json(url, TOPIC, 0, "read_committed")) == 1
 
 
 def test_a_coordinator_sigkill_mid_transaction_ends_in_commit_or_abort_on_every_partition(

@@ -36,7 +36,7 @@ from odradek.protocol.errors import (
 from odradek.protocol.model import TopicAssignment
 from odradek.protocol.records import encode_batch, set_base_offset
 from odradek.protocol.records.control import encode_marker
-from tests.unit.fakes.interbroker import FakeInterBroker
+from tests.unit.fakes.interbroker import FakeInterBroker, reply
 from transaction_coordinator.coordinator import TxnCoordinator
 from transaction_coordinator.state import TxnState
 
@@ -46,7 +46,7 @@ ME = 1
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END, TXN_COMMIT = 22, 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 # Kafka's codes
-NONE, UNKNOWN_TOPIC, COORD_NOT_AVAILABLE, CLUSTER_AUTH, INVALID_REQUEST = 0, 3, 15, 31, 42
+NONE, UNKNOWN_TOPIC, COORD_NOT_AVAILABLE, NOT_COORDINATOR, CLUSTER_AUTH, INVALID_REQUEST = 0, 3, 15, 16, 31, 42
 ILLEGAL_GENERATION, INVALID_EPOCH, INVALID_TXN_STATE, INVALID_MAPPING = 22, 47, 48, 49
 TXN_ID_AUTH, NOT_ATTEMPTED, PRODUCER_FENCED, TXN_ID_NOT_FOUND = 53, 55, 90, 105
 
@@ -377,3 +377,25 @@ def test_an_unreachable_coordinator_is_coordinator_not_available_not_broker_not_
     env.router.add_offsets = unreachable  # type: ignore[method-assign]
     answer = env.call(TXN_COMMIT, 3, **txn_offsets(3, 1, 0, "g", {("t", 0): 1, ("t", 1): 4}))
     assert {p.error_code for t in answer.topics for p in t.partitions} == {COORD_NOT_AVAILABLE}
+
+
+def test_the_transactional_ids_requests_are_not_coordinator_on_another_broker_and_never_forwarded() -> None:
+    """Kafka's brokers answer a transactional id's InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+    only where it is coordinated: forwarding one would let a late copy of an EndTxn (held up on this broker while
+    the client retried elsewhere) end the client's next transaction. TxnOffsetCommit, which the client sends to the
+    group's coordinator, still reaches the transaction's coordinator one hop away."""
+    env = Env()
+    ib = FakeInterBroker(urls={2: "http://b2"}, answer=lambda sent: reply({"transaction": 3}))
+    env.router = TransactionRouter(env.coordinator, ib)  # type: ignore[arg-type]
+    env.apis._cluster.txn_router = env.router  # type: ignore[attr-defined]
+    env.store.coordinators["tx"] = 2
+    assert env.init().error_code == NOT_COORDINATOR
+    assert env.add_partitions(3, 1000, 0, {"t": (0,)}) == {("t", 0): NOT_COORDINATOR}
+    assert env.call(ADD_OFFSETS, 3, transactional_id="tx", producer_id=1000, producer_epoch=0,
+                    group_id="g").error_code == NOT_COORDINATOR
+    assert env.call(END, 3, transactional_id="tx", producer_id=1000, producer_epoch=0,
+                    committed=True).error_code == NOT_COORDINATOR
+    assert ib.sent == []
+    commit = env.call(TXN_COMMIT, 3, **txn_offsets(3, 1000, 0, "g", {("t", 0): 10}))
+    assert commit.topics[0].partitions[0].error_code == NONE
+    assert [s.request.path for s in ib.sent] == ["/transactions/tx/offsets"]

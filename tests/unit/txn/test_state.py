@@ -72,3 +72,35 @@ def test_producer_state_tracks_lso_and_aborted_transactions() -> None:
     restored = ProducerStateManager()
     restored.decode_into(state.encode())
     assert restored.aborted == state.aborted and restored.ongoing == {}
+
+
+def test_a_late_end_or_add_naming_an_earlier_transaction_is_refused() -> None:
+    """A client retried its commit of transaction n elsewhere, was answered, and began n+1: the first attempt,
+    reaching the coordinator late, names n and can neither commit n+1 nor add to it; the client's own calls, which
+    name n+1, still work, and a retry of n's end while n is the last decided one is answered as before."""
+    st = s.add_partitions(s.TxnState(7, 0), 7, 0, [("t", 0)], now_ms=1, txn=s.NEW_TXN)
+    n = s.number(st)
+    committed = s.complete(s.end(st, 7, 0, True, 2, txn=n)[0], 3)
+    assert s.number(committed) == n and s.end(committed, 7, 0, True, 4, txn=n) == (committed, False)
+    nxt = s.add_partitions(committed, 7, 0, [("t", 1)], now_ms=5, txn=s.NEW_TXN)
+    assert nxt.state == s.ONGOING and s.number(nxt) == n + 1
+    with pytest.raises(InvalidTxnStateError, match=f"cannot commit transaction {n}"):
+        s.end(nxt, 7, 0, True, 6, txn=n)
+    with pytest.raises(InvalidTxnStateError, match=f"transaction {n} of this producer is over"):
+        s.add_partitions(nxt, 7, 0, [("t", 2)], now_ms=6, txn=n)
+    with pytest.raises(InvalidTxnStateError, match="over"):
+        s.add_offsets(nxt, 7, 0, s.TxnOffsets("g", -1, (("t", 0, 5, ""),)), 6, txn=n)
+    assert s.add_partitions(nxt, 7, 0, [("t", 2)], now_ms=7, txn=n + 1).partitions == (("t", 1), ("t", 2))
+    assert s.end(nxt, 7, 0, True, 8, txn=n + 1)[0].state == s.PREPARE_COMMIT
+    assert s.end(nxt, 7, 0, True, 8)[0].state == s.PREPARE_COMMIT  # no number (Kafka's EndTxn): the open one
+
+
+def test_an_end_naming_no_answered_add_commits_nothing_it_did_not_see() -> None:
+    """NEW_TXN: the producer was never answered an add. Its commit must not decide a transaction that is open
+    (someone's late add began it); its abort ends it, and on an idle id both are no-ops."""
+    idle = s.TxnState(7, 0)
+    assert s.end(idle, 7, 0, True, 1, txn=s.NEW_TXN) == (idle, False)
+    ongoing = s.add_partitions(idle, 7, 0, [("t", 0)], now_ms=1)
+    with pytest.raises(InvalidTxnStateError, match="never told were added"):
+        s.end(ongoing, 7, 0, True, 2, txn=s.NEW_TXN)
+    assert s.end(ongoing, 7, 0, False, 2, txn=s.NEW_TXN)[0].state == s.PREPARE_ABORT

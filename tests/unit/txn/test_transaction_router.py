@@ -41,14 +41,17 @@ class FakeTxnCoordinator:
         self.calls.append(("init", tid, timeout_ms))
         return 4000, 3
 
-    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
-        self.calls.append(("add_partitions", tid, pid, epoch, partitions))
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                             txn: int | None = None) -> int:
+        self.calls.append(("add_partitions", tid, pid, epoch, partitions, txn))
+        return 12
 
-    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets) -> None:
-        self.calls.append(("add_offsets", tid, pid, epoch, offsets))
+    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None) -> int:
+        self.calls.append(("add_offsets", tid, pid, epoch, offsets, txn))
+        return 12
 
-    async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
-        self.calls.append(("end", tid, pid, epoch, commit))
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None) -> str:
+        self.calls.append(("end", tid, pid, epoch, commit, txn))
         if epoch < 3:
             raise ProducerFencedError("an older epoch")
         return "CompleteCommit" if commit else "CompleteAbort"
@@ -66,20 +69,22 @@ def _router(owner: int, answer: Callable[[Any], Any] | None = None
 def test_the_coordinator_runs_the_calls_itself() -> None:
     router, coordinator, ib = _router(ME)
     assert run(lambda: router.init("tx", 5000)) == Routed(ProducerIdAndEpoch(4000, 3), ME)
-    assert run(lambda: router.add_partitions("tx", 4000, 3, [("t", 0)])) == Routed(None, ME)
-    assert run(lambda: router.end("tx", 4000, 3, True)) == Routed("CompleteCommit", ME)
+    assert run(lambda: router.add_partitions("tx", 4000, 3, [("t", 0)], txn=-1)) == Routed(12, ME)
+    assert run(lambda: router.end("tx", 4000, 3, True, txn=12)) == Routed("CompleteCommit", ME)
     with pytest.raises(ProducerFencedError):  # the coordinator's typed errors reach the front door as they are
         run(lambda: router.end("tx", 4000, 2, True))
     assert [c[0] for c in coordinator.calls] == ["init", "add_partitions", "end", "end"] and ib.sent == []
+    assert [c[-1] for c in coordinator.calls[1:]] == [-1, 12, None]  # the transaction named, as it was
 
 
 def test_another_coordinator_gets_the_same_call_forwarded_once_and_marked() -> None:
-    answers = {"init": {"producer_id": 7, "producer_epoch": 1}, "end": {"state": "CompleteAbort"}}
+    answers = {"init": {"producer_id": 7, "producer_epoch": 1}, "end": {"state": "CompleteAbort"},
+               "offsets": {"transaction": 5}}
     router, coordinator, ib = _router(OTHER, lambda sent: reply(answers.get(sent.request.path.rsplit("/", 1)[1], {})))
     assert run(lambda: router.init("tx", 5000)) == Routed(ProducerIdAndEpoch(7, 1), OTHER)
     offsets = TxnOffsets("g", 4, (("t", 0, 10, "m"),))
-    assert run(lambda: router.add_offsets("tx", 7, 1, offsets)) == Routed(None, OTHER)
-    assert run(lambda: router.end("tx", 7, 1, False)) == Routed("CompleteAbort", OTHER)
+    assert run(lambda: router.add_offsets("tx", 7, 1, offsets)) == Routed(5, OTHER)
+    assert run(lambda: router.end("tx", 7, 1, False, txn=5)) == Routed("CompleteAbort", OTHER)
     assert coordinator.calls == []
     assert [(s.where, s.request.method, s.request.path) for s in ib.sent] == [
         ("http://b2", "POST", "/transactions/tx/init"), ("http://b2", "POST", "/transactions/tx/offsets"),
@@ -87,7 +92,7 @@ def test_another_coordinator_gets_the_same_call_forwarded_once_and_marked() -> N
     assert [s.json() for s in ib.sent] == [
         {"transaction_timeout_ms": 5000},
         {"producer_id": 7, "producer_epoch": 1, "group": "g", "generation": 4, "offsets": [["t", 0, 10, "m"]]},
-        {"producer_id": 7, "producer_epoch": 1, "commit": False}]
+        {"producer_id": 7, "producer_epoch": 1, "commit": False, "transaction": 5}]
     assert all(s.request.headers[FORWARDED] == str(ME) for s in ib.sent)
 
 
