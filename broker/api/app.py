@@ -209,18 +209,20 @@ class ReadBudget:
             self._waiting -= 1
 
     async def release(self, size: int) -> None:
-        self.in_use -= min(size, self.limit)
-        if self._waiting:
-            async with self._released:
-                self._released.notify_all()
+        if self._give_back(size):
+            await self._wake()
 
     def release_now(self, size: int) -> None:
         """``release`` from code that cannot await: the waiters, if any, are woken by a task."""
-        self.in_use -= min(size, self.limit)
-        if self._waiting:
+        if self._give_back(size):
             task = asyncio.get_running_loop().create_task(self._wake())
             self._wakers.add(task)
             task.add_done_callback(self._wakers.discard)
+
+    def _give_back(self, size: int) -> bool:
+        """Return ``size`` to the budget; whether anyone waits for it."""
+        self.in_use -= min(size, self.limit)
+        return self._waiting > 0
 
     async def _wake(self) -> None:
         async with self._released:
@@ -269,10 +271,18 @@ async def _admitted(request: web.Request, handler: Handler) -> web.StreamRespons
         await budget.release(size)
 
 
+def unguarded(app: web.Application) -> bool:
+    """Security off and no client quota active: a request needs neither check (the hot routes serve only then)."""
+    quotas = app[CLIENT_QUOTAS]
+    return app[SECURITY] is None and (quotas is None or not quotas.active())
+
+
 def _allowed(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
     """The handler's answer behind security and client quotas, each only when on (an awaitable, not a coroutine
     of its own: no frame when both are off)."""
     app = request.app
+    if unguarded(app):
+        return handler(request)
     service, quotas = app[SECURITY], app[CLIENT_QUOTAS]
     if quotas is not None and quotas.active():
         handler = functools.partial(metered, quotas, handler=handler)
@@ -335,14 +345,10 @@ class GuardedAppRunner(web.AppRunner):
 
 def hot_routes_of(app: web.Application, *, head_timeout_s: float, keepalive_timeout_s: float) -> HotRoutes:
     """The hot routes over ``app``, under its limits, budget, security and quotas."""
-
-    def is_open() -> bool:
-        quotas = app[CLIENT_QUOTAS]
-        return app[SECURITY] is None and (quotas is None or not quotas.active())
-
     return HotRoutes(app, max_body=app[MAX_BODY], budget=app[READ_BUDGET],
                      body_timeout_s=app[LIMITS].request_body_timeout_ms / 1000, head_timeout_s=head_timeout_s,
-                     keepalive_timeout_s=keepalive_timeout_s, is_open=is_open, observe=observe)
+                     keepalive_timeout_s=keepalive_timeout_s, is_open=functools.partial(unguarded, app),
+                     observe=observe)
 
 
 class _GuardedServer(Server):  # type: ignore[type-arg]
