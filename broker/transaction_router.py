@@ -7,6 +7,8 @@ to the coordinator's transactions API (the rules of broker/coordinator_routing.p
 forwarded again, NOT_COORDINATOR when the coordinator moved in between). The value is the same either way, and
 so are errors (the inter-broker client raises a remote's typed error as that type). ``describe`` reads ZooKeeper
 and needs no coordinator; marker writes go to partition leaders (transaction_coordinator/marker_writer.py).
+Each call takes its ticket (its place in line on this broker) as it arrives, before the coordinator is located:
+the coordinator refuses a call overtaken on the way by a later one (transaction_coordinator/coordinator.py).
 
 Concurrency: one instance per broker, used from the broker's event loop.
 """
@@ -78,11 +80,11 @@ class TransactionRouter:
         """InitProducerId with a transactional id (fences the previous instance: its epoch is bumped).
         ``expected``: the producer id and epoch a recovering producer holds (KIP-360), checked by the coordinator."""
 
+        ticket = self.coordinator.ticket()
+
         async def local() -> ProducerIdAndEpoch:
-            if expected is None:
-                return ProducerIdAndEpoch(*await self.coordinator.init(tid, timeout_ms))
-            return ProducerIdAndEpoch(*await self.coordinator.init(
-                tid, timeout_ms, (expected.producer_id, expected.producer_epoch)))
+            held = None if expected is None else (expected.producer_id, expected.producer_epoch)
+            return ProducerIdAndEpoch(*await self.coordinator.init(tid, timeout_ms, held, ticket=ticket))
 
         body: dict[str, Any] = {"transaction_timeout_ms": timeout_ms}
         if expected is not None:
@@ -103,8 +105,10 @@ class TransactionRouter:
                                 "partitions": [[t, p] for t, p in partitions]}
         if txn is not None:
             body["transaction"] = txn
+        ticket = self.coordinator.ticket()
         return await self._router.run(
-            tid, lambda: self.coordinator.add_partitions(tid, producer_id, producer_epoch, partitions, txn),
+            tid, lambda: self.coordinator.add_partitions(tid, producer_id, producer_epoch, partitions, txn,
+                                                         ticket=ticket),
             _forward(tid, "partitions", body, _number), forwarded=forwarded)
 
     async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int, offsets: TxnOffsets, *,
@@ -116,8 +120,10 @@ class TransactionRouter:
                                 "offsets": [list(o) for o in offsets.offsets]}
         if txn is not None:
             body["transaction"] = txn
+        ticket = self.coordinator.ticket()
         return await self._router.run(
-            tid, lambda: self.coordinator.add_offsets(tid, producer_id, producer_epoch, offsets, txn),
+            tid, lambda: self.coordinator.add_offsets(tid, producer_id, producer_epoch, offsets, txn,
+                                                      ticket=ticket),
             _forward(tid, "offsets", body, _number), forwarded=forwarded)
 
     async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *, txn: int | None = None,
@@ -127,8 +133,9 @@ class TransactionRouter:
         body: dict[str, Any] = {"producer_id": producer_id, "producer_epoch": producer_epoch, "commit": commit}
         if txn is not None:
             body["transaction"] = txn
+        ticket = self.coordinator.ticket()
         return await self._router.run(
-            tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit, txn),
+            tid, lambda: self.coordinator.end(tid, producer_id, producer_epoch, commit, txn, ticket=ticket),
             _forward(tid, "end", body, _state), forwarded=forwarded)
 
     async def verify(self, tid: str, producer_id: int, producer_epoch: int,

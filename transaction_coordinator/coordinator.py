@@ -17,13 +17,19 @@ is TRANSACTION_COORDINATOR_FENCED, instead of ending the producer's next transac
 ``sweep_interval_s``, on every broker) finishes Prepare* states and aborts Ongoing ones past
 ``transaction.timeout.ms``, claiming ids whose coordinator died.
 
-Concurrency: asyncio, one lock per transactional id on this broker; ZooKeeper I/O in threads.
+Concurrency: asyncio, one lock per transactional id on this broker; ZooKeeper I/O in threads. A request's place
+in line is its ticket (``ticket()``), taken when it reaches this broker's router, before the ZooKeeper reads that
+locate the coordinator, whose retries can reorder two requests: a request that reaches the id's lock after one
+that arrived later was served is CONCURRENT_TRANSACTIONS (retriable), so a client's retry that overtook its first
+attempt is never followed by that attempt (which, arriving after the client went on to its next transaction,
+would end or join that one: Kafka's EndTxn names no transaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -70,6 +76,8 @@ class TxnCoordinator:
         self._write_marker = write_marker
         self._sweep_interval = sweep_interval_s
         self._locks: dict[str, asyncio.Lock] = {}
+        self._tickets = itertools.count(1)
+        self._served: dict[str, int] = {}  # per id, the newest ticket let through its lock
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -102,6 +110,20 @@ class TxnCoordinator:
     def _lock(self, tid: str) -> asyncio.Lock:
         return self._locks.setdefault(tid, asyncio.Lock())
 
+    def ticket(self) -> int:
+        """A request's place in line, taken as it reaches this broker (see the module docstring)."""
+        return next(self._tickets)
+
+    def _in_line(self, tid: str, ticket: int | None) -> None:
+        """Under ``tid``'s lock: refuse a request overtaken by a later one already let through."""
+        if ticket is None:
+            return
+        served = self._served.get(tid, 0)
+        if ticket < served:
+            raise ConcurrentTransactionsError(
+                f"a later request of transactional id {tid!r} was served before this one: retry")
+        self._served[tid] = ticket
+
     async def _read(self, tid: str) -> tuple[TxnState | None, int]:
         raw, version = await asyncio.to_thread(self.store.get_state, tid)
         return (None if raw is None else TxnState.from_json(raw)), version
@@ -121,7 +143,8 @@ class TxnCoordinator:
         producers ever share one."""
         return await asyncio.to_thread(self._next_pid), 0
 
-    async def init(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None = None) -> tuple[int, int]:
+    async def init(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None = None,
+                   ticket: int | None = None) -> tuple[int, int]:
         """InitProducerId with a transactional id: end what the previous epoch left, then bump the epoch.
 
         ``expected`` (KIP-360): the producer id and epoch the caller holds, when it re-initializes to recover;
@@ -129,6 +152,7 @@ class TxnCoordinator:
         if not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
             raise InvalidTransactionTimeoutError(f"transaction.timeout.ms must be 1 to {MAX_TIMEOUT_MS}")
         async with self._lock(tid):
+            self._in_line(tid, ticket)
             await self._owned(tid)
             st, version = await self._read(tid)
             if st is None:  # a new id: whatever the caller held, it starts afresh (Kafka: no epoch to check)
@@ -149,10 +173,11 @@ class TxnCoordinator:
             return st.producer_id, st.producer_epoch
 
     async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                             txn: int | None = None) -> int:
+                             txn: int | None = None, ticket: int | None = None) -> int:
         """AddPartitionsToTxn to transaction ``txn`` (``state.number``; None or NEW_TXN: the open one, or a new
         one); the number of the transaction they are in."""
         async with self._lock(tid):
+            self._in_line(tid, ticket)
             await self._owned(tid)
             st, version = await self._need(tid)
             new = s.add_partitions(st, pid, epoch, partitions, now_ms(), txn)
@@ -160,7 +185,8 @@ class TxnCoordinator:
                 await self._write(tid, new, version)
             return s.number(new)
 
-    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None) -> int:
+    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None,
+                          ticket: int | None = None) -> int:
         """send_offsets_to_transaction: checked against the group's generation now and again at commit (when the
         offsets name one: generation -1 is not checked, as Kafka's group coordinator does not); the number of the
         transaction they ride on (``txn`` as for ``add_partitions``)."""
@@ -171,16 +197,19 @@ class TxnCoordinator:
             raise IllegalGenerationError(
                 f"group {offsets.group!r} is at generation {generation}, not {offsets.generation}")
         async with self._lock(tid):
+            self._in_line(tid, ticket)
             await self._owned(tid)
             st, version = await self._need(tid)
             new = s.add_offsets(st, pid, epoch, offsets, now_ms(), txn)
             await self._write(tid, new, version)
             return s.number(new)
 
-    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None) -> str:
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None,
+                  ticket: int | None = None) -> str:
         """EndTxn of transaction ``txn`` (``state.number``; None: the open one): decide (Prepare*), write the
         markers and offsets, complete; the final state's name."""
         async with self._lock(tid):
+            self._in_line(tid, ticket)
             await self._owned(tid)
             st, version = await self._need(tid)
             s.check_end(st, pid, epoch, commit, txn)

@@ -28,6 +28,7 @@ from broker.replication.producer_state import ProducerStateManager
 from broker.transaction_router import TransactionRouter
 from odradek.protocol.errors import (
     BrokerNotAvailableError,
+    ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     NotEnoughReplicasError,
@@ -399,3 +400,44 @@ def test_the_transactional_ids_requests_are_not_coordinator_on_another_broker_an
     commit = env.call(TXN_COMMIT, 3, **txn_offsets(3, 1000, 0, "g", {("t", 0): 10}))
     assert commit.topics[0].partitions[0].error_code == NONE
     assert [s.request.path for s in ib.sent] == ["/transactions/tx/offsets"]
+
+
+def test_an_endtxn_overtaken_by_its_retry_cannot_end_the_next_transaction() -> None:
+    """A client's EndTxn waits on ZooKeeper to locate the coordinator (a connection loss, retried) while the client
+    times out, retries it, is answered, and begins its next transaction. Reaching the id's lock last, the first
+    attempt is CONCURRENT_TRANSACTIONS: it arrived before requests already served, so the next transaction stays
+    open with its partition and no COMMIT marker is written for it."""
+    env = Env()
+    init = env.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert env.add_partitions(3, pid, epoch, {"t": (0,)}) == {("t", 0): NONE}
+    real_locate = env.router._router._locate  # type: ignore[attr-defined]
+    held = asyncio.Event()
+    holding: list[bool] = [True]
+
+    async def slow_first_locate(tid: str) -> int:
+        if holding[0]:
+            holding[0] = False
+            await held.wait()
+        return await real_locate(tid)
+
+    env.router._router._locate = slow_first_locate  # type: ignore[attr-defined]
+
+    async def scenario() -> tuple[BaseException | str, str]:
+        first = asyncio.create_task(env.router.end("tx", pid, epoch, True))
+        await asyncio.sleep(0.01)  # the first attempt has its ticket and waits on "ZooKeeper"
+        retried = await env.router.end("tx", pid, epoch, True)
+        await env.router.add_partitions("tx", pid, epoch, [("t", 1)])
+        held.set()
+        try:
+            late: BaseException | str = (await first).value
+        except ConcurrentTransactionsError as e:
+            late = e
+        return late, retried.value
+
+    late, retried = asyncio.run(scenario())
+    assert retried == "CompleteCommit"
+    assert isinstance(late, ConcurrentTransactionsError), late
+    st = env.state()
+    assert st.state == "Ongoing" and st.partitions == (("t", 1),)
+    assert [(m[0], m[1], m[4]) for m in env.markers] == [("t", 0, True)]  # the first transaction's commit only

@@ -33,24 +33,32 @@ class FakeTxnCoordinator:
     def __init__(self, owner: int = ME) -> None:
         self.owner = owner
         self.calls: list[tuple[Any, ...]] = []
+        self.tickets = 0
 
     async def locate(self, tid: str) -> int:
         return self.owner
 
-    async def init(self, tid: str, timeout_ms: int) -> tuple[int, int]:
+    def ticket(self) -> int:
+        self.tickets += 1
+        return self.tickets
+
+    async def init(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None = None,
+                   ticket: int | None = None) -> tuple[int, int]:
         self.calls.append(("init", tid, timeout_ms))
         return 4000, 3
 
     async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                             txn: int | None = None) -> int:
+                             txn: int | None = None, ticket: int | None = None) -> int:
         self.calls.append(("add_partitions", tid, pid, epoch, partitions, txn))
         return 12
 
-    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None) -> int:
+    async def add_offsets(self, tid: str, pid: int, epoch: int, offsets: TxnOffsets, txn: int | None = None,
+                          ticket: int | None = None) -> int:
         self.calls.append(("add_offsets", tid, pid, epoch, offsets, txn))
         return 12
 
-    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None) -> str:
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool, txn: int | None = None,
+                  ticket: int | None = None) -> str:
         self.calls.append(("end", tid, pid, epoch, commit, txn))
         if epoch < 3:
             raise ProducerFencedError("an older epoch")
