@@ -26,7 +26,8 @@ Every wrk answer must be 200 (a non-2xx count is an error). CPU: the broker's ut
 phase, per million records; "client" is wrk's own CPU share (RUSAGE_CHILDREN over the phase). Redis Streams runs
 beside it with its own C client, redis-benchmark (XADD pipelines of 1,000 on as many connections, 3x ``--records``
 records; XRANGE COUNT 1000), with redis-server's CPU per million records. ``bash scripts/bench-setup.sh`` installs
-wrk and Redis (Debian's packages). Prints a table; not a test.
+wrk and Redis (Debian's packages). Prints a table, and what a page-cache write cost before and after the run
+(bench/page_cache_probe.py: on our VMs it moves the produce rows by up to 0.2 CPU-s/M); not a test.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.kafka_bench import cpu_seconds
+from bench.page_cache_probe import probe
 from bench.rest_bench import (
     BINARY_V2,
     JSON_V2,
@@ -277,6 +279,7 @@ def main() -> None:
     notes = [f"start: {load()}"]
     with tempfile.TemporaryDirectory(prefix="odradek-wrk-", dir=root) as d:
         workdir = Path(d)
+        notes.append(f"before: {probe(workdir, 512)}")
         b = args.brokers
         cluster = LocalCluster(workdir / "cluster", brokers=b, base_port=free_port_block(b), zookeepers=1,
                                zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
@@ -306,6 +309,7 @@ def main() -> None:
                 notes.append("Redis Streams: not run (redis-server or redis-benchmark missing; "
                              "scripts/bench-setup.sh)")
             results += redis
+        notes.append(f"after: {probe(workdir, 512)}")
     notes.append(f"end: {load()}")
     print(f"wrk, one thread and {args.connections} connections per broker, {args.seconds:g} s per phase; "
           f"{args.brokers} broker(s), {PARTITIONS} partitions, 1,000 records per produce request")
