@@ -3,8 +3,9 @@
 #
 # Why: orjson's object tree (a dict and two str per record) and a second walk for the JSON format's raw texts
 # cost about half of the produce path's event loop. ``produce_body`` reads the body once, validating it as
-# orjson would, and keeps per record only where its key and value are; base64 is then decoded (or raw JSON text
-# compacted) straight into the batch buffers.
+# orjson would, and keeps per record only where its key and value are; base64 is decoded as it is checked, in
+# the same pass, into one scratch buffer (the arena) and copied from there into the batch buffers; raw JSON text
+# is compacted straight into them.
 #
 # Invariant: it returns a result only for bodies today's path (orjson.loads + checked_records + record_texts +
 # produce_batches) accepts, and then the same bytes; None otherwise, and the caller takes today's path, which
@@ -21,6 +22,20 @@ cdef struct _BodyField:
     Py_ssize_t start  # first byte of the text in the body (binary: inside the quotes)
     Py_ssize_t raw    # bytes of text in the body
     Py_ssize_t size   # bytes stored: decoded (binary) or compacted (JSON); -1 for null or absent
+    Py_ssize_t at     # binary: where its decoded bytes are in the arena
+
+
+cdef struct _Arena:
+    uint8_t* p        # decoded base64 of the body's fields, one after the other
+    Py_ssize_t n      # bytes used; a body's fields decode to at most 3/4 of its size, which ``p`` has room for
+
+
+# The arena kept between calls (the event loop produces one body after another: no allocation, no fresh pages
+# each time); a call that finds it taken (re-entered) or too small for its body gets one of its own.
+cdef uint8_t* _KEPT_ARENA = NULL
+cdef Py_ssize_t _KEPT_CAP = 0
+cdef bint _KEPT_BUSY = False
+DEF KEPT_ARENA_MAX = 16 * 1024 * 1024
 
 
 cdef struct _BodyRec:
@@ -235,7 +250,8 @@ cdef Py_ssize_t _j_value(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end, int d
     return -1
 
 
-cdef Py_ssize_t _body_field(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end, bint binary, _BodyField* f) noexcept nogil:
+cdef Py_ssize_t _body_field(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end, bint binary, _BodyField* f,
+                            _Arena* arena) noexcept nogil:
     """A record's key or value at ``pos``: where its text is and how long it is stored; the position after it,
     or -1 for what the reference must handle."""
     cdef Py_ssize_t after, spaces = 0, i, brackets = 0
@@ -253,8 +269,12 @@ cdef Py_ssize_t _body_field(const uint8_t* s, Py_ssize_t pos, Py_ssize_t end, bi
             return -1
         f.start = pos + 1
         f.raw = q - (s + pos + 1)
-        f.size = _b64_len(s + f.start, f.raw)
-        return -1 if f.size < 0 else q - s + 1
+        f.at = arena.n
+        f.size = _b64_decode_checked(s + f.start, f.raw, arena.p + arena.n)
+        if f.size < 0:
+            return -1
+        arena.n += f.size
+        return q - s + 1
     after = _j_value(s, pos, end, 0, &spaces)
     if after < 0:
         return -1
@@ -297,13 +317,14 @@ cdef uint8_t* _compact_into(const uint8_t* s, Py_ssize_t start, Py_ssize_t end, 
     return w
 
 
-cdef uint8_t* _put_body_field(uint8_t* w, const uint8_t* s, _BodyField* f, bint binary) noexcept nogil:
+cdef uint8_t* _put_body_field(uint8_t* w, const uint8_t* s, _BodyField* f, bint binary, const uint8_t* arena
+                              ) noexcept nogil:
     if f.size < 0:
         w[0] = 1  # varint(-1): null
         return w + 1
     w = _put_varint(w, f.size)
     if binary:
-        _b64_decode(s + f.start, f.raw, w)
+        memcpy(w, arena + f.at, f.size)
     elif f.size == f.raw:
         memcpy(w, s + f.start, f.raw)
     else:
@@ -311,21 +332,20 @@ cdef uint8_t* _put_body_field(uint8_t* w, const uint8_t* s, _BodyField* f, bint 
     return w + f.size
 
 
-cdef int32_t _key_hash(const uint8_t* s, _BodyField* f, bint binary) noexcept nogil:
+cdef int32_t _key_hash(const uint8_t* s, _BodyField* f, bint binary, const uint8_t* arena) noexcept nogil:
     """murmur2 of the key's stored bytes as a positive int32 (Kafka's toPositive), or -1 when no buffer could
     be had."""
     cdef uint8_t small[256]
     cdef uint8_t* buf
     cdef int32_t h
-    if not binary and f.size == f.raw:
+    if binary:
+        return _murmur2(arena + f.at, f.size) & 0x7FFFFFFF
+    if f.size == f.raw:
         return _murmur2(s + f.start, f.raw) & 0x7FFFFFFF
     buf = &small[0] if f.size <= 256 else <uint8_t*>malloc(f.size)
     if buf == NULL:
         return -1
-    if binary:
-        _b64_decode(s + f.start, f.raw, buf)
-    else:
-        _compact_into(s, f.start, f.start + f.raw, buf)
+    _compact_into(s, f.start, f.start + f.raw, buf)
     h = _murmur2(buf, f.size) & 0x7FFFFFFF
     if buf != &small[0]:
         free(buf)
@@ -368,6 +388,13 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
     cdef bytes out
     cdef uint8_t* w
     cdef uint8_t* start
+    cdef uint8_t** bases = NULL
+    cdef _Arena arena
+    cdef bint kept = False
+    cdef Py_ssize_t need
+    global _KEPT_ARENA, _KEPT_CAP, _KEPT_BUSY
+    arena.p = NULL
+    arena.n = 0
     if count <= 0 or fixed >= count or max_records <= 0:
         return None
     if end > max_values:  # checked_records' bound on parsing cost: its PolicyViolationError is the reference's
@@ -377,6 +404,22 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
         if values > max_values:
             return None
     try:
+        if binary:
+            need = end // 4 * 3 + 4
+            if not _KEPT_BUSY and need <= KEPT_ARENA_MAX:
+                if need > _KEPT_CAP:
+                    free(_KEPT_ARENA)
+                    _KEPT_CAP = 0
+                    _KEPT_ARENA = <uint8_t*>malloc(need)
+                    if _KEPT_ARENA == NULL:
+                        raise MemoryError()
+                    _KEPT_CAP = need
+                arena.p = _KEPT_ARENA
+                kept = _KEPT_BUSY = True
+            else:
+                arena.p = <uint8_t*>malloc(need)
+                if arena.p == NULL:
+                    raise MemoryError()
         pos = _ws(s, 0, end)
         if pos >= end or s[pos] != b'{':
             return None
@@ -413,13 +456,13 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
                             pos = _ws(s, pos + 5, end)
                             if pos >= end or s[pos] != b':':
                                 return None
-                            pos = _body_field(s, _ws(s, pos + 1, end), end, binary, &r.key)
+                            pos = _body_field(s, _ws(s, pos + 1, end), end, binary, &r.key, &arena)
                         elif _is_lit(s, pos, end, '"value"', 7) and not seen_value:
                             seen_value = True
                             pos = _ws(s, pos + 7, end)
                             if pos >= end or s[pos] != b':':
                                 return None
-                            pos = _body_field(s, _ws(s, pos + 1, end), end, binary, &r.value)
+                            pos = _body_field(s, _ws(s, pos + 1, end), end, binary, &r.value, &arena)
                         else:
                             return None  # another member, a duplicate, an empty record, not an object
                         if pos < 0:
@@ -479,7 +522,7 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
             elif r.key.size < 0:
                 p = next(counter) % count
             else:
-                p = _key_hash(s, &r.key, binary)
+                p = _key_hash(s, &r.key, binary, arena.p)
                 if p < 0:
                     raise MemoryError()
                 p = p % count
@@ -492,21 +535,26 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
                 + (1 if r.value.size < 0 else _varint_size(r.value.size) + r.value.size) + 1
             psize[p] += _varint_size(r.body) + r.body
             partitions[i] = p
+        bases = <uint8_t**>malloc(count * sizeof(uint8_t*))
+        if bases == NULL:
+            raise MemoryError()
         for p in order:
-            outs[p] = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
+            out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + psize[p])
+            outs[p] = out
+            bases[p] = <uint8_t*>PyBytes_AS_STRING(out)
             pcursor[p] = HEADER_SIZE
             pcount[p] = 0
         for i in range(n):
             r = &recs[i]
             p = r.part
-            start = <uint8_t*>PyBytes_AS_STRING(outs[p]) + pcursor[p]
+            start = bases[p] + pcursor[p]
             w = _put_varint(start, r.body)
             w[0] = 0  # attributes
             w[1] = 0  # timestamp delta: every record takes now_ms
             w = _put_varint(w + 2, pcount[p])
             pcount[p] += 1
-            w = _put_body_field(w, s, &r.key, binary)
-            w = _put_body_field(w, s, &r.value, binary)
+            w = _put_body_field(w, s, &r.key, binary, arena.p)
+            w = _put_body_field(w, s, &r.value, binary, arena.p)
             w[0] = 0  # no headers
             pcursor[p] += (w + 1) - start
         for p in order:
@@ -517,4 +565,9 @@ def produce_body(bytes body, bint binary, Py_ssize_t count, Py_ssize_t fixed, co
     finally:
         free(recs)
         free(info)
+        free(bases)
+        if kept:
+            _KEPT_BUSY = False
+        else:
+            free(arena.p)
     return batches, partitions

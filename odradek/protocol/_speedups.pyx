@@ -189,6 +189,42 @@ cdef void _b64_decode(const uint8_t* s, Py_ssize_t n, uint8_t* out) noexcept nog
             out[1] = <uint8_t>(v >> 8)
 
 
+cdef Py_ssize_t _b64_decode_checked(const uint8_t* s, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    """_b64_len and _b64_decode in one pass: the decoded length, written at ``out`` (room for ``n // 4 * 3``),
+    or -1 for what _b64_len refuses (then ``out`` holds garbage)."""
+    if n & 3:
+        return -1
+    if n == 0:
+        return 0
+    cdef Py_ssize_t pad = 0, i, full
+    cdef signed char a, b, c, d, bad = 0
+    cdef uint32_t v
+    if s[n - 1] == b'=':
+        pad = 2 if s[n - 2] == b'=' else 1
+    full = n - 4 if pad else n
+    for i in range(0, full, 4):
+        a = _UNB64[s[i]]
+        b = _UNB64[s[i + 1]]
+        c = _UNB64[s[i + 2]]
+        d = _UNB64[s[i + 3]]
+        bad |= a | b | c | d  # -1 has every bit set: one test at the end
+        v = (<uint32_t><uint8_t>a << 18) | (<uint32_t><uint8_t>b << 12) | (<uint32_t><uint8_t>c << 6) | <uint8_t>d
+        out[0] = <uint8_t>(v >> 16)
+        out[1] = <uint8_t>(v >> 8)
+        out[2] = <uint8_t>v
+        out += 3
+    if pad:
+        a = _UNB64[s[full]]
+        b = _UNB64[s[full + 1]]
+        c = _UNB64[s[full + 2]] if pad == 1 else 0
+        bad |= a | b | c
+        v = (<uint32_t><uint8_t>a << 18) | (<uint32_t><uint8_t>b << 12) | (<uint32_t><uint8_t>c << 6)
+        out[0] = <uint8_t>(v >> 16)
+        if pad == 1:
+            out[1] = <uint8_t>(v >> 8)
+    return -1 if bad < 0 else n // 4 * 3 - pad
+
+
 cdef inline Py_ssize_t _b64_encoded_len(Py_ssize_t n) noexcept nogil:
     return (n + 2) // 3 * 4
 

@@ -297,3 +297,24 @@ def test_mutated_bodies(records: list[dict[str, Any]], seed: int, fmt: str, edit
         elif at < len(body):
             body[at:at + 1] = b"" if op == "delete" else bytes([byte])
     check(bytes(body), fmt, 3, -1, seed)
+
+
+@SETTINGS
+@given(st.text(alphabet="AQgw+/9=Z -_\\", max_size=26), st.text(alphabet="AQgw+/9=", max_size=13),
+       st.integers(1, 6))
+def test_base64_like_keys_and_values_decode_as_b64decode_or_are_left_to_today(value: str, key: str,
+                                                                             count: int) -> None:
+    """The one-pass check-and-decode (``_b64_decode_checked``) takes exactly what ``b64decode(validate=True)``
+    takes, with its bytes (keys too, which pick the partition), padding and misplaced '=' included; whatever it
+    refuses goes to today's path."""
+    body = ('{"records":[{"key":"' + key + '","value":"' + value + '"},{"value":"QUJD"}]}').encode()
+    got = check(body, BINARY, count)
+    canonical = all(len(t) % 4 == 0 and "=" not in t.rstrip("=")[: len(t) - 2] and t.count("=") <= 2
+                    and set(t) <= set("AQgw+/9Z=") for t in (key, value))
+    if canonical:
+        try:
+            base64.b64decode(key, validate=True)
+            base64.b64decode(value, validate=True)
+        except ValueError:
+            canonical = False
+    assert (got is not None) == canonical, body
