@@ -318,3 +318,16 @@ def test_base64_like_keys_and_values_decode_as_b64decode_or_are_left_to_today(va
         except ValueError:
             canonical = False
     assert (got is not None) == canonical, body
+
+
+@pytest.mark.parametrize("special", ['\\"', "\\\\", "\\n", "\\u00e9", "é", "\U0001f600", "\x7f", "\x1f", "\x01",
+                                     "\xff", "\udcff"])
+def test_a_string_scanned_eight_bytes_at_a_time_stops_at_every_special_byte(special: str) -> None:
+    """JSON strings are skipped eight plain bytes at a time (``_plain_run``): a quote, backslash, control or
+    non-ASCII byte at any place of a window still gets its own look (a raw control character is refused, an
+    escape or UTF-8 taken as orjson takes it)."""
+    for at in range(18):
+        text = "a" * at + special + "b" * (19 - at)
+        body = ('{"records":[{"key":"k' + text + '","value":"' + text + '"}]}').encode("utf-8", "surrogateescape")
+        got = check(body, JSON, 3)
+        assert (got is None) == (special in ("\x1f", "\x01", "\udcff")), (special, at)  # \udcff: a raw 0xFF
