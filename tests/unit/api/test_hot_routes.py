@@ -13,10 +13,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
+import pytest
 from aiohttp import web
 
 from broker.api.app import READ_BUDGET, GuardedAppRunner, create_app, hot_routes_of
 from broker.api.context import BROKER as BROKER_KEY
+from broker.api.fetch import SegmentResponse
 from broker.config import BrokerConfig
 from broker.fetch.service import PartitionData
 from broker.log.reads import FileSlice, SliceResult
@@ -132,9 +134,20 @@ def test_hot_requests_are_served_here_and_others_by_aiohttp_from_their_first_byt
     _run(run)
 
 
-def test_a_binary_fetch_is_sent_from_its_file_ranges_and_they_are_closed(tmp_path: Path) -> None:
+def test_a_binary_fetch_is_sent_from_its_file_ranges_and_they_are_closed(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges' descriptors are closed by the hot connection's ``release`` once sent: every answer is kept
+    alive here, so that SegmentResponse's finalizer (for an answer dropped unsent) cannot be what closed them."""
     segment = tmp_path / "segment"
     segment.write_bytes(bytes(range(256)) * 300)
+    kept: list[SegmentResponse] = []
+    made = SegmentResponse.__init__
+
+    def keep(self: SegmentResponse, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        kept.append(self)
+
+    monkeypatch.setattr(SegmentResponse, "__init__", keep)
 
     async def run() -> None:
         async with _serving(tmp=tmp_path) as (app, port):
@@ -153,6 +166,7 @@ def test_a_binary_fetch_is_sent_from_its_file_ranges_and_they_are_closed(tmp_pat
                     break
                 await asyncio.sleep(0.01)
             assert _open_on(segment) == 0
+            assert len(kept) == 2
 
     _run(run)
 
