@@ -187,6 +187,9 @@ cdef Py_ssize_t _rr_string(const uint8_t* s, Py_ssize_t p, Py_ssize_t n) noexcep
         return -1
     p += 1
     while p < n:
+        p = _plain_run(s, p, n)  # eight plain bytes at a time (_rest_body.pxi)
+        if p >= n:
+            return -1
         c = s[p]
         if c == 34:  # '"'
             return p + 1

@@ -221,3 +221,15 @@ def test_render_offsets_leaves_unusual_partitions_to_the_reference() -> None:
     assert speedups.render_offsets([1 << 21], huge) == speedups.py_render_offsets([1 << 21], huge)
     with pytest.raises(KeyError):  # a partition without a base: the reference's error
         speedups.render_offsets([0, 1], {0: 3})
+
+
+@pytest.mark.parametrize("special", [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\ud800", "é".encode(), b"\x7f", b"\x1f",
+                                     b"\xff", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80", b'"'])
+def test_a_stored_json_string_scanned_eight_bytes_at_a_time_stops_at_every_special_byte(special: bytes) -> None:
+    """A read's JSON strings are skipped eight plain bytes at a time (``_plain_run``): a special byte at any place
+    of a window still gets its own look, so the answer is the reference's (text as stored, or a JSON string of
+    what orjson refuses)."""
+    stored = [(None, b'"' + b"a" * at + special + b"b" * (19 - at) + b'"', 5, ()) for at in range(18)]
+    buf = encode_batch(stored)
+    prefix = speedups.read_prefix("t", 0)
+    assert c.render_records(buf, 0, prefix, False) == speedups.py_render_records(buf, 0, prefix, False)
