@@ -63,6 +63,7 @@ class TxnCommitMessage(WriterCommitMessage):
     producer_id: int = -1
     producer_epoch: int = -1
     skipped_batch: bool = False  # this batch was already committed by an earlier run: nothing written
+    transaction: int | None = None  # the transaction's number, as the coordinator answered the task's adds
 
 
 def marker_group(prefix: str) -> str:
@@ -156,10 +157,10 @@ def write_transactional(options: SinkOptions, layout: SinkLayout, batches: Itera
             producer.abort_transaction()
             raise RuntimeError(f"exactly-once write of {tid} failed: {errors[0]!r}; its transaction was aborted "
                                "(nothing of it is visible to read_committed readers)") from errors[0]
-        ids = producer._txn.producer  # the open transaction's (producer id, epoch), for the driver to end it
-        assert ids is not None
-        pid, epoch = ids
-        return TxnCommitMessage(sent, tid, pid, epoch)
+        txn = producer._txn  # the open transaction's producer id, epoch and number, for the driver to end it
+        assert txn is not None and txn.producer is not None
+        pid, epoch = txn.producer
+        return TxnCommitMessage(sent, tid, pid, epoch, transaction=txn.number)
     finally:
         producer.close()  # leaves the transaction open: the driver ends it
 
@@ -189,6 +190,7 @@ def end_transactions(options: SinkOptions, messages: list[WriterCommitMessage | 
         txn = TransactionManager(transport, metadata, m.transactional_id, options.transaction_timeout_ms,
                                  options.delivery_timeout_ms, 0.1)
         txn.producer = (m.producer_id, m.producer_epoch)
+        txn.number = m.transaction  # binds the end to the task's transaction (none named: the open one)
         txn.in_transaction = True
         try:
             txn.end(commit=commit)

@@ -41,7 +41,8 @@ class TransactionManager:
         self.producer: tuple[int, int] | None = None
         self.in_transaction = False
         self.partitions: set[TopicPartition] = set()
-        self.number = NEW_TXN  # the open transaction's number, as the coordinator answered an add of it
+        # The open transaction's number, as the coordinator answered an add of it; None: name none (the open one).
+        self.number: int | None = NEW_TXN
         self.error: BaseException | None = None  # a send failed: the transaction can only be aborted
 
     def _call(self, verb: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +67,10 @@ class TransactionManager:
     def _ids(self) -> dict[str, int]:
         if self.producer is None:
             raise InvalidTxnStateError("call init_transactions() first")
-        return {"producer_id": self.producer[0], "producer_epoch": self.producer[1], "transaction": self.number}
+        ids = {"producer_id": self.producer[0], "producer_epoch": self.producer[1]}
+        if self.number is not None:
+            ids["transaction"] = self.number
+        return ids
 
     def _added(self, answer: dict[str, Any]) -> None:
         number = answer.get("transaction")
