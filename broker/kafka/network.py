@@ -16,14 +16,17 @@ by the kernel straight into a buffer of its own size, so a megabyte produce is c
 through a stream's buffer. A large answer is written in ``WRITE_CHUNK_BYTES`` pieces, each after the transport's
 buffer drained, so the transport never holds (and shifts along) megabytes of a fetch answer.
 
-Zero copy: a dispatcher may answer with a :class:`~broker.kafka.frames.ResponseFrame` (a Fetch answer whose
-record sets are file ranges) instead of bytes. Its pieces go out in order: bytes through the transport, file
-ranges with ``loop.sendfile`` (Kafka's ``FileRecords.writeTo``), which waits for the transport's buffer to drain,
-pauses reading meanwhile and lets the kernel copy from the page cache to the socket. The frame's descriptors are
-closed once it was sent, and also when the send fails, the connection drops or the serving task is cancelled,
-whether or not its turn to be sent came. A frame cut short (a range that comes up short, a failed or cancelled
-sendfile) aborts the connection: the client sees a broken answer, never a wrong one. Only listeners without TLS
-are given such frames (broker/kafka/apis.py): over TLS asyncio's sendfile would read through Python anyway.
+Zero copy: a dispatcher may answer with a :class:`~broker.kafka.frames.ResponseFrame` (a Fetch answer whose record
+sets are file ranges) instead of bytes. Its pieces go out in order, the kernel copying the ranges from the page
+cache to the socket (Kafka's ``FileRecords.writeTo``): when the transport's buffer is empty, as much as the socket
+takes at once is written right away under TCP_CORK (``os.write`` and ``os.sendfile``: the answer leaves as full
+segments, one wake-up of the receiver rather than one per piece); the rest goes through the transport, file ranges
+with ``loop.sendfile``, which waits for the transport's buffer to drain and pauses reading meanwhile. The frame's
+descriptors are closed once it was sent, and also when the send fails, the connection drops or the serving task is
+cancelled, whether or not its turn to be sent came. A frame cut short (a range that comes up short, a failed or
+cancelled sendfile) aborts the connection: the client sees a broken answer, never a wrong one. Only listeners
+without TLS are given such frames (broker/kafka/apis.py): over TLS asyncio's sendfile would read through Python
+anyway.
 
 Lifetime: a connection with no complete request for ``connections.max.idle.ms`` is closed (counted while
 waiting for a request or its bytes, not while the broker works on one or while the connection is muted). ``stop``
@@ -53,6 +56,7 @@ import contextlib
 import itertools
 import logging
 import os
+import socket
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
@@ -60,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.kafka.frame_buffer import KeptBuffer
-from broker.kafka.frames import ResponseFrame, is_file_range
+from broker.kafka.frames import Piece, ResponseFrame, is_file_range
 from broker.kafka.listeners import KafkaListener
 from broker.security.authorizer import ANONYMOUS
 from broker.security.tls import peer_principal
@@ -309,15 +313,21 @@ class _Channel(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         transport = self.transport
         assert transport is not None
-        with_sendfile = 0
+        pieces = frame.pieces
         try:
-            for piece in frame.pieces:
+            start, done, with_sendfile = 0, 0, 0
+            if not self._listener.tls and not transport.is_closing() and not transport.get_write_buffer_size():
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    start, done, with_sendfile = _write_now(sock, pieces)
+            for i in range(start, len(pieces)):
+                piece, skip = pieces[i], done if i == start else 0
                 if not is_file_range(piece):
-                    await self.send(piece)  # type: ignore[arg-type]
+                    await self.send(memoryview(piece)[skip:])  # type: ignore[arg-type]
                     continue
                 if transport.is_closing():
                     raise ConnectionResetError("connection lost")
-                fd, position, length = piece.fd, piece.position, piece.length  # type: ignore[union-attr]
+                fd, position, length = piece.fd, piece.position + skip, piece.length - skip  # type: ignore
                 with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
                     sent = await loop.sendfile(transport, f, position, length)
                 if sent != length:
@@ -329,6 +339,52 @@ class _Channel(asyncio.BufferedProtocol):
                 raise ConnectionResetError(f"a fetch answer could not be sent: {e}") from e
             raise
         return with_sendfile
+
+
+def _write_now(sock: Any, pieces: list[Piece]) -> tuple[int, int, int]:
+    """Write what the socket takes at once of a frame's ``pieces``, corked (the caller checked that the
+    transport's buffer is empty, so these bytes are next on the wire); returns (the first piece not written
+    whole, its bytes written, bytes sent with sendfile).
+
+    Why: a Fetch answer alternates small bytes pieces and file ranges. Through the transport each small piece is
+    a segment of its own (TCP_NODELAY) and wakes the receiver, and each range costs ``loop.sendfile``'s drain,
+    pause and resume of reading. Here the whole answer is ``os.write`` and ``os.sendfile`` calls under TCP_CORK,
+    which go out as full segments when the cork is pulled. A full socket (EAGAIN) stops it where it is and the
+    caller sends the rest through the transport, in order.
+
+    Raises:
+        ConnectionResetError: a file range came up short (the segment shrank under the fetch).
+        OSError: the socket failed (the caller aborts the connection).
+    """
+    fd = sock.fileno()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    with_sendfile = 0
+    try:
+        for i, piece in enumerate(pieces):
+            if is_file_range(piece):
+                position, length = piece.position, piece.length  # type: ignore[union-attr]
+                done = 0
+                while done < length:
+                    try:
+                        n = os.sendfile(fd, piece.fd, position + done, length - done)  # type: ignore[union-attr]
+                    except BlockingIOError:
+                        return i, done, with_sendfile
+                    if n == 0:
+                        raise ConnectionResetError(f"sent {done} of {length} bytes: the segment shrank under the "
+                                                   "fetch")
+                    done += n
+                    with_sendfile += n
+            else:
+                with memoryview(piece) as view:  # type: ignore[arg-type]
+                    done = 0
+                    while done < len(view):
+                        try:
+                            done += os.write(fd, view[done:])
+                        except BlockingIOError:
+                            return i, done, with_sendfile
+        return len(pieces), 0, with_sendfile
+    finally:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
 
 
 class KafkaServer:

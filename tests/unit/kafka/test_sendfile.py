@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import os
 import random
+import socket
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -373,6 +374,81 @@ def test_frames_go_out_in_order_with_sendfile_and_every_descriptor_is_closed(seg
     assert len(sent) == 15
     file_bytes = door.made[0].file_bytes
     assert sent == [(len(door.expected) - file_bytes, file_bytes)] * 15 and file_bytes > 1_000_000
+    assert open_fds() == before
+
+
+def first_difference(a: bytes, b: bytes) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def small_door(fd: int, data: bytes) -> FrameDoor:
+    """A door whose answers (about 30 KB) a loopback socket takes at once."""
+    door = FrameDoor(fd, data)
+    bounds = batch_bounds(data)
+    door.spans = {("a", 0): (0, bounds[2]), ("a", 2): (bounds[2], bounds[3] - bounds[2]),
+                  ("b", 0): (bounds[43], bounds[50] - bounds[43])}
+    door.parts = {("a", 0): data[:bounds[2]], ("a", 1): b"", ("a", 2): data[bounds[2]:bounds[3]],
+                  ("b", 0): data[bounds[43]:bounds[50]]}
+    door.expected = codec.encode_response(FETCH, 12, 1, fetch_body(12, door.parts, committed=False))
+    return door
+
+
+def test_an_answer_the_socket_takes_at_once_is_written_corked_without_the_loops_sendfile(
+        segment: tuple[int, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    fd, data = segment
+    door = small_door(fd, data)
+    corks: list[int] = []
+    real_setsockopt = socket.socket.setsockopt
+
+    async def no_loop_sendfile(*args: Any, **kwargs: Any) -> int:
+        raise AssertionError("loop.sendfile used for an answer the socket takes at once")
+
+    sent: list[tuple[int, int]] = []
+    before = open_fds()
+
+    async def test(server: KafkaServer, port: int) -> None:
+        monkeypatch.setattr(asyncio.get_running_loop(), "sendfile", no_loop_sendfile)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(5):
+            writer.write(request_frame())
+            assert await read_frame(reader) == door.expected
+        writer.close()
+        await writer.wait_closed()
+
+    def setsockopt(self: socket.socket, level: int, option: int, value: Any, *rest: Any) -> None:
+        if level == socket.IPPROTO_TCP and option == socket.TCP_CORK:
+            corks.append(value)
+        real_setsockopt(self, level, option, value, *rest)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", setsockopt)
+    serve(door, test, sent)
+    file_bytes = door.made[0].file_bytes
+    assert 0 < file_bytes < 60_000
+    assert sent == [(len(door.expected) - file_bytes, file_bytes)] * 5
+    assert corks == [1, 0] * 5  # corked for each answer, and uncorked after it
+    assert open_fds() == before
+
+
+def test_an_answer_larger_than_the_socket_takes_goes_on_through_the_transport_in_order(
+        segment: tuple[int, bytes]) -> None:
+    fd, data = segment
+    door = FrameDoor(fd, data, copies=6)  # about 10 MB: the direct write stops partway (EAGAIN)
+    sent: list[tuple[int, int]] = []
+    before = open_fds()
+
+    async def test(server: KafkaServer, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**16)
+        for _ in range(3):
+            writer.write(request_frame())
+            await asyncio.sleep(0.05)  # a slow reader: the socket fills
+            got = await read_frame(reader)
+            assert got == door.expected, f"{len(got)} bytes, differing from {first_difference(got, door.expected)}"
+        writer.close()
+        await writer.wait_closed()
+
+    serve(door, test, sent)
+    file_bytes = door.made[0].file_bytes
+    assert file_bytes > 9_000_000 and sent == [(len(door.expected) - file_bytes, file_bytes)] * 3
     assert open_fds() == before
 
 
