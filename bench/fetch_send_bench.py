@@ -10,8 +10,10 @@ consumer). A client in another process (plain blocking socket) sends a request, 
 repeats ``--answers`` times. Each round runs both ways, the order alternating: ``direct`` is the server as it is
 (the answer written under TCP_CORK with ``os.write`` and ``os.sendfile`` while the transport's buffer is empty),
 ``transport`` has the direct write switched off (bytes through the transport, file ranges with
-``loop.sendfile``, as before). Prints, per way, the server process's CPU microseconds per answer
-(``time.process_time``) and answers per second; the client's CPU is its own process's. Not a test.
+``loop.sendfile``, as before), and ``copied`` (with ``--ways``) reads the records into bytes and answers with one
+joined frame, as a read below the log's ``copy_below`` is answered. Prints, per way, the server process's CPU
+microseconds per answer (``time.process_time``) and answers per second; the client's CPU is its own process's.
+Not a test.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ print("ok")
 """
 
 
-def answer_body(partitions: int, values: list[FileRecordsValue]) -> Any:
+def answer_body(partitions: int, values: list[FileRecordsValue] | list[bytes]) -> Any:
     cls = codec.response_class(FETCH, 12)
     part_cls, topic_cls = nested(cls, "PartitionData"), nested(cls, "FetchableTopicResponse")
     parts = tuple(make(part_cls, partition_index=p, error_code=NONE, high_watermark=1_000_000,
@@ -69,14 +71,17 @@ def answer_body(partitions: int, values: list[FileRecordsValue]) -> Any:
     return make(cls, throttle_time=datetime.timedelta(0), error_code=NONE, session_id=1, responses=(topic,))
 
 
-async def one_way(fd: int, length: int, partitions: int, answers: int, direct: bool) -> tuple[float, float]:
+async def one_way(fd: int, length: int, partitions: int, answers: int, way: str) -> tuple[float, float]:
     async def dispatch(conn: Connection, request: bytes) -> Any:
+        if way == "copied":  # the records read into bytes (a read below copy_below) and the answer joined
+            return codec.encode_response(FETCH, 12, 1, answer_body(partitions, [
+                os.pread(fd, length, 0) for _ in range(partitions)]))
         values = [FileRecordsValue(SliceResult((FileSlice(os.dup(fd), 0, length),), 0, 0, 0))
                   for _ in range(partitions)]
         return codec.encode_response_frame(FETCH, 12, 1, answer_body(partitions, values))
 
     saved = network._write_now
-    if not direct:
+    if way == "transport":
         network._write_now = lambda sock, pieces: (0, 0, 0)  # type: ignore[assignment]
     server = KafkaServer((KafkaListener("PLAINTEXT", "127.0.0.1", 0, "PLAINTEXT"),), dispatch)
     await server.start()
@@ -101,7 +106,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--partition-bytes", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--ways", default="direct,transport", help="comma list of: direct, transport, copied")
     args = ap.parse_args()
+    ways = args.ways.split(",")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "00000000000000000000.log"
         data = bytearray()
@@ -109,12 +116,12 @@ def main() -> None:
             data += encode_batch([(b"k", os.urandom(100), 1, ())] * 100, base_offset=len(data))
         path.write_bytes(bytes(data[:args.partition_bytes]))
         fd = os.open(path, os.O_RDONLY)
-        results: dict[str, list[tuple[float, float]]] = {"direct": [], "transport": []}
+        results: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
         try:
             for r in range(args.rounds):
-                for way in (("direct", "transport") if r % 2 == 0 else ("transport", "direct")):
+                for way in (ways if r % 2 == 0 else ways[::-1]):
                     cpu_us, rate = asyncio.run(one_way(fd, args.partition_bytes, args.partitions, args.answers,
-                                                       way == "direct"))
+                                                       way))
                     results[way].append((cpu_us, rate))
                     print(f"round {r + 1} {way:9}: server {cpu_us:6.1f} CPU-us per answer, {rate:8,.0f} answers/s "
                           f"(load average {os.getloadavg()[0]:.2f})", flush=True)
@@ -127,8 +134,10 @@ def main() -> None:
         rates = sorted(x for _, x in rs)
         print(f"{way:9}: CPU-us per answer median {cpus[len(cpus) // 2]:.1f} (range {cpus[0]:.1f}-{cpus[-1]:.1f}), "
               f"answers/s median {rates[len(rates) // 2]:,.0f}")
-    wins = sum(1 for (a, _), (b, _) in zip(results["direct"], results["transport"], strict=True) if a < b)
-    print(f"direct used less server CPU in {wins} of {args.rounds} rounds")
+    first = ways[0]
+    for other in ways[1:]:
+        wins = sum(1 for (a, _), (b, _) in zip(results[first], results[other], strict=True) if a < b)
+        print(f"{first} used less server CPU than {other} in {wins} of {args.rounds} rounds")
 
 
 if __name__ == "__main__":

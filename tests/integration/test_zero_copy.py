@@ -28,7 +28,7 @@ def _segments(cluster: LocalProcessBackend, broker: int) -> list[bytes]:
 
 
 def _produce(url: str, n: int) -> None:
-    """Batches from a few hundred bytes to ~90 KB: answers both below and above SENDFILE_MIN_BYTES (64 KiB),
+    """Batches from a few hundred bytes to ~180 KB: answers both below and above SENDFILE_MIN_BYTES (128 KiB),
     i.e. both copied and sendfile'd."""
     for i in range(n):
         size = 200 if i % 3 == 0 else 9_000 * (1 + i % 10)
