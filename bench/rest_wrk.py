@@ -28,6 +28,10 @@ beside it with its own C client, redis-benchmark (XADD pipelines of 1,000 on as 
 records; XRANGE COUNT 1000), with redis-server's CPU per million records. ``bash scripts/bench-setup.sh`` installs
 wrk and Redis (Debian's packages). Prints a table, and what a page-cache write cost before and after the run
 (bench/page_cache_probe.py: on our VMs it moves the produce rows by up to 0.2 CPU-s/M); not a test.
+
+``--pin`` runs the broker on the last CPU (``--cpu-affinity``) and wrk on the others, and Redis the same way
+(redis-server on that CPU, redis-benchmark on the others): on our VMs a wake-up across CPUs (the event loop
+handing an append to a storage thread and taking its result back) costs several times one on the same CPU.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import argparse
 import base64
 import gc
 import json
+import os
 import re
 import resource
 import shutil
@@ -45,6 +50,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,9 +120,15 @@ class Load:
     records_per_request: float
 
 
+def _on_cpus(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` running the child on ``cpus`` (None: anywhere)."""
+    return None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+
+
 def run_wrk(loads: list[Load], seconds: int, connections: int, header: str, ctype: str, workdir: Path,
-            pids: list[int], name: str) -> Result:
-    """One wrk per load, all at once for ``seconds``; records/s and CPU summed over them and every broker."""
+            pids: list[int], name: str, client_cpus: set[int] | None = None) -> Result:
+    """One wrk per load, all at once for ``seconds`` (on ``client_cpus``, if given); records/s and CPU summed
+    over them and every broker."""
     script = workdir / "bench.lua"
     script.write_text(_LUA)
     own0, cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(pids)
@@ -127,7 +139,8 @@ def run_wrk(loads: list[Load], seconds: int, connections: int, header: str, ctyp
         env = {"WRK_LIST": str(listing), "WRK_HEADER": header, "WRK_TYPE": ctype, "PATH": "/usr/bin:/bin"}
         procs.append(subprocess.Popen(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s",
                                        "-s", str(script), load_.url], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=env))
+                                      stderr=subprocess.PIPE, text=True, env=env,
+                                      preexec_fn=_on_cpus(client_cpus)))
     outs = [p.communicate(timeout=seconds + 60) for p in procs]
     cpu = cpu_seconds(pids) - cpu0
     own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -212,14 +225,17 @@ def read_loads(leaders: dict[int, str], topic: str) -> tuple[list[Load], float]:
     return loads, sum(c for _, _, c in chain) / len(chain)
 
 
-def redis_rows(workdir: Path, records: int, connections: int) -> list[Result]:
+def redis_rows(workdir: Path, records: int, connections: int, server_cpu: int | None = None,
+               client_cpus: set[int] | None = None) -> list[Result]:
     """Redis Streams with its own C client, redis-benchmark: XADD of ``k``/``v`` fields (a 100-byte value) in
     pipelines of 1,000 on ``connections`` connections, then ``XRANGE - + COUNT 1000`` on as many; redis-server's
-    CPU per million records from /proc. No persistence (``--save "" --appendonly no``)."""
+    CPU per million records from /proc. No persistence (``--save "" --appendonly no``). With ``server_cpu``,
+    redis-server runs on that CPU and redis-benchmark on ``client_cpus``, as ``--pin`` places the broker and wrk."""
     if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
         return []
     port = free_port_block(1)
-    proc = ManagedProcess.spawn(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    pinned = [] if server_cpu is None else ["taskset", "-c", str(server_cpu)]
+    proc = ManagedProcess.spawn([*pinned, "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                  "--appendonly", "no", "--dir", str(workdir)], log_path=workdir / "redis.log")
     out = []
     try:
@@ -235,7 +251,8 @@ def redis_rows(workdir: Path, records: int, connections: int) -> list[Result]:
                  ["XRANGE", "bench", "-", "+", "COUNT", str(PER_REQUEST)])):
             own0, cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds([proc.pid])
             done = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-c", str(connections), "-n", str(n),
-                                   *command], capture_output=True, text=True, timeout=600)
+                                   *command], capture_output=True, text=True, timeout=600,
+                                  preexec_fn=_on_cpus(client_cpus))
             cpu = cpu_seconds([proc.pid]) - cpu0
             own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             found = re.search(r"([\d.]+) requests per second", done.stdout.rsplit("\r", 1)[-1])
@@ -262,7 +279,14 @@ def main() -> None:
     ap.add_argument("--per-partition", action="store_true",
                     help="produce bodies of one partition's records to its leader even with one broker")
     ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--pin", action="store_true",
+                    help="one broker on the last CPU (--cpu-affinity) and wrk on the others; Redis the same way")
     args = ap.parse_args()
+    if args.pin and args.brokers != 1:
+        ap.error("--pin places one broker (--brokers 1)")
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu = cpus[-1] if args.pin and len(cpus) > 1 else None
+    client_cpus = set(cpus[:-1]) if server_cpu is not None else None
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (bash scripts/bench-setup.sh)")
     n = args.records
@@ -282,9 +306,11 @@ def main() -> None:
         notes.append(f"before: {probe(workdir, 512)}")
         b = args.brokers
         cluster = LocalCluster(workdir / "cluster", brokers=b, base_port=free_port_block(b), zookeepers=1,
-                               zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
+                               zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
+                               broker_args=[] if server_cpu is None else ["--cpu-affinity", str(server_cpu)])
         where = ("one broker" if b == 1 else f"{b} brokers (one wrk each)") + \
-            (", per partition" if b > 1 or args.per_partition else "")
+            (", per partition" if b > 1 or args.per_partition else "") + \
+            (f", broker on CPU {server_cpu}" if server_cpu is not None else "")
         try:
             cluster.up()
             urls = [cluster.broker_url(i) for i in range(1, b + 1)]
@@ -295,16 +321,17 @@ def main() -> None:
                 loads = produce_loads(workdir, topic, keys, vals, leaders_of(urls[0], topic), args.per_partition)
                 for _ in range(args.rounds):
                     results.append(run_wrk(loads, args.seconds, args.connections, "Content-Type", ctype, workdir,
-                                           pids, f"REST v2 produce, {label}, acks=1, {where}"))
+                                           pids, f"REST v2 produce, {label}, acks=1, {where}", client_cpus))
             for label, (topic, ctype, _keys, _vals) in formats.items():
                 loads, per_read = read_loads(leaders_of(urls[0], topic), topic)
                 for _ in range(args.rounds):
                     results.append(run_wrk(loads, args.seconds, args.connections, "Accept", ctype, workdir, pids,
-                                           f"REST v2 read, {label}, {where} ({per_read:,.0f} per read)"))
+                                           f"REST v2 read, {label}, {where} ({per_read:,.0f} per read)",
+                                           client_cpus))
         finally:
             cluster.down()
         if not args.skip_redis:
-            redis = redis_rows(workdir, args.records * 3, args.connections)
+            redis = redis_rows(workdir, args.records * 3, args.connections, server_cpu, client_cpus)
             if not redis:
                 notes.append("Redis Streams: not run (redis-server or redis-benchmark missing; "
                              "scripts/bench-setup.sh)")

@@ -46,6 +46,15 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"odradek broker: {e}") from None
     if args.producer_id_expiration_ms < 1:
         raise SystemExit("odradek broker: --producer-id-expiration-ms must be at least 1")
+    cpu_affinity = None
+    if args.cpu_affinity is not None:
+        from broker import cpu_affinity as affinity
+
+        try:
+            cpu_affinity = affinity.parse_cpu_list(args.cpu_affinity)
+            affinity.apply(cpu_affinity)  # before any thread starts: every thread inherits it
+        except ValueError as e:
+            raise SystemExit(f"odradek broker: {e}") from None
     from broker.kafka.listeners import advertised, check_tls, parse_kafka_listeners, parse_protocol_map
     from broker.security.sasl import parse_mechanisms
 
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         unsafe_partial_commit_markers=args.unsafe_partial_commit_markers,
         **{name: getattr(args, name) for name in LIMIT_FLAGS},
         http_hot_routes=args.http_hot_routes,
+        cpu_affinity=cpu_affinity,
         log_file=Path(args.log_file) if args.log_file else None,
         security=security,
         kafka_listeners=kafka_listeners,
@@ -166,6 +176,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-http-hot-routes", dest="http_hot_routes", action="store_false",
                    help="serve the hot routes (produce, the binary path, REST reads) by aiohttp's request cycle too "
                         "(default: by the broker's own connections when security and client quotas are off)")
+    p.add_argument("--cpu-affinity", default=None, metavar="CPUS",
+                   help="run every thread of the broker on these CPUs, a list such as 1 or 0,2-3 (as Redis's "
+                        "server_cpulist; default: wherever the OS schedules them)")
     p.add_argument("--consumer-instance-timeout-ms", type=int, default=300_000,
                    help="REST v2 consumer instances idle this long are deleted")
     p.add_argument("--producer-id-expiration-ms", type=int, default=defaults.producer_id_expiration_ms,

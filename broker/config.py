@@ -65,6 +65,8 @@ class BrokerConfig:
     # The hot routes (produce, the binary path, REST reads) served by broker/api/hot_routes.py's connections rather
     # than aiohttp's request cycle, when security and client quotas are off; False: every request is aiohttp's.
     http_hot_routes: bool = True
+    # The CPUs every thread of the broker runs on (broker/cpu_affinity.py); None: wherever the OS schedules them.
+    cpu_affinity: frozenset[int] | None = None
     # The cap on a long-poll's wait (a read's timeout, a fetch's timeout_ms), like a consumer's fetch.max.wait.ms.
     fetch_max_wait_ms: int = 30_000
     # Records in one JSON produce request, and in one record batch (binary path, after decompression).
