@@ -3,7 +3,7 @@ event loop, the storage threads and kazoo's, on the set given.
 
 Why: a produce or a read crosses from the event loop to a storage thread and back. When the two threads sit on
 different CPUs, each crossing wakes an idle CPU, which on our VMs costs far more than the work it carries
-(``bench/rest_wrk.py --pin``: a storage hop is about 200 µs of CPU across CPUs and 45 µs on one). Pinning a
+(``bench/wakeup_bench.py``: a storage hop is 100-200 µs of CPU across CPUs, 35-55 µs on one). Pinning a
 broker to its own CPUs keeps those crossings local; several brokers per host, each on its own CPUs, is how a
 deployment uses more cores (docs/performance.md, "Scaling past one core per broker").
 
