@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["apply", "parse_cpu_list"]
+__all__ = ["apply", "cpu_list", "parse_cpu_list", "split"]
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:
@@ -46,11 +46,27 @@ def apply(cpus: frozenset[int]) -> None:
     outside = sorted(cpus - allowed)
     if outside:
         raise ValueError(f"--cpu-affinity: CPU {', '.join(map(str, outside))} is not available here (available: "
-                         f"{_cpu_list(allowed)})")
+                         f"{cpu_list(allowed)})")
     os.sched_setaffinity(0, cpus)
 
 
-def _cpu_list(cpus: set[int] | frozenset[int]) -> str:
+def split(cpus: set[int] | frozenset[int], brokers: int) -> dict[int, frozenset[int]]:
+    """Each of brokers 1..``brokers`` gets CPUs of its own, the CPUs shared out evenly in order (any left over
+    stay unassigned): how ``odradek cluster up --pin`` places a host's brokers.
+
+    Raises:
+        ValueError: fewer CPUs than brokers (two brokers on one CPU gain nothing from pinning).
+    """
+    ordered = sorted(cpus)
+    if brokers < 1 or len(ordered) < brokers:
+        raise ValueError(f"--pin gives each broker CPUs of its own: {brokers} brokers need at least {brokers} CPUs, "
+                         f"this host has {len(ordered)} ({cpu_list(cpus)})")
+    each = len(ordered) // brokers
+    return {b: frozenset(ordered[(b - 1) * each:b * each]) for b in range(1, brokers + 1)}
+
+
+def cpu_list(cpus: set[int] | frozenset[int]) -> str:
+    """``cpus`` in the kernel's cpulist form (``0-2,5``), what ``parse_cpu_list`` reads."""
     out: list[str] = []
     for cpu in sorted(cpus):
         if out and out[-1].rpartition("-")[2].isdigit() and int(out[-1].rpartition("-")[2]) == cpu - 1:

@@ -17,6 +17,14 @@ def _cluster_up(args: argparse.Namespace) -> int:
     from odradek_local.cluster import LocalCluster
 
     started = time.monotonic()
+    broker_cpus = None
+    if args.pin:
+        from broker.cpu_affinity import cpu_list, split
+
+        try:
+            broker_cpus = {b: cpu_list(cpus) for b, cpus in split(os.sched_getaffinity(0), args.brokers).items()}
+        except ValueError as e:
+            raise SystemExit(f"odradek cluster up: {e}") from None
     cluster = LocalCluster(
         Path(args.data_dir),
         brokers=args.brokers,
@@ -30,6 +38,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
         zk_digest=args.zk_digest or os.environ.get("ODRADEK_ZK_DIGEST"),
         broker_args=["--replica-fetch-transport", args.replica_fetch_transport] if args.replica_fetch_transport
         else None,
+        broker_cpus=broker_cpus,
     )
     try:
         cluster.up(timeout=args.timeout)
@@ -127,6 +136,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--tick-ms", type=int, default=2000, help="ZooKeeper tickTime")
     up.add_argument("--session-timeout-ms", type=int, default=6000, help="brokers' ZooKeeper session timeout")
     up.add_argument("--timeout", type=float, default=60.0)
+    up.add_argument("--pin", action="store_true",
+                    help="give each broker CPUs of its own (--cpu-affinity; needs at least one CPU per broker)")
     up.add_argument("--tls", action="store_true",
                     help="TLS + authentication + ACLs, with a throwaway CA in <data-dir>/tls (docs/security.md)")
     up.add_argument("--zk-digest", default=None,

@@ -156,6 +156,7 @@ class LocalCluster:
         chroot: str | None = None,
         ensemble: ZkEnsemble | None = None,
         broker_args: list[str] | None = None,
+        broker_cpus: dict[int, str] | None = None,
         python: str = sys.executable,
         tls: bool = False,
         zk_digest: str | None = None,
@@ -169,6 +170,8 @@ class LocalCluster:
         self.chroot = chroot
         self.session_timeout_ms = session_timeout_ms
         self.broker_args = list(broker_args or [])
+        # Each broker's --cpu-affinity, a cpulist (``odradek cluster up --pin``); a broker not named runs anywhere.
+        self.broker_cpus = dict(broker_cpus or {})
         self.python = python
         # Security (docs/security.md): TLS + SASL_SSL listeners with a throwaway CA under <data-dir>/tls, and
         # ZooKeeper digest credentials with ZooKeeper ACLs on every znode.
@@ -253,6 +256,7 @@ class LocalCluster:
             "--zk-session-timeout-ms", str(self.session_timeout_ms),
             *(["--kafka-listeners", slot.kafka_listener_spec()] if slot.kafka_port else []),
             *self._security_args(broker_id),
+            *(["--cpu-affinity", self.broker_cpus[broker_id]] if broker_id in self.broker_cpus else []),
             *self.broker_args,
         ]  # fmt: skip
 
@@ -538,6 +542,7 @@ class LocalCluster:
             "owns_ensemble": self.owns_ensemble,
             "ensemble_dir": str(self.ensemble.base_dir),
             "broker_args": self.broker_args,
+            "broker_cpus": {str(b): cpus for b, cpus in sorted(self.broker_cpus.items())},
             "python": self.python,
             "tls": self.tls,
             "zk_digest": self.zk_digest,
@@ -565,6 +570,7 @@ class LocalCluster:
             chroot=state.get("chroot"),
             ensemble=ensemble,
             broker_args=list(state.get("broker_args", [])),
+            broker_cpus={int(b): str(cpus) for b, cpus in (state.get("broker_cpus") or {}).items()},
             python=state.get("python", sys.executable),
             tls=bool(state.get("tls", False)),
             zk_digest=state.get("zk_digest"),
