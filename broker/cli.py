@@ -48,11 +48,10 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("odradek broker: --producer-id-expiration-ms must be at least 1")
     cpu_affinity = None
     if args.cpu_affinity is not None:
-        from broker import cpu_affinity as affinity
+        from broker.cpu_affinity import parse_cpu_list
 
         try:
-            cpu_affinity = affinity.parse_cpu_list(args.cpu_affinity)
-            affinity.apply(cpu_affinity)  # before any thread starts: every thread inherits it
+            cpu_affinity = parse_cpu_list(args.cpu_affinity)  # applied by run_broker, before any thread starts
         except ValueError as e:
             raise SystemExit(f"odradek broker: {e}") from None
     from broker.kafka.listeners import advertised, check_tls, parse_kafka_listeners, parse_protocol_map

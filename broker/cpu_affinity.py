@@ -67,10 +67,10 @@ def split(cpus: set[int] | frozenset[int], brokers: int) -> dict[int, frozenset[
 
 def cpu_list(cpus: set[int] | frozenset[int]) -> str:
     """``cpus`` in the kernel's cpulist form (``0-2,5``), what ``parse_cpu_list`` reads."""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive CPUs
     for cpu in sorted(cpus):
-        if out and out[-1].rpartition("-")[2].isdigit() and int(out[-1].rpartition("-")[2]) == cpu - 1:
-            out[-1] = f"{out[-1].partition('-')[0]}-{cpu}"
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1][1] = cpu
         else:
-            out.append(str(cpu))
-    return ",".join(out)
+            runs.append([cpu, cpu])
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)

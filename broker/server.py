@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from broker import cpu_affinity
 from broker.admin.elections import ElectionAdmin
 from broker.admin.entity_configs import EntityConfigAdmin, static_broker_configs
 from broker.admin.reassignment import ReassignmentAdmin
@@ -461,6 +462,11 @@ async def _serve(config: BrokerConfig) -> int:
 
 
 def run_broker(config: BrokerConfig) -> NoReturn:
+    if config.cpu_affinity is not None:  # first: every thread started from here on inherits it
+        try:
+            cpu_affinity.apply(config.cpu_affinity)
+        except ValueError as e:
+            raise SystemExit(f"odradek broker: {e}") from None
     handlers: list[logging.Handler] | None = None
     if config.log_file is not None:  # rotated, so that no stream of request errors can fill the disk
         config.log_file.parent.mkdir(parents=True, exist_ok=True)

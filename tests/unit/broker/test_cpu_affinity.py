@@ -40,8 +40,8 @@ def test_a_cpu_this_process_may_not_use_is_refused_and_nothing_changes() -> None
 
 def test_the_broker_refuses_an_unavailable_cpu_at_start_with_one_line(tmp_path: Path) -> None:
     cpu = max(os.sched_getaffinity(0)) + 1
-    done = subprocess.run([sys.executable, "-m", "broker", "--id", "1", "--zk", "127.0.0.1:1", "--data-dir",
-                           str(tmp_path / "data"), "--cpu-affinity", str(cpu)],
+    done = subprocess.run([sys.executable, "-m", "broker", "--id", "1", "--zk", "127.0.0.1:1", "--listen",
+                           "127.0.0.1:1", "--data-dir", str(tmp_path / "data"), "--cpu-affinity", str(cpu)],
                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[3])
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"odradek broker: --cpu-affinity: CPU {cpu} is not available here "
