@@ -19,7 +19,8 @@ but not free (a thread wake-up each way), so the executor keeps its own workers 
 ``ThreadPoolExecutor`` (no per-job ``concurrent.futures.Future``), completes asyncio futures directly, and hands
 the results of jobs that finish close together back to their loop in one ``call_soon_threadsafe``
 (``_Handoff``). ``then`` runs on the loop when the job is done even if the awaiting caller was cancelled
-meanwhile (a leader must wake its followers for an append that did happen).
+meanwhile (a leader must wake its followers for an append that did happen). Work that is only a page-cache
+write may skip the hop (``run_here``: on the caller's thread, when its key is idle, paused if it ever stalls).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 BURST = 16
 DEFAULT_THREADS = 8
+HERE_STALL_S = 0.02
+HERE_PAUSE_S = 30.0
 
 _Done = Callable[[Any, BaseException | None], None]  # (result, error): called on the worker thread
 _Job = tuple[Callable[..., Any], tuple[Any, ...], _Done]
@@ -59,6 +63,7 @@ class StorageExecutor:
         self._closed = False
         self._handoffs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Handoff] = weakref.WeakKeyDictionary()
         self._unkeyed = 0
+        self._here_paused_until = 0.0
 
     # ------------------------------------------------------------------------------------------ callers
 
@@ -91,6 +96,41 @@ class StorageExecutor:
             if discard is not None and afut.done() and not afut.cancelled() and afut.exception() is None:
                 discard(afut.result())
             raise
+
+    def run_here(self, key: Hashable, fn: Callable[..., T], *args: Any) -> T | None:
+        """Run ``fn(*args)`` on the calling thread (the event loop's) now, if no job of ``key`` is queued or
+        running and runs here are not paused; None, without running it, otherwise (the caller then queues it).
+
+        For work that only touches memory and the page cache (a follower's small append): a hop costs two
+        thread wake-ups, which on our VMs cost more than such a write (bench/wakeup_bench.py). ``key`` is held
+        meanwhile, so a job queued by another thread waits for it as for any job of ``key``. The loop must not
+        wait on the disk: a run here that takes longer than ``HERE_STALL_S`` (the kernel throttling dirty
+        pages, memory faulted back in from the host) pauses runs here for ``HERE_PAUSE_S``.
+        """
+        now = time.monotonic()
+        if now < self._here_paused_until:
+            return None
+        with self._lock:
+            if key in self._queues or self._closed:
+                return None
+            self._queues[key] = deque()
+        try:
+            return fn(*args)
+        finally:
+            took = time.monotonic() - now
+            if took > HERE_STALL_S:
+                self._here_paused_until = now + took + HERE_PAUSE_S
+                log.info("a storage job run on the event loop took %.0f ms: such runs pause for %.0f s",
+                         took * 1000, HERE_PAUSE_S)
+            with self._lock:
+                pending = self._queues[key]
+                if not pending:
+                    del self._queues[key]
+                    pending = None
+                else:
+                    self._start_threads_locked()
+            if pending is not None:  # queued by another thread meanwhile: drained as if after a job of ours
+                self._ready.put(key)
 
     def start(self, key: Hashable | None, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,
               discard: Callable[[T], None] | None = None) -> asyncio.Future[T]:
@@ -143,12 +183,15 @@ class StorageExecutor:
                 pending.append(job)
                 return
             self._queues[key] = deque([job])
-            if not self._threads:  # started at first use; idle workers cost nothing but their stacks
-                for i in range(self._threads_max):
-                    t = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
-                    self._threads.append(t)
-                    t.start()
+            self._start_threads_locked()
         self._ready.put(key)
+
+    def _start_threads_locked(self) -> None:
+        if not self._threads:  # started at first use; idle workers cost nothing but their stacks
+            for i in range(self._threads_max):
+                t = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+                self._threads.append(t)
+                t.start()
 
     def _work(self) -> None:
         while True:

@@ -210,9 +210,30 @@ class Log(LogRetention, LogReads):
             CorruptRecordError, RecordTooLargeError, InvalidRecordError: as ``append``, plus offsets that
             are below the log end offset or not increasing.
         """
+        result = self._append_replicated(batches, page_cache_only=False)
+        assert result is not None
+        return result
+
+    def append_replicated_to_page_cache(self, batches: bytes | bytearray | memoryview) -> AppendResult | None:
+        """``append_replicated`` if it is only a write into the page cache, else None with nothing changed.
+
+        None when the append would wait on anything else: the log's lock held by another thread, a roll
+        (new files), a new leader epoch (the checkpoint's fsync) or ``flush.messages`` (an fsync). So the
+        event loop may call it (a follower's small append, without the storage hop's two thread wake-ups) and
+        fall back to the storage executor on None. Raises as ``append_replicated``.
+        """
+        return self._append_replicated(batches, page_cache_only=True)
+
+    def _append_replicated(self, batches: bytes | bytearray | memoryview, *,
+                           page_cache_only: bool) -> AppendResult | None:
         headers = validate_batches(batches, self.config.max_message_bytes, allow_empty=True)
         now_ms = self._now_ms()
-        with self._lock:
+        if page_cache_only:
+            if not self._lock.acquire(blocking=False):
+                return None
+        else:
+            self._lock.acquire()
+        try:
             self._check_open()
             expected = self._log_end_offset
             infos: list[tuple[int, int, int, int]] = []
@@ -224,13 +245,19 @@ class Log(LogRetention, LogReads):
                     )
                 infos.append((h.base_offset, h.next_offset, h.max_timestamp, h.size))
                 expected = h.next_offset
+            size = len(memoryview(batches))
+            if page_cache_only and (
+                    headers[-1].partition_leader_epoch > self.epoch_cache.latest_epoch  # epochs never go back
+                    or self._should_roll(self._segments[-1], size, expected - 1, len(infos), now_ms)
+                    or self._unflushed_messages + expected - headers[0].base_offset >= self.config.flush_messages):
+                return None
             # Epochs first: a checkpoint that cannot be written (a full disk) fails the append before any record
             # is written, so the caller's retry finds the log and its producer state as they were.
             for h in headers:
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
             self.epoch_cache.flush_if_dirty()
-            self._append_locked([memoryview(batches)], infos, len(memoryview(batches)), now_ms)
+            self._append_locked([memoryview(batches)], infos, size, now_ms)
             result = AppendResult(
                 headers[0].base_offset,
                 expected - 1,
@@ -239,6 +266,8 @@ class Log(LogRetention, LogReads):
                 None,
                 self._log_start_offset,
             )
+        finally:
+            self._lock.release()
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return result

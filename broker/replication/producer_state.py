@@ -531,11 +531,19 @@ def _checked_append(log_: Log, batches: bytes | bytearray, epoch: int, state: Pr
     return out
 
 
-def follower_append(log_: Log, data: bytes, state: ProducerStateManager | None) -> None:
-    """A follower's copy: append as the leader wrote it, then learn its producers' batches."""
-    log_.append_replicated(data)
+def follower_append(log_: Log, data: bytes, state: ProducerStateManager | None, *,
+                    page_cache_only: bool = False) -> bool:
+    """A follower's copy: append as the leader wrote it, then learn its producers' batches. With
+    ``page_cache_only``, False (and nothing done) if the append would wait on more than a page-cache write
+    (``Log.append_replicated_to_page_cache``)."""
+    if page_cache_only:
+        if log_.append_replicated_to_page_cache(data) is None:
+            return False
+    else:
+        log_.append_replicated(data)
     if state is not None:
         state.apply(data)
+    return True
 
 
 def marker_append(log_: Log, batch: bytes, epoch: int, state: ProducerStateManager, producer_id: int,

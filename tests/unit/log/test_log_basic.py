@@ -273,3 +273,37 @@ def test_append_of_more_batches_than_iov_max(tmp_path: Path) -> None:
         r.encode_batch([(b"k", b"%d" % i, i, ())], base_offset=i, partition_leader_epoch=2) for i in range(700)
     )
     assert read_all(log) == expected
+
+
+def test_a_replicated_append_to_the_page_cache_only_refuses_what_would_wait_on_more(tmp_path: Path) -> None:
+    """``append_replicated_to_page_cache`` (a follower's append on the event loop) appends as ``append_replicated``
+    does when that is only a page-cache write, and returns None with nothing changed when it would roll, write the
+    epoch checkpoint, fsync for ``flush.messages`` or wait for the log's lock."""
+    def replicated(base: int, epoch: int, n: int = 2) -> bytes:
+        return r.encode_batch([(b"k", b"v" * 40, 1, ())] * n, base_offset=base, partition_leader_epoch=epoch)
+
+    one = replicated(0, 1)
+    log = open_log(tmp_path / "t-0", {"segment_bytes": len(one) * 2 + 1, "flush_messages": 7})
+    log.append_replicated(one)  # epoch 1 begins (its checkpoint written on the storage path)
+    fsyncs: list[int] = []
+    log.flush = lambda *a, **k: fsyncs.append(1)  # type: ignore[method-assign]
+
+    def unchanged(data: bytes) -> None:
+        end, epochs, size = log.log_end_offset, log.epoch_cache.entries(), len(read_all(log))
+        assert log.append_replicated_to_page_cache(data) is None
+        assert (log.log_end_offset, log.epoch_cache.entries(), len(read_all(log))) == (end, epochs, size)
+
+    unchanged(replicated(2, 2))  # a new epoch: its checkpoint is an fsync
+    res = log.append_replicated_to_page_cache(replicated(2, 1))
+    assert res is not None and (res.first_offset, res.last_offset, res.record_count) == (2, 3, 2)
+    assert read_all(log) == one + replicated(2, 1) and len(log._segments) == 1
+    unchanged(replicated(4, 1))  # the segment is full: a roll
+    log.append_replicated(replicated(4, 1))  # rolled on the storage path: 6 messages unflushed now
+    unchanged(replicated(6, 1))  # the 7th message reaches flush.messages: an fsync
+    assert not fsyncs
+    end = log.log_end_offset
+    with log._lock:  # another thread (a read's snapshot, a flush's bookkeeping) holds the lock
+        assert log.append_replicated_to_page_cache(replicated(end, 1, n=1)) is None
+    assert log.log_end_offset == end
+    assert log.append_replicated_to_page_cache(replicated(end, 1, n=1)) is None  # (the flush, as above)
+    log.close()

@@ -151,3 +151,51 @@ def test_a_result_whose_caller_was_cancelled_is_discarded_not_dropped() -> None:
     finally:
         executor.shutdown()
     assert discarded == ["fds"]  # the one nobody took; the awaited one was not discarded
+
+
+def test_run_here_runs_on_the_callers_thread_only_while_its_key_is_idle() -> None:
+    ex = StorageExecutor(threads=2)
+    assert ex.run_here("p0", threading.get_ident) == threading.get_ident()
+    assert not ex._threads  # no hop: no storage thread was even started
+    release = threading.Event()
+    busy = ex.submit("p0", release.wait, 10)
+    assert ex.run_here("p0", lambda: "ran") is None  # a job of the key is running: the caller queues instead
+    assert ex.run_here("p1", lambda: "ran") == "ran"  # another key is not held up
+    release.set()
+    busy.result(2)
+    deadline = time.monotonic() + 2
+    while ex.run_here("p0", lambda: "ran") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ex.run_here("p0", lambda: "ran") == "ran"
+    ex.shutdown()
+
+
+def test_a_job_queued_by_another_thread_during_a_run_here_waits_for_it() -> None:
+    ex = StorageExecutor(threads=2)
+    order: list[str] = []
+    queued: list[Any] = []
+
+    def here() -> str:
+        t = threading.Thread(target=lambda: queued.append(ex.submit("p0", order.append, "queued")))
+        t.start()
+        t.join()
+        time.sleep(0.05)  # a worker would have run it by now, had the key not been held
+        order.append("here")
+        return "done"
+
+    assert ex.run_here("p0", here) == "done"
+    queued[0].result(2)
+    assert order == ["here", "queued"]
+    ex.shutdown()
+
+
+def test_a_run_here_that_stalls_pauses_runs_here(monkeypatch: Any) -> None:
+    from broker.log import executor
+
+    monkeypatch.setattr(executor, "HERE_STALL_S", 0.01)
+    ex = StorageExecutor(threads=1)
+    assert ex.run_here("p0", lambda: time.sleep(0.05) or "slow") == "slow"  # the stalled run itself did run
+    assert ex.run_here("p1", lambda: "ran") is None  # paused: the caller hops to the storage threads
+    ex._here_paused_until = 0.0
+    assert ex.run_here("p1", lambda: "ran") == "ran"
+    ex.shutdown()

@@ -145,10 +145,12 @@ def test_a_fetch_still_landing_when_the_new_epoch_begins_is_judged_by_its_trunca
     entered, release = threading.Event(), threading.Event()
     real_append = partition_module.follower_append
 
-    def slow_append(*args: Any) -> None:
+    def slow_append(*args: Any, page_cache_only: bool = False) -> bool:
+        if page_cache_only:  # on the loop: a new epoch's append is refused there and queued (epoch 2 is new here)
+            return real_append(*args, page_cache_only=True)
         entered.set()
         release.wait(5)
-        real_append(*args)
+        return real_append(*args)
 
     async def main() -> None:
         part, storage = await _storage_follower(tmp_path)
@@ -167,3 +169,41 @@ def test_a_fetch_still_landing_when_the_new_epoch_begins_is_judged_by_its_trunca
         storage.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_small_append_in_a_known_epoch_is_written_on_the_loop_and_a_new_epochs_on_a_storage_thread(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """A follower's append that is only a page-cache write skips the storage hop (two thread wake-ups); one that
+    begins an epoch (the checkpoint's fsync) or finds its partition's queue busy still goes through the queue."""
+    from broker.replication import partition as partition_module
+
+    calls: list[tuple[bool, bool, bool]] = []
+    real_append = partition_module.follower_append
+
+    def spy(*args: Any, page_cache_only: bool = False) -> bool:
+        ok = real_append(*args, page_cache_only=page_cache_only)
+        calls.append((threading.get_ident() == loop_thread, page_cache_only, ok))
+        return ok
+
+    loop_thread = threading.get_ident()
+
+    async def main() -> None:
+        part, storage = await _storage_follower(tmp_path)
+        monkeypatch.setattr(partition_module, "follower_append", spy)
+        assert await part.append_replicated(_replicated(5, 2), 6, 2)
+        assert await part.append_replicated(_replicated(6, 2), 7, 2)
+        gate = threading.Event()
+        blocked = asyncio.create_task(part._run(gate.wait))  # the partition's queue is busy
+        late = asyncio.create_task(part.append_replicated(_replicated(7, 2), 8, 2))
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert await late
+        await blocked
+        assert part.log_end_offset == 8 and part.log.high_watermark == 8
+        assert part.log.epoch_cache.entries() == [(1, 0), (2, 5)]
+        storage.shutdown()
+
+    asyncio.run(main())
+    assert calls == [(True, True, False), (False, False, True),  # epoch 2 begins: refused here, then queued
+                     (True, True, True),  # on the loop, no hop
+                     (False, False, True)]  # behind a busy queue: queued, never run here
