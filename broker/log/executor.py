@@ -201,24 +201,35 @@ class StorageExecutor:
             self._drain(key)
 
     def _drain(self, key: Hashable) -> None:
+        """Run ``key``'s jobs in order. The key is let go *before* its last result is handed back, so a caller
+        that goes on at once finds it idle (``run_here``) rather than racing this thread's bookkeeping."""
         ran = 0
-        while True:
-            with self._lock:
-                pending = self._queues[key]
-                if not pending:
-                    del self._queues[key]
-                    return
-                if ran >= BURST and not self._closed:
-                    break
-                fn, args, done = pending.popleft()
+        with self._lock:
+            pending = self._queues[key]
+            if not pending:
+                del self._queues[key]
+                return
+            job: _Job | None = pending.popleft()
+        while job is not None:
+            fn, args, done = job
             ran += 1
+            error: BaseException | None = None
             try:
                 result = fn(*args)
             except BaseException as e:  # handed to the caller, who decides
-                done(None, e)
-            else:
-                done(result, None)
-        self._ready.put(key)  # more of this key: let other keys' drains run first
+                result, error = None, e
+            again = False
+            with self._lock:
+                if not pending:
+                    del self._queues[key]
+                    job = None
+                elif ran >= BURST and not self._closed:
+                    job, again = None, True
+                else:
+                    job = pending.popleft()
+            done(result, error)
+            if again:
+                self._ready.put(key)  # more of this key: let other keys' drains run first
 
     def shutdown(self) -> None:
         """Finish what is queued, then stop the threads (the logs are closed after this)."""

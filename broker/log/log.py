@@ -20,6 +20,7 @@ import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal, overload
 
 from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import (
@@ -138,7 +139,16 @@ class Log(LogRetention, LogReads):
 
     # ------------------------------------------------------------------------------------------ appends
 
-    def append(self, batches: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendResult:
+    @overload
+    def append(self, batches: bytes | bytearray | memoryview, *, leader_epoch: int,
+               page_cache_only: Literal[False] = False) -> AppendResult: ...
+
+    @overload
+    def append(self, batches: bytes | bytearray | memoryview, *, leader_epoch: int,
+               page_cache_only: bool) -> AppendResult | None: ...
+
+    def append(self, batches: bytes | bytearray | memoryview, *, leader_epoch: int,
+               page_cache_only: bool = False) -> AppendResult | None:
         """Leader path: validate, then assign offsets from the log end by rewriting each batch header.
 
         Only headers are parsed (CRC over a memoryview, no record decoding) except on compacted topics,
@@ -146,6 +156,9 @@ class Log(LogRetention, LogReads):
         to disk as a stamped copy of its first 16 bytes (baseOffset, batchLength, partitionLeaderEpoch)
         followed by a view of the rest, all in one ``pwritev``. Under LogAppendTime the header's max
         timestamp and CRC change too, so those batches are copied and re-checksummed.
+
+        ``page_cache_only`` (the event loop appending): None, with nothing changed, if the append would wait on
+        more than a page-cache write (``_waits_on_more``).
 
         Raises:
             CorruptRecordError, RecordTooLargeError, InvalidRecordError: the input, with the log unchanged.
@@ -164,7 +177,9 @@ class Log(LogRetention, LogReads):
         view = memoryview(batches)
         now_ms = self._now_ms()
         log_append_time = now_ms if self.config.log_append_time else None
-        with self._lock:
+        if not self._lock.acquire(blocking=not page_cache_only):
+            return None
+        try:
             self._check_open()
             offset = first = self._log_end_offset
             infos: list[tuple[int, int, int, int]] = []
@@ -190,11 +205,15 @@ class Log(LogRetention, LogReads):
                     max_ts = ts
                 offset = nxt
                 pos = end
+            if page_cache_only and self._waits_on_more(leader_epoch, pos, infos, now_ms):
+                return None
             if leader_epoch > self.epoch_cache.latest_epoch:  # before the records: see append_replicated
                 self.epoch_cache.assign(leader_epoch, first)
             self.epoch_cache.flush_if_dirty()
             self._append_locked(parts, infos, pos, now_ms)
             result = AppendResult(first, offset - 1, count, max_ts, log_append_time, self._log_start_offset)
+        finally:
+            self._lock.release()
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return result
@@ -228,11 +247,8 @@ class Log(LogRetention, LogReads):
                            page_cache_only: bool) -> AppendResult | None:
         headers = validate_batches(batches, self.config.max_message_bytes, allow_empty=True)
         now_ms = self._now_ms()
-        if page_cache_only:
-            if not self._lock.acquire(blocking=False):
-                return None
-        else:
-            self._lock.acquire()
+        if not self._lock.acquire(blocking=not page_cache_only):
+            return None
         try:
             self._check_open()
             expected = self._log_end_offset
@@ -246,11 +262,8 @@ class Log(LogRetention, LogReads):
                 infos.append((h.base_offset, h.next_offset, h.max_timestamp, h.size))
                 expected = h.next_offset
             size = len(memoryview(batches))
-            if page_cache_only and (
-                    headers[-1].partition_leader_epoch > self.epoch_cache.latest_epoch  # epochs never go back
-                    or self._should_roll(self._segments[-1], size, expected - 1, len(infos), now_ms)
-                    or self._unflushed_messages + expected - headers[0].base_offset >= self.config.flush_messages):
-                return None
+            if page_cache_only and self._waits_on_more(headers[-1].partition_leader_epoch, size, infos, now_ms):
+                return None  # (the last batch's epoch is the largest: epochs never go back in a log)
             # Epochs first: a checkpoint that cannot be written (a full disk) fails the append before any record
             # is written, so the caller's retry finds the log and its producer state as they were.
             for h in headers:
@@ -271,6 +284,14 @@ class Log(LogRetention, LogReads):
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return result
+
+    def _waits_on_more(self, leader_epoch: int, size: int, infos: list[tuple[int, int, int, int]],
+                       now_ms: int) -> bool:
+        """Whether an append (under the lock) would do more than write into the page cache: begin an epoch (the
+        checkpoint's fsync), roll (new files, the old segment's flush) or reach ``flush.messages`` (an fsync)."""
+        return (leader_epoch > self.epoch_cache.latest_epoch
+                or self._should_roll(self._segments[-1], size, infos[-1][1] - 1, len(infos), now_ms)
+                or self._unflushed_messages + infos[-1][1] - infos[0][0] >= self.config.flush_messages)
 
     def _require_keys(self, batches: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         pos = 0

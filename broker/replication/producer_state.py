@@ -473,9 +473,11 @@ class DuplicateAppend(AppendResult):
 
 def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: ProducerStateManager | None,
                   keys: IdempotencyKeys | None, key: str | None,
-                  txn_guards: dict[int, object] | None = None) -> AppendResult:
-    """A leader append with the idempotence checks, run on the partition's storage queue (so atomic).
-    ``txn_guards`` (a produce that verified its transactional batches): see ``check_guards``."""
+                  txn_guards: dict[int, object] | None = None, page_cache_only: bool = False) -> AppendResult | None:
+    """A leader append with the idempotence checks, run on the partition's storage queue (so atomic), or on the
+    loop while that queue is idle (``page_cache_only``: None, with nothing changed, if the log's append would wait
+    on more than a page-cache write). ``txn_guards`` (a produce that verified its transactional batches): see
+    ``check_guards``."""
     # Idempotency keys live only in this leader's memory, so their TTL runs on the monotonic clock: a wall-clock
     # step (NTP) must neither forget them early (a retried REST produce would be written twice) nor keep them past
     # their TTL.
@@ -486,24 +488,33 @@ def leader_append(log_: Log, batches: bytes | bytearray, epoch: int, state: Prod
             return DuplicateAppend(hit[0], hit[1], hit[2], -1, None, log_.log_start_offset)
     headers = [h for _, h in iter_batch_headers(batches)]
     if state is None or not any(h.producer_id >= 0 for h in headers):
-        result = log_.append(batches, leader_epoch=epoch)
+        plain = log_.append(batches, leader_epoch=epoch, page_cache_only=page_cache_only)
+        if plain is None:
+            return None
+        result = plain
         if state is not None:
             state.map_end_offset = max(state.map_end_offset, result.last_offset + 1)
     else:
-        result = _checked_append(log_, batches, epoch, state, headers, txn_guards)
+        checked = _checked_append(log_, batches, epoch, state, headers, txn_guards, page_cache_only)
+        if checked is None:
+            return None
+        result = checked
     if key is not None and keys is not None:
         keys.put(key, result.first_offset, result.last_offset, result.record_count, now)
     return result
 
 
 def _checked_append(log_: Log, batches: bytes | bytearray, epoch: int, state: ProducerStateManager,
-                    headers: list[BatchHeader], txn_guards: dict[int, object] | None = None) -> AppendResult:
+                    headers: list[BatchHeader], txn_guards: dict[int, object] | None = None,
+                    page_cache_only: bool = False) -> AppendResult | None:
     verdict = state.check(headers)
     dups, new_from = verdict
     if txn_guards is not None and new_from < len(headers):
         state.check_guards(headers[new_from:], txn_guards)
     if new_from == 0:
-        result = log_.append(batches, leader_epoch=epoch)
+        result = log_.append(batches, leader_epoch=epoch, page_cache_only=page_cache_only)
+        if result is None:
+            return None
         state.record_leader_append(headers, result.first_offset)
         return result
     count = sum(d.last_offset - d.first_offset + 1 for d in dups)
@@ -513,7 +524,9 @@ def _checked_append(log_: Log, batches: bytes | bytearray, epoch: int, state: Pr
     else:
         pos = sum(h.size for h in headers[:new_from])
         tail = headers[new_from:]
-        appended = log_.append(memoryview(batches)[pos:], leader_epoch=epoch)
+        appended = log_.append(memoryview(batches)[pos:], leader_epoch=epoch, page_cache_only=page_cache_only)
+        if appended is None:
+            return None
         state.record_leader_append(tail, appended.first_offset)
         offset = appended.first_offset
         for h in tail:

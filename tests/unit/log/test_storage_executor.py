@@ -199,3 +199,15 @@ def test_a_run_here_that_stalls_pauses_runs_here(monkeypatch: Any) -> None:
     ex._here_paused_until = 0.0
     assert ex.run_here("p1", lambda: "ran") == "ran"
     ex.shutdown()
+
+
+def test_a_key_is_idle_as_soon_as_its_last_result_is_back() -> None:
+    """The worker lets the key go before handing the result back: a caller going on at once may run here."""
+    async def main() -> None:
+        ex = StorageExecutor(threads=2)
+        for i in range(200):
+            assert await ex.run("p0", abs, -i) == i
+            assert ex.run_here("p0", lambda: "here") == "here", f"key still held after round {i}"
+        ex.shutdown()
+
+    asyncio.run(main())
