@@ -66,21 +66,28 @@ for _i in range(4096):
 for _i in range(100):
     _RR_DIGITS[2 * _i] = <uint8_t>(48 + _i // 10)
     _RR_DIGITS[2 * _i + 1] = <uint8_t>(48 + _i % 10)
+cdef uint64_t _RR_POW10[20]  # _RR_POW10[k] = 10**k: a number below it has at most k digits
+_RR_POW10[0] = 1
+for _i in range(1, 20):
+    _RR_POW10[_i] = _RR_POW10[_i - 1] * 10
 
 
 cdef inline uint8_t* _rr_int(uint8_t* w, int64_t v) noexcept nogil:
-    """Decimal ``v`` at ``w`` as Python's str(int) writes it; the position after it."""
-    cdef uint8_t tmp[20]
-    cdef uint8_t* e = tmp + 20
+    """Decimal ``v`` at ``w`` as Python's str(int) writes it; the position after it. The digits are counted first
+    and written in place from the end, two per lookup (no staging buffer, no variable-length copy)."""
     cdef uint64_t u, q
     cdef uint32_t r
-    cdef Py_ssize_t k
+    cdef int k = 1
+    cdef uint8_t* e
     if v < 0:
         w[0] = 45  # '-'
         w += 1
         u = <uint64_t>(-(v + 1)) + 1
     else:
         u = <uint64_t>v
+    while k < 20 and u >= _RR_POW10[k]:
+        k += 1
+    e = w + k
     while u >= 100:
         q = u // 100
         r = <uint32_t>(u - q * 100)
@@ -89,14 +96,10 @@ cdef inline uint8_t* _rr_int(uint8_t* w, int64_t v) noexcept nogil:
         e[0] = _RR_DIGITS[2 * r]
         e[1] = _RR_DIGITS[2 * r + 1]
     if u >= 10:
-        e -= 2
-        e[0] = _RR_DIGITS[2 * u]
-        e[1] = _RR_DIGITS[2 * u + 1]
+        e[-2] = _RR_DIGITS[2 * u]
+        e[-1] = _RR_DIGITS[2 * u + 1]
     else:
-        e -= 1
-        e[0] = <uint8_t>(48 + u)
-    k = tmp + 20 - e
-    memcpy(w, e, k)
+        e[-1] = <uint8_t>(48 + u)
     return w + k
 
 

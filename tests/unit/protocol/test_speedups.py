@@ -233,3 +233,18 @@ def test_a_stored_json_string_scanned_eight_bytes_at_a_time_stops_at_every_speci
     buf = encode_batch(stored)
     prefix = speedups.read_prefix("t", 0)
     assert c.render_records(buf, 0, prefix, False) == speedups.py_render_records(buf, 0, prefix, False)
+
+
+def test_rendered_offsets_and_timestamps_at_every_digit_count_are_pythons() -> None:
+    """The compiled render counts a number's digits before writing them in place: each boundary (9 -> 10 digits
+    and so on, both int64 ends, -1 as a timestamp) is checked against str(int)."""
+    edges = sorted({0, 1, -1, (1 << 63) - 1, -(1 << 63)} | {s * (10 ** k + d) for k in range(19) for d in (-1, 0)
+                                                             for s in (1, -1)})
+    prefix = speedups.read_prefix("t", 0)
+    buf = b"".join(encode_batch([(b"k", b"v", ts, ())], base_offset=i, now_ms=1) for i, ts in enumerate(edges))
+    for binary in (True, False):
+        assert c.render_records(buf, 0, prefix, binary) == speedups.py_render_records(buf, 0, prefix, binary)
+    for base in [v for v in edges if 0 <= v <= (1 << 63) - 2]:
+        one = encode_batch([(None, b"1", 5, ())], base_offset=base)
+        assert c.render_records(one, 0, prefix, True) == speedups.py_render_records(one, 0, prefix, True)
+        assert b'"offset":%d,' % base in c.render_records(one, 0, prefix, True)
