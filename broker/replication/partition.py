@@ -77,10 +77,12 @@ from transaction_coordinator.markers import drop_aborted
 T = TypeVar("T")
 LeaderUrl = Callable[[int], str | None]
 UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower counts as caught up to it
-APPEND_HERE_MAX_BYTES = 256 * 1024
+APPEND_HERE_MAX_BYTES = 64 * 1024
 """An append up to this size (a leader's, a follower's) is done on the loop when its partition's storage queue is
-idle and it is only a page-cache write (``Storage.run_here``): about 20-100 µs of copying, against a storage hop's
-two thread wake-ups of 100-200 µs of CPU on our VMs (bench/wakeup_bench.py)."""
+idle and it is only a page-cache write (``Storage.run_here``): 10-50 µs of copying per 20 KB, against a storage
+hop's two thread wake-ups of 100-200 µs of CPU on our VMs (bench/wakeup_bench.py). A larger one still goes to a
+storage thread, where its copy runs beside the loop: with 110 KB appends on the loop (a 1,000-record batch on the
+binary path), one broker took 19 % fewer records a second (docs/performance.md, the sixth session)."""
 POSSIBLY_APPENDED = "possibly_appended"  # NOT_LEADER_OR_FOLLOWER's detail after an append: see ``not_leader``
 
 
