@@ -101,11 +101,12 @@ class StorageExecutor:
         """Run ``fn(*args)`` on the calling thread (the event loop's) now, if no job of ``key`` is queued or
         running and runs here are not paused; None, without running it, otherwise (the caller then queues it).
 
-        For work that only touches memory and the page cache (a follower's small append): a hop costs two
-        thread wake-ups, which on our VMs cost more than such a write (bench/wakeup_bench.py). ``key`` is held
-        meanwhile, so a job queued by another thread waits for it as for any job of ``key``. The loop must not
-        wait on the disk: a run here that takes longer than ``HERE_STALL_S`` (the kernel throttling dirty
-        pages, memory faulted back in from the host) pauses runs here for ``HERE_PAUSE_S``.
+        For work that only touches memory and the page cache (a leader's or a follower's small append, up to
+        ``APPEND_HERE_MAX_BYTES`` in broker/replication/partition.py): a hop costs two thread wake-ups, which on
+        our VMs cost more than such a write (bench/wakeup_bench.py). ``key`` is held meanwhile, so a job queued
+        by another thread waits for it as for any job of ``key``. The loop must not wait on the disk: a run here
+        that takes longer than ``HERE_STALL_S`` (the kernel throttling dirty pages, memory faulted back in from
+        the host) pauses runs here for ``HERE_PAUSE_S``.
         """
         now = time.monotonic()
         if now < self._here_paused_until:
