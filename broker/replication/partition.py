@@ -319,6 +319,10 @@ class Partition:
             for r in self.replicas if r != self.broker_id
         }
         self._wake_all()
+        # Kafka's makeLeader raises the high watermark before any read sees the new leader: with the ISR this
+        # replica alone, to its log end now (a read must not find the records it held as a follower hidden while
+        # the epoch job below waits its turn). The log end only grows: appends queued before are this log's too.
+        self._maybe_increment_hw()
         # After every replicated append queued before it: the epoch starts at the log end as it is then.
         start = await self._run(storage_jobs.assign_epoch, self.log, epoch, self.idempotency_keys)
         if self.leader_epoch == epoch and self.role == LEADER:

@@ -4,16 +4,20 @@ flight), acks=all and min.insync.replicas, fencing. Real log on tmp_path, fake I
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from broker.log import Log
+from broker.log.executor import StorageExecutor
 from broker.replication.partition import (
     FOLLOWER,
     LEADER,
     CommittedIsr,
+    Partition,
     PendingExpandIsr,
     PendingShrinkIsr,
     Role,
@@ -29,7 +33,7 @@ from odradek.protocol.errors import (
 )
 from tests.harness.wait import SLOW_MACHINE_S
 
-from .fakes import batch, config, info, make_partition, settle
+from .fakes import FakeIsrManager, batch, config, info, make_partition, settle
 
 T = TypeVar("T")
 
@@ -219,5 +223,37 @@ def test_follower_append_takes_the_leader_hw_capped_at_its_log_end(tmp_path: Pat
         await follower.append_replicated(data, leader_hw=10)
         assert follower.log_end_offset == 3 and follower.high_watermark == 3
         assert follower.log.epoch_cache.entries() == [(0, 0)]
+
+    run(main)
+
+
+def test_a_new_leader_alone_in_the_isr_serves_what_it_held_while_its_epoch_job_waits(tmp_path: Path) -> None:
+    """Kafka's makeLeader raises the high watermark before any read sees the new leader. Here the epoch job
+    waits behind the partition's busy storage queue, and a read in that window must still see the follower's
+    records (an unclean election's new leader answered [] once, until the job ran)."""
+    async def main() -> None:
+        storage = StorageExecutor("test-storage", threads=2)
+        log = Log.open(tmp_path / "t-0-b1")
+        log.high_watermark = 0
+        part = Partition("t", 0, 1, log, FakeIsrManager(), lambda b: f"http://broker-{b}", storage=storage)
+        try:
+            await part.apply(info(2, 0, (2, 1), replicas=(1, 2)), config())
+            assert await part.append_replicated(bytes(batch(2)), leader_hw=0, leader_epoch=0)
+            assert (part.log_end_offset, part.high_watermark) == (2, 0)  # the leader's HW said nothing yet
+            gate = threading.Event()
+            blocked = asyncio.create_task(part._run(gate.wait))  # the partition's queue is busy
+            await asyncio.sleep(0)
+            becoming = asyncio.create_task(part.apply(info(1, 1, (1,), replicas=(1, 2)), config()))
+            await asyncio.sleep(0.05)
+            assert not becoming.done() and part.role == LEADER  # its epoch job waits behind the queue
+            read = await part.read(0, 1 << 20, 0)
+            assert part.high_watermark == 2 and read.next_offset == 2, read
+            gate.set()
+            assert await becoming == LEADER
+            await blocked
+            assert part.epoch_start_offset == 2 and part.log.epoch_cache.entries()[-1] == (1, 2)
+        finally:
+            gate.set()
+            storage.shutdown()
 
     run(main)
