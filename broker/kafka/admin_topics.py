@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.admin.config_entries import ConfigEntry
 from broker.admin.topic_requests import CreatedTopic, NewPartitions, NewTopic, TopicRequests, typed
 from broker.kafka import codec
-from broker.kafka.apis import NO_THROTTLE, NONE, Handler, code, topic_uuid
+from broker.kafka.apis import NO_THROTTLE, NONE, Handler, code
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, KafkaAuthorizer
 from broker.kafka.codec import Request, make, nested
 from broker.kafka.network import Connection
+from broker.metadata.cache import topic_uuid
 from odradek.protocol.errors import (
     InvalidRequestError,
     OdradekError,
@@ -163,7 +164,7 @@ class TopicApis:
         return make(cls, throttle_time=NO_THROTTLE, responses=tuple(responses))
 
     def _name_of(self, topic_id: uuid.UUID) -> str | None:
-        return next((t for t, a in self._cache.topics.items() if topic_uuid(a.topic_id) == topic_id), None)
+        return self._cache.topic_name(topic_id)
 
     # -------------------------------------------------------------------------------------- CreatePartitions
 

@@ -18,7 +18,6 @@ client cannot be in step with a broker that did not understand it).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import datetime
 import functools
@@ -48,6 +47,7 @@ from broker.kafka.network import CloseConnection, Connection
 from broker.kafka.partitions import PartitionServices
 from broker.kafka.sasl import SaslApis
 from broker.kafka.transactions import KafkaTransactions
+from broker.metadata.cache import topic_uuid
 from odradek.protocol.errors import (
     CorruptRecordError,
     InvalidRequestError,
@@ -90,18 +90,6 @@ Handler = Callable[[Connection, Request], Awaitable[Any]]
 
 def _ms(value: datetime.timedelta) -> int:
     return int(value.total_seconds() * 1000)
-
-
-@functools.lru_cache(maxsize=65536)
-def topic_uuid(topic_id: str | None) -> uuid.UUID | None:
-    """The topic id as Kafka puts it on the wire (a UUID) from its ZooKeeper form (url-safe base64). Cached: every
-    Metadata answer and every replica's Fetch names topics by it, and a topic's id never changes."""
-    if not topic_id:
-        return None
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    except ValueError:
-        return None
 
 
 class KafkaApis:
@@ -206,7 +194,7 @@ class KafkaApis:
         name = getattr(wanted, "name", None)
         topic_id = getattr(wanted, "topic_id", None)
         if name is None and topic_id is not None:  # v10+: a topic named by id only
-            name = next((t for t, a in self._cache.topics.items() if topic_uuid(a.topic_id) == topic_id), None)
+            name = self._cache.topic_name(topic_id)
             if name is None:
                 return self._topic_error(cls, "", UnknownTopicError(f"no topic has id {topic_id}"), topic_id)
         if name is None:
@@ -531,16 +519,11 @@ class KafkaApis:
 
     def _topic_names(self, keys: Iterable[str]) -> dict[str, str]:
         """The names of the topics whose ids (session keys: the UUIDs' strings) are ``keys``, as the cache knows
-        them now; an id no topic has is left out. Ids are compared in their ZooKeeper form (url-safe base64, no
-        padding, Kafka's ``Uuid.toString``), so no topic's id is decoded; only an id not found so is looked for
-        as Metadata reads ids (``topic_uuid``), so every id Metadata names is found."""
-        topics = self._cache.topics
-        by_id = {a.topic_id.rstrip("="): name for name, a in topics.items() if a.topic_id}
+        them now; an id no topic has is left out. Looked up in the cache's id index (``TopicTable.name_of``), so
+        a fetch costs the same whatever the number of topics in the cluster."""
         out: dict[str, str] = {}
         for key in set(keys):
-            name = by_id.get(base64.urlsafe_b64encode(uuid.UUID(key).bytes).decode().rstrip("="))
-            if name is None:
-                name = next((t for t, a in topics.items() if str(topic_uuid(a.topic_id)) == key), None)
+            name = self._cache.topic_name(uuid.UUID(key))
             if name is not None:
                 out[key] = name
         return out

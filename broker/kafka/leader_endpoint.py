@@ -45,11 +45,10 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.kafka import codec
-from broker.kafka.apis import topic_uuid
 from broker.kafka.channel import KafkaChannel, SaslCredentials
 from broker.kafka.codec import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, make, nested
 from broker.kafka.errors import error_for_code
-from broker.metadata.cache import MetadataCache
+from broker.metadata.cache import MetadataCache, topic_uuid
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings, TopicPartition
 from broker.security.tls import client_context

@@ -30,11 +30,11 @@ from broker.kafka.admin_cluster import ClusterApis
 from broker.kafka.admin_configs import ConfigApis
 from broker.kafka.admin_quotas import QuotaApis
 from broker.kafka.admin_topics import TopicApis
-from broker.kafka.apis import KafkaApis, topic_uuid
+from broker.kafka.apis import KafkaApis
 from broker.kafka.authorization import KafkaAuthorizer
 from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import Connection
-from broker.metadata.cache import MetadataCache
+from broker.metadata.cache import MetadataCache, topic_uuid
 from broker.replication.replica_manager import LogDirInfo, ReplicaLogInfo
 from odradek.protocol.errors import (
     InvalidConfigError,

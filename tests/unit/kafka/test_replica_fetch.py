@@ -6,6 +6,7 @@ high watermark, wait for the first append) is what is checked, not a stand-in's 
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import io
 import uuid
@@ -26,7 +27,7 @@ from broker.kafka.authorization import KafkaAuthorizer
 from broker.kafka.codec import make, nested
 from broker.kafka.partitions import PartitionServices
 from broker.log import Log
-from broker.metadata.cache import MetadataCache
+from broker.metadata.cache import MetadataCache, TopicTable
 from broker.quotas import TokenBucket
 from broker.replication.follower_fetch import FollowerFetchService
 from broker.replication.partition import Partition
@@ -405,5 +406,41 @@ def test_a_throttled_partition_over_its_quota_is_answered_empty_and_never_holds_
         assert loop.time() - started < 0.2 + 0.4  # answered on partition 0's append, not after partition 1's debt
         assert (len(parts[0].records), parts[1].records) == (len(batch(1)), b"")
         assert leader.parts[1].followers[3].log_end_offset == 1  # partition 1's offset acknowledged all the same
+
+    asyncio.run(main())
+
+
+class Unwalkable(TopicTable):
+    """A topic table that fails whoever walks it: a request must find its topics by name or by id (the index is
+    built by ``TopicTable.name_of`` itself, which walks the dict as a dict, not through these)."""
+
+    def _walked(self, *args: Any) -> Any:
+        raise AssertionError("a request walked every topic in the cluster")
+
+    items = keys = values = __iter__ = _walked  # type: ignore[assignment]
+
+
+def test_a_fetch_by_topic_id_finds_its_topic_without_walking_every_topic(tmp_path: Path) -> None:
+    """Replicas fetch by id every round: a walk over the cluster's topics per request would make each round cost
+    in proportion to the topics (0.8 ms a request at 10,000), however few of them the fetch names."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        others = {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
+            uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(1000)}
+        leader.cache.topics = Unwalkable({**others, "t": leader.cache.topics["t"]})
+        await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
+        opened = await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                                session=(0, 0)))
+        assert opened.error_code == NONE and opened.session_id != 0
+        assert {p: len(e.records) for p, e in by_partition(opened).items()} == {0: len(batch(3)), 1: 0}
+        await leader.parts[1].append(batch(2), acks=1, timeout_ms=1000)
+        again = await ask(apis, 15, fetch_body(15, {0: 3}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                               session=(opened.session_id, 1)))  # incremental: t-0 moved to 3
+        got = {p: len(e.records) for p, e in by_partition(again).items()}
+        assert (again.error_code, got.get(0, 0), got.get(1)) == (NONE, 0, len(batch(2)))
+        consumer = await ask(apis, 13, fetch_body(13, {0: 0}))  # a consumer's fetch by id, sessionless
+        # (all three records: broker 2's fetch at 3 moved the high watermark there)
+        assert [(p.error_code, len(p.records)) for p in consumer.responses[0].partitions] == [(NONE, len(batch(3)))]
 
     asyncio.run(main())

@@ -1,0 +1,70 @@
+"""What a replica's Fetch costs the leader as the cluster's topic count grows (the topic-id lookup per request).
+
+    .venv/bin/python bench/fetch_topics_bench.py [--topics 0,1000,10000] [--requests 2000]
+
+Replicas fetch by topic id (Fetch v15) every round, so any per-request work over all the cluster's topics is paid
+on every replication round, however few topics the fetch names. This runs the leader side of one replica fetch
+session in process, through ``KafkaApis.handle`` with the real fetch, follower-fetch and partition services on
+real logs (the unit tests' harness, tests/unit/kafka/test_replica_fetch.py): broker 1 leads t-0 and t-1, the
+cache holds ``--topics`` other topics as well, and broker 2 sends ``--requests`` incremental fetches at the log end
+(max_wait 0, so nothing waits). Prints the event loop's CPU microseconds per request for each topic count. Not a
+test: compare checkouts by running it from each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from odradek.protocol.model import TopicAssignment
+from tests.unit.kafka.test_apis import CONN
+from tests.unit.kafka.test_replica_fetch import EPOCH, Leader, ask, fetch_body, frame
+from tests.unit.replication.fakes import batch
+
+
+async def per_request_us(workdir: Path, topics: int, requests: int) -> float:
+    leader = Leader(workdir)
+    apis = await leader.start()
+    others = {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
+        uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(topics)}
+    leader.cache.topics = {**others, "t": leader.cache.topics["t"]}
+    await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
+    opened = await ask(apis, 15, fetch_body(15, {0: 3, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                            session=(0, 0)))
+    session = leader.sessions.get(opened.session_id)
+    assert session is not None
+    first = session.epoch
+    frames = [frame(15, fetch_body(15, {}, replica=2, broker_epoch=EPOCH[2], session=(opened.session_id, epoch))
+                    | {"topics": ()}) for epoch in range(first, first + 3 * requests)]
+    best = float("inf")
+    for i in range(3):
+        started = time.process_time()
+        for request in frames[i * requests:(i + 1) * requests]:
+            assert await apis.handle(CONN, request) is not None
+        best = min(best, (time.process_time() - started) / requests * 1e6)
+    assert session.epoch == first + 3 * requests, "a request was refused (the session's epoch did not move)"
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topics", default="0,1000,10000")
+    ap.add_argument("--requests", type=int, default=2000)
+    args = ap.parse_args()
+    for n in (int(x) for x in args.topics.split(",")):
+        with tempfile.TemporaryDirectory() as d:
+            us = asyncio.run(per_request_us(Path(d), n, args.requests))
+        print(f"{n:>6} other topics in the cluster: {us:7.1f} µs of CPU per replica fetch request (best of 3 "
+              f"x {args.requests})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
