@@ -7,8 +7,9 @@ on every replication round, however few topics the fetch names. This runs the le
 session in process, through ``KafkaApis.handle`` with the real fetch, follower-fetch and partition services on
 real logs (the unit tests' harness, tests/unit/kafka/test_replica_fetch.py): broker 1 leads t-0 and t-1, the
 cache holds ``--topics`` other topics as well, and broker 2 sends ``--requests`` incremental fetches at the log end
-(max_wait 0, so nothing waits). Prints the event loop's CPU microseconds per request for each topic count. Not a
-test: compare checkouts by running it from each.
+(max_wait 0, so nothing waits). Prints the event loop's CPU microseconds per request for each topic count and
+each session size (``--partitions``: how many partitions of t broker 1 leads, all idle). Not a test: compare
+checkouts by running it from each.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ from tests.unit.kafka.test_replica_fetch import EPOCH, Leader, ask, fetch_body, 
 from tests.unit.replication.fakes import batch
 
 
-async def per_request_us(workdir: Path, topics: int, requests: int) -> float:
-    leader = Leader(workdir)
+async def per_request_us(workdir: Path, topics: int, requests: int, partitions: int = 2) -> float:
+    leader = Leader(workdir, partitions=partitions)
     apis = await leader.start()
     others = {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
         uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(topics)}
     leader.cache.topics = {**others, "t": leader.cache.topics["t"]}
     await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
-    opened = await ask(apis, 15, fetch_body(15, {0: 3, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+    offsets = {0: 3} | {p: 0 for p in range(1, partitions)}  # each at its log end: every partition idle after
+    opened = await ask(apis, 15, fetch_body(15, offsets, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
                                             session=(0, 0)))
     session = leader.sessions.get(opened.session_id)
     assert session is not None
@@ -58,12 +60,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topics", default="0,1000,10000")
     ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--partitions", default="2", help="the session's partitions (all idle), one figure each")
     args = ap.parse_args()
-    for n in (int(x) for x in args.topics.split(",")):
-        with tempfile.TemporaryDirectory() as d:
-            us = asyncio.run(per_request_us(Path(d), n, args.requests))
-        print(f"{n:>6} other topics in the cluster: {us:7.1f} µs of CPU per replica fetch request (best of 3 "
-              f"x {args.requests})", flush=True)
+    for parts in (int(x) for x in args.partitions.split(",")):
+        for n in (int(x) for x in args.topics.split(",")):
+            with tempfile.TemporaryDirectory() as d:
+                us = asyncio.run(per_request_us(Path(d), n, args.requests, parts))
+            print(f"{n:>6} other topics in the cluster, {parts:>5} partitions in the session: {us:8.1f} µs of CPU "
+                  f"per replica fetch request (best of 3 x {args.requests})", flush=True)
 
 
 if __name__ == "__main__":

@@ -173,19 +173,19 @@ ANSWERED_WITHIN_S = FETCH_WAIT_MS / 1000 / 2
 class Leader:
     """Broker 1 leading t-0 and t-1 (replicas 1, 2, 3; ISR 1, 2) through the real services."""
 
-    def __init__(self, tmp_path: Path, isr: tuple[int, ...] = (1, 2)) -> None:
-        self.tmp_path, self.isr = tmp_path, isr
+    def __init__(self, tmp_path: Path, isr: tuple[int, ...] = (1, 2), partitions: int = 2) -> None:
+        self.tmp_path, self.isr, self.partitions = tmp_path, isr, partitions
         self.cache = MetadataCache()
         self.cache.brokers = {b: BrokerInfo(b, "127.0.0.1", 8080 + b, epoch=EPOCH[b], kafka_endpoints=(
             KafkaEndpoint("PLAINTEXT", "127.0.0.1", 9090 + b, "PLAINTEXT"),)) for b in (1, 2, 3)}
-        self.cache.topics = {"t": TopicAssignment({0: [1, 2, 3], 1: [1, 2, 3]}, topic_id=TOPIC_ID)}
+        self.cache.topics = {"t": TopicAssignment({p: [1, 2, 3] for p in range(partitions)}, topic_id=TOPIC_ID)}
         self.parts: dict[int, Partition] = {}
         self.sessions = FetchSessionCache()
         self.asked: list[tuple[str, ...]] = []
         self.throttle: Any = SimpleNamespace(leader_limit=lambda topic, partition, in_isr: None)
 
     async def start(self, cluster_action: bool = True) -> KafkaApis:
-        for p in (0, 1):
+        for p in range(self.partitions):
             log = Log.open(self.tmp_path / f"t-{p}")
             log.high_watermark = 0
             part = Partition("t", p, 1, log, FakeIsrManager(), lambda b: f"http://broker-{b}")
