@@ -190,6 +190,23 @@ class FetchService:
         part = await self._router.await_leader(request.topic, request.partition, deadline_after(request.max_wait_ms))
         return await self._read_local(part, request, request.poll_ms, zero_copy=zero_copy)
 
+    def fetch_if_quiet(self, topic: str, partition: int, offset: int, replica: ReplicaFetch) -> PartitionData | None:
+        """A follower's read of a partition this broker leads that has nothing to say to it (nothing past its
+        offset, nothing to move: ``FollowerFetchService.fetch_if_quiet``), answered at once and without the read
+        path: what :meth:`fetch` would answer, no records and the partition's offsets; None when :meth:`fetch`
+        must serve it (and then decides everything, refusals included). Never waits."""
+        try:
+            part = self._router.leader(topic, partition)
+        except OdradekError:
+            return None
+        leader_epoch = part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
+        if not self._followers.fetch_if_quiet(part, replica.replica_id, replica.replica_epoch, leader_epoch, offset):
+            return None
+        return PartitionData(
+            topic, partition, offset, b"", high_watermark=part.high_watermark,
+            last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
+            log_end_offset=part.log_end_offset, leader_epoch=part.leader_epoch, leader=self._broker_id)
+
     async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]:
         """Until one of ``partitions`` (topic, partition, the log end offset the caller's read saw) that this
         broker leads has records past that offset, changes role or epoch, or ``timeout_s`` passes: a replica's

@@ -67,6 +67,9 @@ class Reader(Protocol):
 
     async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]: ...
 
+    def fetch_if_quiet(self, topic: str, partition: int, offset: int,
+                       replica: ReplicaFetch) -> PartitionData | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FetchWant:
@@ -126,13 +129,19 @@ async def fetch(reader: Reader, wants: list[FetchWant], *, max_wait_ms: int, min
 async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool, zero_copy: bool) -> list[FetchAnswer]:
     """One look at each partition. A replica's reads one after the other: they are at the log end (nothing to
     read, answered without suspending) or just behind it (bytes in the page cache), so a task each would cost
-    more than it overlaps. A consumer's concurrently: its reads may go to the disk, and overlap there. If this
-    fails or is cancelled, the reads that did return are closed."""
+    more than it overlaps; and a partition with nothing to say to the follower (``Reader.fetch_if_quiet``, most
+    of a session's partitions on most rounds) is answered without the read path. A consumer's concurrently: its
+    reads may go to the disk, and overlap there. If this fails or is cancelled, the reads that did return are
+    closed."""
     if wants and wants[0].replica is not None:
         answers: list[FetchAnswer] = []
+        quiet = reader.fetch_if_quiet
         try:
             for w in wants:
-                answers.append(await _read(reader, w, 0, committed, zero_copy))
+                assert w.replica is not None
+                data = quiet(w.topic, w.partition, w.offset, w.replica)
+                answers.append(await _read(reader, w, 0, committed, zero_copy) if data is None
+                               else FetchAnswer(w, data))
         except BaseException:
             close_all(answers)
             raise

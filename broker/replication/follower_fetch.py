@@ -97,6 +97,26 @@ class FollowerFetchService:
                 log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
                 high_watermark=part.high_watermark)
 
+    def fetch_if_quiet(self, part: Partition, replica_id: int, replica_epoch: int, leader_epoch: int,
+                       offset: int) -> bool:
+        """A follower's fetch of a partition with nothing to say to it (``Partition.acknowledge_if_quiet``),
+        acknowledged without the read path: True when it was, False (nothing changed) when the fetch must go
+        through :meth:`fetch`, which then applies every rule, refusals included.
+
+        Only a fetch that :meth:`validate` passes and the quota does not hold back can be quiet: the same
+        replica, registration and broker epoch checks come first, so a stale incarnation keeps no partition of
+        its session caught up. The cheap conditions (the fetch's epoch is the partition's, its offset the log end)
+        are looked at first: in a follower's session most partitions are idle, and this is what a round costs
+        each of them."""
+        if leader_epoch != part.leader_epoch or offset != part.log_end_offset or replica_id == self._broker_id:
+            return False
+        registered = self._cache.brokers.get(replica_id)
+        if registered is None or registered.epoch != replica_epoch or replica_id not in part.replicas:
+            return False
+        if self._throttle.leader_limit(part.topic, part.partition, replica_id in part.isr) is not None:
+            return False
+        return part.acknowledge_if_quiet(replica_id, offset, leader_epoch)
+
     async def fetch(self, part: Partition, fetch: FollowerFetch, *, zero_copy: bool = True) -> FetchResult:
         """Validate, then read for the follower within the leader's replication quota (KIP-73).
 

@@ -573,6 +573,26 @@ class Partition:
         return await self._storage.run(None, job, self.log, offset, max_bytes, None,
                                        discard=storage_jobs.release if zero_copy else None)
 
+    def acknowledge_if_quiet(self, replica_id: int, offset: int, fetch_epoch: int) -> bool:
+        """A follower's fetch of a partition with nothing to say to it, acknowledged without a read: True when
+        the whole fetch would be refreshing the follower's fetch times and answering no records, else False with
+        nothing changed (the caller then fetches as usual, which raises whatever applies).
+
+        Quiet means: this broker leads in the fetch's epoch; the offset is the log end and the follower had
+        already acknowledged it at the log end then (so its offset, the high watermark and the ISR stay as they
+        are); and the follower is in the ISR with no ISR change in flight (nothing to expand). Most partitions
+        of a follower's session are quiet on most rounds: this is what keeps an idle partition from costing a
+        round the whole read path (see ``FollowerFetchService.fetch_if_quiet``). Kafka's leader records the fetch
+        of every partition of the session the same way: the follower is caught up as of this fetch."""
+        if (self.role != LEADER or fetch_epoch != self.leader_epoch or offset != self.log.log_end_offset
+                or self.isr_state.in_flight or replica_id not in self.isr_state.isr):
+            return False
+        progress = self.followers.get(replica_id)
+        if progress is None or progress.log_end_offset != offset or progress.last_fetch_leader_leo != offset:
+            return False
+        progress.last_caught_up_ms = progress.last_fetch_ms = self._now() * 1000
+        return True
+
     def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:
         """A follower's fetch answered with no records (the leader's replication quota is spent, KIP-73): its
         offset still acknowledges everything before it, exactly as a read's would."""

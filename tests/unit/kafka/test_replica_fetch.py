@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import datetime
 import io
 import uuid
@@ -442,5 +443,119 @@ def test_a_fetch_by_topic_id_finds_its_topic_without_walking_every_topic(tmp_pat
         consumer = await ask(apis, 13, fetch_body(13, {0: 0}))  # a consumer's fetch by id, sessionless
         # (all three records: broker 2's fetch at 3 moved the high watermark there)
         assert [(p.error_code, len(p.records)) for p in consumer.responses[0].partitions] == [(NONE, len(batch(3)))]
+
+    asyncio.run(main())
+
+
+# ------------------------------------------------------------- quiet partitions: acknowledged without a read
+
+def count_reads(leader: Leader) -> list[int]:
+    """Counts the leader's follower reads (the read path a quiet partition skips), by partition."""
+    calls: list[int] = []
+    for p, part in leader.parts.items():
+        real = part.read_for_follower
+
+        async def counted(*args: Any, _real: Any = real, _p: int = p, **kwargs: Any) -> Any:
+            calls.append(_p)
+            return await _real(*args, **kwargs)
+
+        part.read_for_follower = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_an_idle_partition_of_a_session_is_answered_without_a_read_and_a_changed_one_with_one(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path, partitions=20)
+        apis = await leader.start()
+        await leader.parts[3].append(batch(2), acks=1, timeout_ms=1000)
+        offsets = {p: 2 if p == 3 else 0 for p in range(20)}
+        opened = await ask(apis, 15, fetch_body(15, offsets, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                                session=(0, 0)))
+        reads = count_reads(leader)
+        incremental = fetch_body(15, {}, replica=2, broker_epoch=EPOCH[2], session=(opened.session_id, 1))
+        idle = await ask(apis, 15, incremental | {"topics": ()})
+        assert (idle.error_code, by_partition(idle), reads) == (NONE, {}, [])  # 20 quiet partitions, no read
+        await leader.parts[7].append(batch(1), acks=1, timeout_ms=1000)
+        moved = await ask(apis, 15, fetch_body(15, {}, replica=2, broker_epoch=EPOCH[2],
+                                               session=(opened.session_id, 2)) | {"topics": ()})
+        assert {p: len(e.records) for p, e in by_partition(moved).items()} == {7: len(batch(1))}
+        assert reads == [7]  # only the partition appended to went through the read path
+
+    asyncio.run(main())
+
+
+def test_a_quiet_partition_keeps_its_follower_caught_up_as_a_read_would(tmp_path: Path) -> None:
+    """Kafka's rule: each fetch at the log end makes the follower caught up as of that fetch. A quiet answer that
+    forgot it would leave an idle partition's follower to be dropped from the ISR at the first append after
+    ``replica.lag.time.max.ms``."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        clock = [1000.0]
+        part = leader.parts[0]
+        part._now = lambda: clock[0]  # type: ignore[method-assign]
+        lag_s = part.config.replica_lag_time_max_ms / 1000
+        await part.append(batch(2), acks=1, timeout_ms=1000)
+        opened = await ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                leader_epoch=4, session=(0, 0)))
+        reads = count_reads(leader)
+        clock[0] += 2 * lag_s  # idle for longer than the lag; the follower keeps fetching
+        await ask(apis, 15, fetch_body(15, {}, replica=2, broker_epoch=EPOCH[2],
+                                       session=(opened.session_id, 1)) | {"topics": ()})
+        assert reads == []  # quiet: no read
+        await part.append(batch(1), acks=1, timeout_ms=1000)
+        clock[0] += lag_s / 2  # less than the lag since the follower's last fetch
+        assert part.out_of_sync_followers() == []
+        clock[0] += lag_s  # more than the lag since its last fetch, and it is behind: out of sync, as in Kafka
+        assert part.out_of_sync_followers() == [2]
+
+    asyncio.run(main())
+
+
+def test_a_stale_incarnation_gets_no_quiet_answer_and_keeps_nothing_caught_up(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        await leader.parts[0].append(batch(2), acks=1, timeout_ms=1000)
+        opened = await ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
+                                                leader_epoch=4, session=(0, 0)))
+        before = leader.parts[0].followers[2].last_fetch_ms
+        # Broker 2 restarted (a new broker epoch in ZooKeeper); its old incarnation fetches on.
+        leader.cache.brokers[2] = dataclasses.replace(leader.cache.brokers[2], epoch=EPOCH[2] + 7)
+        await asyncio.sleep(0.01)
+        stale = await ask(apis, 15, fetch_body(15, {0: 2}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
+                                               session=(opened.session_id, 1)))
+        assert {p: e.error_code for p, e in by_partition(stale).items()} == {0: STALE_BROKER_EPOCH,
+                                                                            1: STALE_BROKER_EPOCH}
+        assert leader.parts[0].followers[2].last_fetch_ms == before
+
+    asyncio.run(main())
+
+
+def test_a_partition_out_of_the_isr_is_never_quiet(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path, isr=(1,))  # broker 2 out of the ISR: its fetch at the log end must expand it
+        apis = await leader.start()
+        reads = count_reads(leader)
+        for _ in range(2):  # (the first fetch acknowledges; the second would be quiet if broker 2 were in the ISR)
+            await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
+        assert sorted(reads) == [0, 0, 1, 1]
+        assert all(part.isr_state.in_flight or 2 in part.isr for part in leader.parts.values())
+
+    asyncio.run(main())
+
+
+def test_a_throttled_partition_is_never_quiet(tmp_path: Path) -> None:
+    """KIP-73's leader quota decides a throttled partition's answer (and may hold it back): the read path's."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        buckets = {1: TokenBucket(1 << 30)}  # partition 1 throttled (with room to spare), partition 0 not
+        leader.throttle = SimpleNamespace(leader_limit=lambda topic, partition, in_isr: buckets.get(partition))
+        apis = await leader.start()
+        reads = count_reads(leader)
+        for _ in range(2):
+            await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
+        assert sorted(reads) == [0, 1, 1]  # partition 0 quiet at the second fetch; partition 1 read both times
 
     asyncio.run(main())
