@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from odradek.protocol.model import TopicAssignment
 from tests.unit.kafka.test_apis import CONN
-from tests.unit.kafka.test_replica_fetch import EPOCH, Leader, ask, fetch_body, frame
+from tests.unit.kafka.test_replica_fetch import EPOCH, Leader, ask, fetch_body, frame, other_topics
 from tests.unit.replication.fakes import batch
 
 
@@ -37,9 +34,7 @@ async def per_request_us(workdir: Path, topics: int, requests: int, partitions: 
                          max_wait_ms: int = 0) -> float:
     leader = Leader(workdir, partitions=partitions)
     apis = await leader.start()
-    others = {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
-        uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(topics)}
-    leader.cache.topics = {**others, "t": leader.cache.topics["t"]}
+    leader.cache.topics = {**other_topics(topics), "t": leader.cache.topics["t"]}
     await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
     offsets = {0: 3} | {p: 0 for p in range(1, partitions)}  # each at its log end: every partition idle after
     opened = await ask(apis, 15, fetch_body(15, offsets, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,

@@ -411,6 +411,12 @@ def test_a_throttled_partition_over_its_quota_is_answered_empty_and_never_holds_
     asyncio.run(main())
 
 
+def other_topics(count: int) -> dict[str, TopicAssignment]:
+    """``count`` more topics in the cluster, each with an id of its own (in ZooKeeper's form), none on broker 1."""
+    return {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
+        uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(count)}
+
+
 class Unwalkable(TopicTable):
     """A topic table that fails whoever walks it: a request must find its topics by name or by id (the index is
     built by ``TopicTable.name_of`` itself, which walks the dict as a dict, not through these)."""
@@ -427,9 +433,7 @@ def test_a_fetch_by_topic_id_finds_its_topic_without_walking_every_topic(tmp_pat
     async def main() -> None:
         leader = Leader(tmp_path)
         apis = await leader.start()
-        others = {f"other-{i}": TopicAssignment({0: [2]}, topic_id=base64.urlsafe_b64encode(
-            uuid.UUID(int=i + 1).bytes).decode().rstrip("=")) for i in range(1000)}
-        leader.cache.topics = Unwalkable({**others, "t": leader.cache.topics["t"]})
+        leader.cache.topics = Unwalkable({**other_topics(1000), "t": leader.cache.topics["t"]})
         await leader.parts[0].append(batch(3), acks=1, timeout_ms=1000)
         opened = await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
                                                 session=(0, 0)))
@@ -518,12 +522,14 @@ def test_a_stale_incarnation_gets_no_quiet_answer_and_keeps_nothing_caught_up(tm
         leader = Leader(tmp_path)
         apis = await leader.start()
         await leader.parts[0].append(batch(2), acks=1, timeout_ms=1000)
+        clock = [1000.0]
+        leader.parts[0]._now = lambda: clock[0]  # type: ignore[method-assign]
         opened = await ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
                                                 leader_epoch=4, session=(0, 0)))
         before = leader.parts[0].followers[2].last_fetch_ms
-        # Broker 2 restarted (a new broker epoch in ZooKeeper); its old incarnation fetches on.
+        # Broker 2 restarted (a new broker epoch in ZooKeeper); its old incarnation fetches on, later.
         leader.cache.brokers[2] = dataclasses.replace(leader.cache.brokers[2], epoch=EPOCH[2] + 7)
-        await asyncio.sleep(0.01)
+        clock[0] += 5.0  # a fetch time recorded now would differ from the one before
         stale = await ask(apis, 15, fetch_body(15, {0: 2}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4,
                                                session=(opened.session_id, 1)))
         assert {p: e.error_code for p, e in by_partition(stale).items()} == {0: STALE_BROKER_EPOCH,
