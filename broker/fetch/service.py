@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from broker.interbroker import InterBrokerClient
     from broker.produce.routing import LeaderRouter
     from broker.replication.follower_fetch import FetchResult, FollowerFetchService
-    from broker.replication.partition import Partition
+    from broker.replication.partition import Partition, QuietMark
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "READ_COMMITTED", "READ_UNCOMMITTED", "AbortedTransaction", "EpochEndOffset", "FetchRequest",
@@ -190,32 +190,46 @@ class FetchService:
         part = await self._router.await_leader(request.topic, request.partition, deadline_after(request.max_wait_ms))
         return await self._read_local(part, request, request.poll_ms, zero_copy=zero_copy)
 
-    def fetch_if_quiet(self, topic: str, partition: int, offset: int, replica: ReplicaFetch) -> PartitionData | None:
+    def fetch_if_quiet(self, topic: str, partition: int, offset: int, replica: ReplicaFetch,
+                       mark: QuietMark | None = None) -> PartitionData | None:
         """A follower's read of a partition this broker leads that has nothing to say to it (nothing past its
         offset, nothing to move: ``FollowerFetchService.fetch_if_quiet``), answered at once and without the read
         path: what :meth:`fetch` would answer, no records and the partition's offsets; None when :meth:`fetch`
-        must serve it (and then decides everything, refusals included). Never waits."""
+        must serve it (and then decides everything, refusals included). Never waits. ``mark``: the follower's
+        session entry, marked quiet when the partition is (broker/fetch/sessions.py)."""
         try:
             part = self._router.leader(topic, partition)
         except OdradekError:
             return None
         leader_epoch = part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
-        if not self._followers.fetch_if_quiet(part, replica.replica_id, replica.replica_epoch, leader_epoch, offset):
+        if not self._followers.fetch_if_quiet(part, replica.replica_id, replica.replica_epoch, leader_epoch, offset,
+                                              mark):
             return None
         return PartitionData(
             topic, partition, offset, b"", high_watermark=part.high_watermark,
             last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
             log_end_offset=part.log_end_offset, leader_epoch=part.leader_epoch, leader=self._broker_id)
 
-    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]:
+    def replica_registered(self, replica: ReplicaFetch) -> bool:
+        """Whether a replica's fetch comes from its broker's current registration (``FollowerFetchService``):
+        only such a fetch may leave its session's quiet partitions out (broker/fetch/sessions.py)."""
+        return self._followers.registered(replica.replica_id, replica.replica_epoch)
+
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float,
+                               waiter: asyncio.Future[None] | None = None) -> list[int]:
         """Until one of ``partitions`` (topic, partition, the log end offset the caller's read saw) that this
         broker leads has records past that offset, changes role or epoch, or ``timeout_s`` passes: a replica's
         fetch waits on all of its partitions with one waiter (Kafka's ``DelayedFetch``), not a long-poll each.
 
         Returns the positions in ``partitions`` worth another look: records past the log end given, or this
         broker's leadership of it gone or in another epoch. Nothing, when the wait ended with none of that (the
-        caller's first look at the others stands: an idle partition is looked at once per fetch)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        caller's first look at the others stands: an idle partition is looked at once per fetch).
+
+        ``waiter``: the caller's, which something else may resolve too (a quiet partition of the fetch's session
+        cleared, broker/fetch/sessions.py); the wait then ends with what it finds, and waits even on no partition."""
+        given = waiter is not None
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         held: list[tuple[int, Partition, int, int]] = []  # (position, partition, its leader epoch, log end seen)
         changed: list[int] = []
         try:
@@ -229,7 +243,7 @@ class FetchService:
                 held.append((i, part, part.leader_epoch, log_end))
                 if part.log_end_offset > log_end:  # appended since the caller's read: nothing to wait for
                     changed.append(i)
-            if changed or not held:
+            if changed or not (held or given):
                 return changed
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):

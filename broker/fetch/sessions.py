@@ -32,6 +32,22 @@ UNKNOWN_TOPIC_ID until the fetcher forgets it, or resolved once the topic is kno
 which kind of key it holds, but it holds one kind only (``uses_topic_ids``): an incremental request of the other
 kind is refused with FETCH_SESSION_TOPIC_ID_ERROR, as Kafka refuses it (the fetcher starts a new session).
 
+Quiet partitions (a follower's session): a partition whose last look had nothing to say to the follower (no
+records past its offset, which was already the log end and acknowledged: ``Partition.acknowledge_if_quiet``) is
+marked quiet in the session, and the leader's partition keeps the mark until anything of it changes (an append, its
+high watermark, its role, epoch or ISR, a DeleteRecords), then clears it (:meth:`SessionEntry.unquiet`). An
+incremental fetch from the session's follower (``replica_id``, whose registration the caller checked) leaves quiet
+partitions out of its context: a round costs what changed, not the session's size. Kafka's leader reads every
+partition of the session each round; what it would do there for a quiet one is recording the follower's fetch
+time, and the mark stands for that: the session's last fetch time (:meth:`SessionEntry.fetched_ms_ago`) is the
+follower's caught-up time for each of its quiet partitions, folded into the partition's follower state when the
+mark is cleared. A partition cleared while a fetch of the session waits joins that fetch
+(:meth:`FetchContext.take_joined`, woken through :attr:`FetchSession.waiter`), so an append to a quiet partition
+is answered in the same round, as Kafka's ``DelayedFetch`` over the whole session would. A partition the request
+updates or forgets is no longer quiet (its entry's mark goes dead: the partition then skips it). Retention moving
+the leader's log start (a segment deleted on the log manager's thread) does not clear a mark: the follower learns
+that log start with the partition's next change, and meanwhile its own retention deletes by the same rules.
+
 Concurrency: the cache belongs to the broker's event loop; :meth:`FetchSessionCache.new_context` and
 :meth:`FetchContext.respond` never await. The fetch between them does, so ``respond`` checks the session's epoch
 again, as Kafka does: a duplicate request on another connection may have moved it meanwhile.
@@ -39,6 +55,7 @@ again, as Kafka does: a duplicate request on another connection may have moved i
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections import OrderedDict
@@ -55,7 +72,7 @@ from odradek.protocol.errors import (
 __all__ = [
     "DEFAULT_EVICTION_MS", "DEFAULT_MAX_SESSIONS", "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID",
     "FetchContext", "FetchReply", "FetchSession", "FetchSessionCache", "PartitionFetch", "PartitionOutcome",
-    "SessionStats", "next_epoch",
+    "SessionEntry", "SessionStats", "next_epoch",
 ]
 
 INVALID_SESSION_ID = 0
@@ -104,11 +121,41 @@ class PartitionOutcome:
     error: bool = False
 
 
-@dataclass(slots=True)
-class _Cached:
+@dataclass(eq=False, slots=True)
+class SessionEntry:
+    """A session's partition: the fetcher's latest request for it, what the session last answered, and whether it
+    is quiet (a follower's session only; see the module docstring)."""
+
     request: PartitionFetch
     high_watermark: int = -1  # as last answered; -1 after an error, so the partition is answered once it clears
     log_start_offset: int = -1
+    session: FetchSession | None = None  # the session holding it (set for a follower's session: quiet marks)
+    quiet: bool = False  # left out of its session's rounds until the leader's partition clears it
+
+    # The quiet mark a leader's partition holds (``QuietMark`` in broker/replication/partition.py).
+
+    @property
+    def replica_id(self) -> int:
+        assert self.session is not None
+        return self.session.replica_id
+
+    def fetched_ms_ago(self) -> float:
+        """How long ago the session's follower last fetched (and so found this quiet partition unchanged)."""
+        assert self.session is not None
+        return self.session.fetched_ms_ago()
+
+    def unquiet(self) -> None:
+        """The leader's partition changed: the entry is looked at again from the next round, and joins a fetch
+        of the session that is waiting now."""
+        if not self.quiet:
+            return
+        self.quiet = False
+        session = self.session
+        assert session is not None
+        session.unquieted.append(self)
+        waiter = session.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def must_respond(self, outcome: PartitionOutcome) -> bool:
         """Kafka's ``CachedPartition.maybeUpdateResponseData``: whether the answer carries this partition, the
@@ -135,12 +182,21 @@ class FetchSession:
     created_ms: int
     last_used_ms: int
     epoch: int = 1
-    partitions: OrderedDict[Key, _Cached] = field(default_factory=OrderedDict)
+    partitions: OrderedDict[Key, SessionEntry] = field(default_factory=OrderedDict)
     uses_topic_ids: bool = False  # its topic keys are ids (Fetch v13+), not names
+    replica_id: int = -1  # a follower's session: the broker it was created for (quiet partitions need it)
+    clock_ms: Callable[[], float] | None = None
+    last_fetch_ms: float = 0.0  # the last fetch that left its quiet partitions out (the session's clock)
+    unquieted: list[SessionEntry] = field(default_factory=list)  # cleared since the last context took them
+    waiter: asyncio.Future[None] | None = None  # a waiting fetch's: resolved when a quiet partition is cleared
 
     @property
     def size(self) -> int:
         return len(self.partitions)
+
+    def fetched_ms_ago(self) -> float:
+        assert self.clock_ms is not None
+        return self.clock_ms() - self.last_fetch_ms
 
     def update(self, wanted: Iterable[PartitionFetch], forgotten: Iterable[Key]) -> tuple[int, int, int]:
         """An incremental request's changes: ``(added, updated, removed)`` counts."""
@@ -148,13 +204,16 @@ class FetchSession:
         for p in wanted:
             cached = self.partitions.get(p.key)
             if cached is None:
-                self.partitions[p.key] = _Cached(p)
+                self.partitions[p.key] = SessionEntry(p, session=self if self.replica_id >= 0 else None)
                 added += 1
             else:
                 cached.request = p
+                cached.quiet = False  # asked anew: looked at this round (the leader's mark goes dead)
                 updated += 1
         for key in forgotten:
-            if self.partitions.pop(key, None) is not None:
+            cached = self.partitions.pop(key, None)
+            if cached is not None:
+                cached.quiet = False
                 removed += 1
         return added, updated, removed
 
@@ -185,7 +244,8 @@ class FetchContext:
 
     def __init__(self, cache: FetchSessionCache, kind: str, partitions: list[PartitionFetch], *,
                  session: FetchSession | None = None, epoch: int = FINAL_EPOCH, privileged: bool = False,
-                 error: OdradekError | None = None, topic_ids: bool = False) -> None:
+                 error: OdradekError | None = None, topic_ids: bool = False, replica_id: int = -1,
+                 marks: list[SessionEntry] | None = None) -> None:
         self._cache = cache
         self.kind = kind
         self.partitions = partitions
@@ -194,6 +254,50 @@ class FetchContext:
         self._epoch = epoch
         self._privileged = privileged
         self._topic_ids = topic_ids
+        self._replica_id = replica_id
+        # A follower's incremental round that left the quiet partitions out: each partition's session entry, the
+        # mark the leader's partition holds if its look finds it quiet again. None for every other context.
+        self.marks = marks
+        self._keys = {p.key for p in partitions} if marks is not None else set()
+
+    @property
+    def joinable(self) -> bool:
+        """Whether partitions may join this fetch while it waits (it left its session's quiet ones out)."""
+        return self.marks is not None
+
+    def arm(self, waiter: asyncio.Future[None]) -> None:
+        """``waiter`` is resolved when a partition left out as quiet is cleared (then :meth:`take_joined`), at
+        once if one was cleared already; :meth:`disarm` when the wait is over."""
+        session = self._session
+        if session is None or self.marks is None:
+            return
+        session.waiter = waiter
+        if session.unquieted and not waiter.done():
+            waiter.set_result(None)
+
+    def disarm(self, waiter: asyncio.Future[None]) -> None:
+        session = self._session
+        if session is not None and session.waiter is waiter:
+            session.waiter = None
+
+    def take_joined(self) -> list[tuple[PartitionFetch, SessionEntry]]:
+        """The partitions left out as quiet that were cleared since (see the module docstring), now part of this
+        context (appended to :attr:`partitions` and :attr:`marks`, so :meth:`respond` takes their outcomes after
+        the others'); each once, and none the session no longer holds."""
+        session = self._session
+        if self.marks is None or session is None or not session.unquieted:
+            return []
+        taken, session.unquieted = session.unquieted, []
+        joined = []
+        for entry in taken:
+            key = entry.request.key
+            if key in self._keys or session.partitions.get(key) is not entry:
+                continue  # already looked at in this fetch (its own wait covers it), or forgotten
+            self._keys.add(key)
+            self.partitions.append(entry.request)
+            self.marks.append(entry)
+            joined.append((entry.request, entry))
+        return joined
 
     def respond(self, outcomes: Sequence[PartitionOutcome]) -> FetchReply:
         """The answer for ``outcomes`` (one per :attr:`partitions`, same order): a full fetch opens its session
@@ -205,7 +309,8 @@ class FetchContext:
             return FetchReply(None, INVALID_SESSION_ID, everything)
         if self.kind == FULL:
             return FetchReply(None, self._cache.create(self._privileged, self.partitions, outcomes,
-                                                       topic_ids=self._topic_ids), everything)
+                                                       topic_ids=self._topic_ids, replica_id=self._replica_id),
+                              everything)
         session = self._session
         assert session is not None
         if session.epoch != next_epoch(self._epoch):
@@ -249,16 +354,18 @@ class FetchSessionCache:
 
     def new_context(self, session_id: int, epoch: int, wanted: Sequence[PartitionFetch],
                     forgotten: Iterable[Key] = (), *, privileged: bool = False,
-                    topic_ids: bool = False) -> FetchContext:
+                    topic_ids: bool = False, replica_id: int = -1) -> FetchContext:
         """The context of a request carrying ``(session_id, epoch)``, ``wanted`` partitions (in request order) and
         ``forgotten`` ones (Kafka's ``FetchManager.newContext``); ``topic_ids``: the request names topics by id
-        (Fetch v13+), so its keys are ids (see the module docstring)."""
+        (Fetch v13+), so its keys are ids (see the module docstring). ``replica_id``: a follower's fetch, from
+        its broker's current registration (the caller checked): its session keeps quiet partitions, and an
+        incremental round of it leaves them out (see the module docstring); -1 for every other fetch."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: any session it names is closed
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
             kind = FULL if epoch == INITIAL_EPOCH else SESSIONLESS
             return self._counted(FetchContext(self, kind, _distinct(wanted), privileged=privileged,
-                                              topic_ids=topic_ids))
+                                              topic_ids=topic_ids, replica_id=replica_id if privileged else -1))
         session = self._sessions.get(session_id)
         if session is None:
             return self._counted(FetchContext(self, ERROR, [], error=FetchSessionIdNotFoundError(
@@ -277,11 +384,17 @@ class FetchSessionCache:
             return self._counted(FetchContext(self, SESSIONLESS, _distinct(wanted)))
         self._touch(session)
         session.epoch = next_epoch(session.epoch)
+        if replica_id >= 0 and session.replica_id == replica_id:
+            session.last_fetch_ms = session.last_used_ms
+            session.unquieted = []  # cleared entries are not quiet: this round looks at them anyway
+            entries = [c for c in session.partitions.values() if not c.quiet]
+            return self._counted(FetchContext(self, INCREMENTAL, [c.request for c in entries], session=session,
+                                              epoch=epoch, marks=entries))
         return self._counted(FetchContext(self, INCREMENTAL, [c.request for c in session.partitions.values()],
                                           session=session, epoch=epoch))
 
     def create(self, privileged: bool, partitions: Sequence[PartitionFetch],
-               outcomes: Sequence[PartitionOutcome], *, topic_ids: bool = False) -> int:
+               outcomes: Sequence[PartitionOutcome], *, topic_ids: bool = False, replica_id: int = -1) -> int:
         """A new session holding ``partitions`` as just answered with ``outcomes``; its id, or 0 when there is no
         room and nothing may be evicted for it (Kafka's ``maybeCreateSession``)."""
         if not partitions:
@@ -289,10 +402,12 @@ class FetchSessionCache:
         now = self._clock_ms()
         if len(self._sessions) >= self.max_sessions and not self._evict_for(privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_id(), privileged, now, now, uses_topic_ids=topic_ids)
+        session = FetchSession(self._new_id(), privileged, now, now, uses_topic_ids=topic_ids,
+                               replica_id=replica_id, clock_ms=self._clock_ms, last_fetch_ms=now)
+        owner = session if replica_id >= 0 else None
         for p, outcome in zip(partitions, outcomes, strict=True):
-            session.partitions[p.key] = _Cached(p, -1 if outcome.error else outcome.high_watermark,
-                                                outcome.log_start_offset)
+            session.partitions[p.key] = SessionEntry(p, -1 if outcome.error else outcome.high_watermark,
+                                                outcome.log_start_offset, owner)
         self._sessions[session.id] = session
         return session.id
 

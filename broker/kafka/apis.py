@@ -32,7 +32,7 @@ from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
 from broker.fetch.service import READ_UNCOMMITTED as FETCH_READ_UNCOMMITTED
 from broker.fetch.service import ReplicaFetch
-from broker.fetch.sessions import FINAL_EPOCH, FetchContext, PartitionFetch, PartitionOutcome
+from broker.fetch.sessions import FINAL_EPOCH, FetchContext, PartitionFetch, PartitionOutcome, SessionEntry
 from broker.kafka import codec
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
@@ -417,31 +417,43 @@ class KafkaApis:
                                  int(getattr(p, "last_fetched_epoch", -1)), int(getattr(p, "log_start_offset", -1)))
                   for t in body.topics for p in t.partitions]
         sessions = self._partitions.sessions
+        reader = self._partitions.fetches
         if version >= 7:
             forgotten = [(_topic_key(t, by_id), int(p)) for t in body.forgotten_topics_data for p in t.partitions]
+            # A follower's current incarnation: its session keeps quiet partitions out of its rounds.
+            current = cluster_action and reader.replica_registered(ReplicaFetch(replica_id, replica_epoch, None))
             context = sessions.new_context(int(body.session_id), int(body.session_epoch), wanted, forgotten,
-                                           privileged=cluster_action, topic_ids=by_id)
+                                           privileged=cluster_action, topic_ids=by_id,
+                                           replica_id=replica_id if current else -1)
         else:  # before KIP-227: every fetch is a full, sessionless one
             context = sessions.new_context(0, FINAL_EPOCH, wanted)
         if context.error is not None:
             return make(cls, throttle_time=NO_THROTTLE, error_code=code(context.error), session_id=0, responses=())
-        partitions = context.partitions
+        partitions = context.partitions  # grows with the quiet partitions that join the round (_JoiningRound)
         names = self._topic_names(p.topic for p in partitions) if by_id else {p.topic: p.topic for p in partitions}
         denied: dict[str, OdradekError | None] = {}
-        wants: list[FetchWant] = []
-        for p in partitions:
-            name = names.get(p.topic)
+
+        def want(p: PartitionFetch, mark: SessionEntry | None) -> FetchWant | None:
+            if by_id and p.topic not in names:
+                names.update(self._topic_names((p.topic,)))
+            name = names.get(p.topic) if by_id else p.topic
             if p.topic not in denied:
                 denied[p.topic] = self._fetch_refusal(conn, p.topic, name, follower, cluster_action)
-            if denied[p.topic] is None and name is not None:
-                replica = None if not follower else ReplicaFetch(
-                    replica_id, replica_epoch, None if p.current_leader_epoch < 0 else p.current_leader_epoch)
-                wants.append(FetchWant(name, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
-                                       p.current_leader_epoch, replica))
-        got = await fetch(self._partitions.fetches, wants,
+            if denied[p.topic] is not None or name is None:
+                return None
+            replica = None if not follower else ReplicaFetch(
+                replica_id, replica_epoch, None if p.current_leader_epoch < 0 else p.current_leader_epoch)
+            return FetchWant(name, p.partition, p.fetch_offset, max(1, min(p.max_bytes, max_bytes)),
+                             p.current_leader_epoch, replica, mark)
+
+        marks = context.marks
+        wants = [w for w in (want(p, marks[i] if marks is not None else None) for i, p in enumerate(partitions))
+                 if w is not None]
+        got = await fetch(reader, wants,
                           max_wait_ms=min(max(0, _ms(body.max_wait)), self._config.fetch_max_wait_ms),
                           min_bytes=int(body.min_bytes), max_bytes=max_bytes, committed=committed,
-                          zero_copy=not conn.listener.tls)
+                          zero_copy=not conn.listener.tls,
+                          joining=_JoiningRound(context, want) if context.joinable else None)
         # From here the values own the file ranges (closed at most once, by the sender or by a finalizer).
         files = {id(a.read): FileRecordsValue(a.read.records) for a in got
                  if a.read is not None and not isinstance(a.read.records, bytes | bytearray)}
@@ -541,6 +553,26 @@ class KafkaApis:
         if not follower and not self._auth.allowed(conn, "Read", TOPIC, name):
             return TopicAuthorizationFailedError(f"{principal} may not Read topic {name}")
         return None
+
+
+class _JoiningRound:
+    """A follower's round over its fetch session's changed partitions only (broker/kafka/fetch.py's ``Joining``):
+    the quiet partitions that change while it waits join it, each as the round's other partitions are wanted."""
+
+    def __init__(self, context: FetchContext,
+                 want: Callable[[PartitionFetch, SessionEntry | None], FetchWant | None]) -> None:
+        self._context = context
+        self._want = want
+
+    def arm(self, waiter: asyncio.Future[None]) -> None:
+        self._context.arm(waiter)
+
+    def disarm(self, waiter: asyncio.Future[None]) -> None:
+        self._context.disarm(waiter)
+
+    def take(self) -> list[FetchWant]:
+        wants = (self._want(p, entry) for p, entry in self._context.take_joined())
+        return [w for w in wants if w is not None]
 
 
 def _replica(body: Any) -> tuple[int, int]:

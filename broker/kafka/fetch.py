@@ -37,6 +37,10 @@ of its empty partitions (``Reader.wait_for_appends``: resolved by the first appe
 not a long-poll task per partition, then looks again only at the partitions appended to (or whose leadership
 changed); each look records the same acknowledgement again, which changes nothing. Its reads run one after the
 other (see ``_read_all``).
+
+A follower's incremental round leaves out the partitions its session holds quiet (broker/fetch/sessions.py), so
+it may have no partition to read at all; it waits all the same, and a quiet partition that changes meanwhile joins
+it (:class:`Joining`): looked at once, then waited on with the others, its answer after theirs.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from broker.fetch.service import (
     PartitionData,
     ReplicaFetch,
 )
+from broker.fetch.sessions import SessionEntry
 from odradek.protocol.errors import OdradekError, UnknownServerError
 from odradek.protocol.records import LOG_OVERHEAD, iter_batch_headers
 
@@ -65,10 +70,21 @@ class Reader(Protocol):
 
     async def fetch(self, request: FetchRequest, *, zero_copy: bool = False) -> PartitionData: ...
 
-    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float) -> list[int]: ...
+    async def wait_for_appends(self, partitions: Sequence[tuple[str, int, int]], timeout_s: float,
+                               waiter: asyncio.Future[None] | None = None) -> list[int]: ...
 
-    def fetch_if_quiet(self, topic: str, partition: int, offset: int,
-                       replica: ReplicaFetch) -> PartitionData | None: ...
+    def fetch_if_quiet(self, topic: str, partition: int, offset: int, replica: ReplicaFetch,
+                       mark: SessionEntry | None = None) -> PartitionData | None: ...
+
+
+class Joining(Protocol):
+    """The partitions a follower's round left out as quiet, joining it when they change while it waits."""
+
+    def arm(self, waiter: asyncio.Future[None]) -> None: ...
+
+    def disarm(self, waiter: asyncio.Future[None]) -> None: ...
+
+    def take(self) -> list[FetchWant]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +95,7 @@ class FetchWant:
     max_bytes: int
     current_leader_epoch: int = -1
     replica: ReplicaFetch | None = None  # a follower's fetch: who fetches (see the module docstring)
+    mark: SessionEntry | None = None  # a follower's session entry, marked if the look finds the partition quiet
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +121,17 @@ def close_all(answers: Sequence[FetchAnswer]) -> None:
 
 
 async def fetch(reader: Reader, wants: list[FetchWant], *, max_wait_ms: int, min_bytes: int,
-                max_bytes: int, committed: bool, zero_copy: bool = False) -> list[FetchAnswer]:
+                max_bytes: int, committed: bool, zero_copy: bool = False,
+                joining: Joining | None = None) -> list[FetchAnswer]:
     """One answer per want, in the same order (see the module docstring). ``zero_copy``: reads may be file
-    ranges, which the caller closes once the answer is sent or dropped."""
+    ranges, which the caller closes once the answer is sent or dropped. ``joining``: a follower's round that
+    left quiet partitions out; those that join it are appended to ``wants`` (and their answers after the others)."""
     answers: list[FetchAnswer] = []
     try:
         answers = await _read_all(reader, wants, committed, zero_copy)
-        if max_wait_ms > 0 and wants and not _complete(answers, min_bytes) and wants[0].replica is not None:
-            await _wait_replica(reader, wants, answers, max_wait_ms, min_bytes, zero_copy)
+        replica = joining is not None or (bool(wants) and wants[0].replica is not None)
+        if max_wait_ms > 0 and replica and not _complete(answers, min_bytes):
+            await _wait_replica(reader, wants, answers, max_wait_ms, min_bytes, zero_copy, joining)
         elif max_wait_ms > 0 and wants and not _complete(answers, min_bytes):
             await _wait(reader, wants, answers, max_wait_ms, min_bytes, committed, zero_copy)
             # Partitions that got nothing: their offsets as they are now (no storage hop when still empty).
@@ -139,7 +159,7 @@ async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool, zer
         try:
             for w in wants:
                 assert w.replica is not None
-                data = quiet(w.topic, w.partition, w.offset, w.replica)
+                data = quiet(w.topic, w.partition, w.offset, w.replica, w.mark)
                 answers.append(await _read(reader, w, 0, committed, zero_copy) if data is None
                                else FetchAnswer(w, data))
         except BaseException:
@@ -163,23 +183,38 @@ def _complete(answers: list[FetchAnswer], min_bytes: int) -> bool:
 
 
 async def _wait_replica(reader: Reader, wants: list[FetchWant], answers: list[FetchAnswer], max_wait_ms: int,
-                        min_bytes: int, zero_copy: bool) -> None:
+                        min_bytes: int, zero_copy: bool, joining: Joining | None) -> None:
     """A replica's wait: one waiter on all its empty partitions (``Reader.wait_for_appends``), then another
     look at those it names (appended to, or their leadership changed), until ``min_bytes`` are read, a read
     fails, or ``max_wait_ms`` ends; ``answers`` is updated in place. A partition nothing happened to keeps its
     first look's answer (no records, its offsets as of the fetch's start: the follower learns a newer high
-    watermark from its next fetch, one round later, as it would in Kafka)."""
+    watermark from its next fetch, one round later, as it would in Kafka). Partitions ``joining`` the round are
+    looked at as they come, and waited on after that as the others."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     while not _complete(answers, min_bytes):
+        joined = joining.take() if joining is not None else []
+        if joined:
+            answers.extend(await _read_all(reader, joined, False, zero_copy))
+            wants.extend(joined)
+            continue
         remaining = deadline - loop.time()
         empty = [i for i, a in enumerate(answers) if a.read is not None and not a.size]
-        if remaining <= 0 or not empty:
+        if remaining <= 0 or (not empty and joining is None):
             return
         # Woken by records past the log end each read saw (not past the fetch offset: a throttled partition
-        # answered empty below its log end must not wake the wait at once, again and again).
-        moved = await reader.wait_for_appends(
-            [(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty], remaining)
+        # answered empty below its log end must not wake the wait at once, again and again), or a partition
+        # joining.
+        waits = [(wants[i].topic, wants[i].partition, _log_end(answers[i])) for i in empty]
+        if joining is None:
+            moved = await reader.wait_for_appends(waits, remaining)
+        else:
+            waiter: asyncio.Future[None] = loop.create_future()
+            joining.arm(waiter)
+            try:
+                moved = await reader.wait_for_appends(waits, remaining, waiter)
+            finally:
+                joining.disarm(waiter)
         look = [empty[j] for j in moved]
         again = await _read_all(reader, [wants[i] for i in look], False, zero_copy)
         for i, answer in zip(look, again, strict=True):

@@ -30,7 +30,7 @@ from odradek.protocol.errors import (
 
 if TYPE_CHECKING:
     from broker.metadata.cache import MetadataCache
-    from broker.replication.partition import Partition
+    from broker.replication.partition import Partition, QuietMark
     from broker.replication.throttle import ReplicationThrottle
 
 __all__ = ["FetchResult", "FollowerFetch", "FollowerFetchService", "SliceResult"]
@@ -98,7 +98,7 @@ class FollowerFetchService:
                 high_watermark=part.high_watermark)
 
     def fetch_if_quiet(self, part: Partition, replica_id: int, replica_epoch: int, leader_epoch: int,
-                       offset: int) -> bool:
+                       offset: int, mark: QuietMark | None = None) -> bool:
         """A follower's fetch of a partition with nothing to say to it (``Partition.acknowledge_if_quiet``),
         acknowledged without the read path: True when it was, False (nothing changed) when the fetch must go
         through :meth:`fetch`, which then applies every rule, refusals included.
@@ -115,7 +115,13 @@ class FollowerFetchService:
             return False
         if self._throttle.leader_limit(part.topic, part.partition, replica_id in part.isr) is not None:
             return False
-        return part.acknowledge_if_quiet(replica_id, offset, leader_epoch)
+        return part.acknowledge_if_quiet(replica_id, offset, leader_epoch, mark)
+
+    def registered(self, replica_id: int, replica_epoch: int) -> bool:
+        """Whether ``replica_id`` is a registered broker in the incarnation ``replica_epoch`` (what a follower's
+        session must be for its quiet partitions to be left out of a round: a stale one keeps nothing caught up)."""
+        registered = self._cache.brokers.get(replica_id)
+        return registered is not None and registered.epoch == replica_epoch and replica_id != self._broker_id
 
     async def fetch(self, part: Partition, fetch: FollowerFetch, *, zero_copy: bool = True) -> FetchResult:
         """Validate, then read for the follower within the leader's replication quota (KIP-73).

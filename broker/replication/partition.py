@@ -179,6 +179,21 @@ class InlineStorage:
         return fn(*args)
 
 
+class QuietMark(Protocol):
+    """A follower's fetch session's entry for a partition found quiet (broker/fetch/sessions.py): its follower
+    leaves the partition out of its rounds until the partition clears the mark (``unquiet``) at its next change.
+    While marked, the follower is caught up as of its session's last fetch (``fetched_ms_ago``)."""
+
+    quiet: bool
+
+    @property
+    def replica_id(self) -> int: ...
+
+    def fetched_ms_ago(self) -> float: ...
+
+    def unquiet(self) -> None: ...
+
+
 @dataclass
 class FollowerProgress:
     """The leader's view of one follower (Kafka's ``Replica`` fetch state)."""
@@ -234,6 +249,8 @@ class Partition:
         self._appended = asyncio.Event()  # replaced on every append: wakes follower long-polls
         # One future per replica fetch waiting on many partitions (``wake_on_append``), resolved with the event
         self._append_waiters: set[asyncio.Future[None]] = set()
+        # Followers' sessions holding this partition quiet (``acknowledge_if_quiet``): cleared at any change.
+        self._quiet_marks: list[QuietMark] = []
         # Idempotence (producer_state.py): touched only on this partition's storage queue.
         self.producer_state: ProducerStateManager | None = None
         self.idempotency_keys = IdempotencyKeys()
@@ -281,6 +298,7 @@ class Partition:
         A state with an older leader epoch, or an older znode version of the same epoch, than one already
         applied is stale and ignored (watches and re-reads can deliver states out of order).
         """
+        self._unquiet()  # whatever the state says, the followers look again
         self.config = config
         if self.info is not None and (info.leader_epoch, info.zk_version) < (self.leader_epoch, self.zk_version):
             return None
@@ -332,9 +350,30 @@ class Partition:
     def fence(self, reason: str = "") -> None:
         """Stop acting as leader now (session lost): waiting produces fail, new ones are refused."""
         if self.role == LEADER:
+            self._unquiet()
             self.role = OFFLINE
             self.leader = -1
             self._wake_all()
+
+    def _unquiet(self) -> None:
+        """Something changed that a follower's session holding this partition quiet must see: each mark still
+        held is cleared, after its follower's fetch times are brought up to its session's last fetch (it was
+        at the log end then, and had been since the mark was set: Kafka's leader would have recorded each of
+        those fetches as caught up)."""
+        marks = self._quiet_marks
+        if not marks:
+            return
+        self._quiet_marks = []
+        now = self._now() * 1000
+        for mark in marks:
+            if not mark.quiet:
+                continue  # the session asked anew or forgot the partition: its own look recorded the fetch
+            progress = self.followers.get(mark.replica_id)
+            if progress is not None:
+                fetched = now - mark.fetched_ms_ago()
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms, fetched)
+                progress.last_fetch_ms = max(progress.last_fetch_ms, fetched)
+            mark.unquiet()
 
     def _wake_all(self) -> None:
         """A role or epoch change: every waiter re-checks whether it may still proceed."""
@@ -344,6 +383,7 @@ class Partition:
     def _wake_hw_waiters(self, *, everyone: bool = False) -> None:
         """Consumers' long-polls, and the acks=all waiters whose offsets the high watermark reached (``everyone``:
         all of them, to re-check the role, the epoch and the ISR size). A waiter not reached costs nothing here."""
+        self._unquiet()
         self._hw_advanced.set()
         self._hw_advanced = asyncio.Event()
         waiters = self._commit_waiters
@@ -362,6 +402,7 @@ class Partition:
                 fut.set_result(None)
 
     def _wake_followers(self) -> None:
+        self._unquiet()
         self._appended.set()
         self._appended = asyncio.Event()
         if self._append_waiters:
@@ -573,7 +614,8 @@ class Partition:
         return await self._storage.run(None, job, self.log, offset, max_bytes, None,
                                        discard=storage_jobs.release if zero_copy else None)
 
-    def acknowledge_if_quiet(self, replica_id: int, offset: int, fetch_epoch: int) -> bool:
+    def acknowledge_if_quiet(self, replica_id: int, offset: int, fetch_epoch: int,
+                             mark: QuietMark | None = None) -> bool:
         """A follower's fetch of a partition with nothing to say to it, acknowledged without a read: True when
         the whole fetch would be refreshing the follower's fetch times and answering no records, else False with
         nothing changed (the caller then fetches as usual, which raises whatever applies).
@@ -583,7 +625,10 @@ class Partition:
         are); and the follower is in the ISR with no ISR change in flight (nothing to expand). Most partitions
         of a follower's session are quiet on most rounds: this is what keeps an idle partition from costing a
         round the whole read path (see ``FollowerFetchService.fetch_if_quiet``). Kafka's leader records the fetch
-        of every partition of the session the same way: the follower is caught up as of this fetch."""
+        of every partition of the session the same way: the follower is caught up as of this fetch.
+
+        ``mark``: the follower's session entry for the partition; when quiet, it is marked and held until the
+        partition's next change (``_unquiet``), and the follower's session leaves the partition out until then."""
         if (self.role != LEADER or fetch_epoch != self.leader_epoch or offset != self.log.log_end_offset
                 or self.isr_state.in_flight or replica_id not in self.isr_state.isr):
             return False
@@ -591,6 +636,9 @@ class Partition:
         if progress is None or progress.log_end_offset != offset or progress.last_fetch_leader_leo != offset:
             return False
         progress.last_caught_up_ms = progress.last_fetch_ms = self._now() * 1000
+        if mark is not None and mark.replica_id == replica_id:
+            mark.quiet = True
+            self._quiet_marks.append(mark)
         return True
 
     def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:
@@ -741,7 +789,9 @@ class Partition:
         if not self.log.config.delete_enabled:
             raise PolicyViolationError(f"Records of partition {self.topic}-{self.partition} can not be deleted due "
                                        "to the configured policy")
-        return await self._run(self.log.delete_records_before, target)
+        start = await self._run(self.log.delete_records_before, target)
+        self._unquiet()  # the followers follow the new log start from their next answer
+        return start
 
     async def follow_log_start(self, leader_log_start: int) -> None:
         """A follower's copy of the leader's DeleteRecords: its log start moves up to the leader's, never past

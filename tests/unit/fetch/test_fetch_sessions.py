@@ -4,6 +4,7 @@ eviction rules, with a clock the test moves."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 from broker.fetch.sessions import (
@@ -214,3 +215,78 @@ def test_a_partition_named_twice_is_fetched_once_in_its_first_place_with_its_las
     c, _ = cache()
     context = c.new_context(0, INITIAL_EPOCH, [p(0, offset=1), p(1), p(0, offset=3)])
     assert [(x.partition, x.fetch_offset) for x in context.partitions] == [(0, 3), (1, 0)]
+
+
+# ------------------------------------------------------------------- a follower's session: quiet partitions
+
+def follower_session(c: FetchSessionCache, *partitions: PartitionFetch) -> int:
+    """Broker 2's session, opened by a full fetch, every partition then looked at in one incremental round and
+    found quiet (as the leader's partitions mark them)."""
+    full = c.new_context(0, INITIAL_EPOCH, list(partitions), privileged=True, replica_id=2)
+    session_id = full.respond([quiet()] * len(partitions)).session_id
+    round_ = c.new_context(session_id, 1, [], replica_id=2, privileged=True)
+    assert round_.marks is not None and len(round_.marks) == len(partitions)
+    for entry in round_.marks:
+        entry.quiet = True  # what Partition.acknowledge_if_quiet does
+    round_.respond([quiet()] * len(partitions))
+    return session_id
+
+
+def test_a_followers_round_leaves_its_quiet_partitions_out_and_records_when_it_fetched() -> None:
+    c, clock = cache()
+    session_id = follower_session(c, p(0), p(1), p(2))
+    clock.now += 700
+    context = c.new_context(session_id, 2, [], replica_id=2, privileged=True)
+    assert (keys(context), context.joinable) == ([], True)
+    (entry, *_) = c.get(session_id).partitions.values()  # type: ignore[union-attr]
+    clock.now += 300
+    assert (entry.replica_id, entry.fetched_ms_ago()) == (2, 300)  # the round's fetch time, on the cache's clock
+
+
+def test_only_the_followers_current_registration_has_its_quiet_partitions_left_out() -> None:
+    """The caller says whose registration is current (``replica_id``); another replica's request on the session,
+    or one whose registration is stale (replica -1), looks at every partition and moves no fetch time."""
+    c, clock = cache()
+    session_id = follower_session(c, p(0), p(1))
+    fetched = c.get(session_id).last_fetch_ms  # type: ignore[union-attr]
+    clock.now += 500
+    for epoch, replica in ((2, 3), (3, -1)):
+        context = c.new_context(session_id, epoch, [], replica_id=replica, privileged=True)
+        assert (keys(context), context.joinable) == ([("t", 0), ("t", 1)], False)
+    assert c.get(session_id).last_fetch_ms == fetched  # type: ignore[union-attr]
+
+
+def test_a_partition_asked_anew_or_forgotten_is_no_longer_quiet_and_its_mark_goes_dead() -> None:
+    c, _ = cache()
+    session_id = follower_session(c, p(0), p(1), p(2))
+    entries = list(c.get(session_id).partitions.values())  # type: ignore[union-attr]
+    context = c.new_context(session_id, 2, [p(1, offset=5)], [("t", 2)], replica_id=2, privileged=True)
+    assert keys(context) == [("t", 1)]
+    assert [e.quiet for e in entries] == [True, False, False]
+    entries[2].unquiet()  # the leader's partition clearing a dead mark: nothing joins
+    assert context.take_joined() == []
+
+
+def test_a_cleared_partition_joins_the_waiting_round_once_and_wakes_it() -> None:
+    async def main() -> None:
+        c, _ = cache()
+        session_id = follower_session(c, p(0), p(1), p(2))
+        entries = list(c.get(session_id).partitions.values())  # type: ignore[union-attr]
+        context = c.new_context(session_id, 2, [], replica_id=2, privileged=True)
+        entries[1].unquiet()  # before the round waits: its waiter is resolved as soon as it is armed
+        waiter = asyncio.get_running_loop().create_future()
+        context.arm(waiter)
+        assert waiter.done()
+        assert [p.key for p, _ in context.take_joined()] == [("t", 1)]
+        waiter = asyncio.get_running_loop().create_future()
+        context.arm(waiter)
+        entries[2].unquiet()
+        entries[2].unquiet()  # twice: one wake-up, one join
+        assert waiter.done() and [p.key for p, _ in context.take_joined()] == [("t", 2)]
+        context.disarm(waiter)
+        assert c.get(session_id).waiter is None  # type: ignore[union-attr]
+        # The answer covers the joined partitions after the others (none here), in the order they joined.
+        reply = context.respond([quiet(hw=11), quiet(hw=10)])
+        assert [keys(context)[i] for i in reply.carried] == [("t", 1)]  # its high watermark moved
+
+    asyncio.run(main())

@@ -54,7 +54,10 @@ class Leaders:
         self.calls: list[tuple[Any, ...]] = []
         self.fail: dict[tuple[str, int], Exception] = {}
         self.produce = SimpleNamespace(append_batches=self.append_batches)
-        self.fetches = SimpleNamespace(fetch=self.fetch, epoch_end_offset=self.epoch_end_offset)
+        # replica_registered False: this table keeps no quiet partitions (tests/unit/kafka/test_replica_fetch.py's
+        # real services do)
+        self.fetches = SimpleNamespace(fetch=self.fetch, epoch_end_offset=self.epoch_end_offset,
+                                       replica_registered=lambda replica: False)
         self.offsets = SimpleNamespace(leader_offset=self.leader_offset)
         self.sessions = FetchSessionCache()
         self.transactions = None

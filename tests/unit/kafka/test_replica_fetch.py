@@ -41,6 +41,7 @@ from tests.unit.replication.fakes import FakeIsrManager, batch, config, info
 
 FETCH = 1
 NONE, UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH = 0, 100, 29, 6, 77
+FENCED_LEADER_EPOCH = 74
 EPOCH = {1: 101, 2: 102, 3: 103}  # each broker's broker epoch (its registration's czxid) in ZooKeeper
 
 
@@ -563,5 +564,193 @@ def test_a_throttled_partition_is_never_quiet(tmp_path: Path) -> None:
         for _ in range(2):
             await ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
         assert sorted(reads) == [0, 1, 1]  # partition 0 quiet at the second fetch; partition 1 read both times
+
+    asyncio.run(main())
+
+
+# ------------------------------------------------------- quiet partitions: left out of the session's rounds
+
+def count_quiet_looks(apis: KafkaApis) -> list[int]:
+    """Counts the quiet checks (``FetchService.fetch_if_quiet``), by partition: what a round costs a partition it
+    looks at without reading. A partition the session holds quiet is not even looked at."""
+    fetches = apis._partitions.fetches
+    real, looks = fetches.fetch_if_quiet, []
+
+    def counted(topic: str, partition: int, *args: Any) -> Any:
+        looks.append(partition)
+        return real(topic, partition, *args)
+
+    fetches.fetch_if_quiet = counted  # type: ignore[method-assign]
+    return looks
+
+
+class Rounds:
+    """Broker 2's session with the leader: opened with a full fetch, then one incremental round per call (``moved``:
+    the partitions whose fetch offset the request updates)."""
+
+    def __init__(self, apis: KafkaApis, offsets: dict[int, int], replica: int = 2) -> None:
+        self.apis, self.offsets, self.replica = apis, offsets, replica
+        self.session_id, self.epoch = 0, 0
+        self.broker_epoch = EPOCH[replica]
+
+    async def open(self) -> Any:
+        body = await ask(self.apis, 15, fetch_body(15, self.offsets, replica=self.replica,
+                                                   broker_epoch=self.broker_epoch, leader_epoch=4, session=(0, 0)))
+        assert body.error_code == NONE and body.session_id != 0
+        self.session_id, self.epoch = body.session_id, 1
+        return body
+
+    async def round(self, moved: dict[int, int] | None = None, max_wait_ms: int = 0) -> Any:
+        body = await ask(self.apis, 15, self.request(moved, max_wait_ms))
+        assert body.error_code == NONE, body.error_code
+        self.epoch += 1
+        return body
+
+    def request(self, moved: dict[int, int] | None = None, max_wait_ms: int = 0) -> dict[str, Any]:
+        fields = fetch_body(15, moved or {}, replica=self.replica, broker_epoch=self.broker_epoch, leader_epoch=4,
+                            session=(self.session_id, self.epoch), max_wait_ms=max_wait_ms)
+        return fields if moved else fields | {"topics": ()}
+
+
+def test_a_quiet_partition_is_left_out_of_its_sessions_rounds_until_it_changes(tmp_path: Path) -> None:
+    """A round costs what changed: once quiet, a partition is not even looked at until an append (or any other
+    change of it) clears the mark; then it is read, acknowledged at its new end, and quiet again."""
+    async def main() -> None:
+        leader = Leader(tmp_path, partitions=20)
+        apis = await leader.start()
+        rounds = Rounds(apis, dict.fromkeys(range(20), 0))
+        await rounds.open()
+        looks, reads = count_quiet_looks(apis), count_reads(leader)
+        await rounds.round()
+        assert (sorted(looks), reads) == (list(range(20)), [])  # each looked at once, quiet: now marked
+        looks.clear()
+        assert by_partition(await rounds.round()) == {} and (looks, reads) == ([], [])  # none looked at
+        await leader.parts[7].append(batch(2), acks=1, timeout_ms=1000)
+        got = by_partition(await rounds.round())
+        assert ({p: len(e.records) for p, e in got.items()}, looks, reads) == ({7: len(batch(2))}, [7], [7])
+        await rounds.round({7: 2})  # the follower's new offset: acknowledged at the new log end (read path)
+        await rounds.round()  # quiet again
+        looks.clear()
+        reads.clear()
+        assert by_partition(await rounds.round()) == {} and (looks, reads) == ([], [])
+        assert leader.parts[7].followers[2].log_end_offset == 2 and leader.parts[7].high_watermark == 2
+
+    asyncio.run(main())
+
+
+def test_an_append_to_a_quiet_partition_joins_the_round_waiting_on_no_partition(tmp_path: Path) -> None:
+    """A round whose partitions are all quiet has none to read, and still waits (a follower's long-poll); an
+    append to one of them joins the round and answers it, as Kafka's wait over the whole session would."""
+    async def main() -> None:
+        leader = Leader(tmp_path, partitions=4)
+        apis = await leader.start()
+        rounds = Rounds(apis, dict.fromkeys(range(4), 0))
+        await rounds.open()
+        await rounds.round()  # all four quiet now
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiting = asyncio.create_task(rounds.round(max_wait_ms=FETCH_WAIT_MS))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # no partition to read, and it waits
+        await leader.parts[2].append(batch(3), acks=1, timeout_ms=1000)
+        got = by_partition(await asyncio.wait_for(waiting, ANSWERED_WITHIN_S))
+        assert loop.time() - started < ANSWERED_WITHIN_S  # the append ended it, not max_wait
+        assert {p: len(e.records) for p, e in got.items()} == {2: len(batch(3))}
+        assert leader.sessions.get(rounds.session_id).waiter is None  # nothing left armed  # type: ignore[union-attr]
+        # The session goes on: partition 2 at its new offset, the others still left out.
+        looks = count_quiet_looks(apis)
+        await rounds.round({2: 3})
+        assert looks == [2]
+
+    asyncio.run(main())
+
+
+def test_a_quiet_partitions_follower_is_caught_up_as_of_its_sessions_last_fetch(tmp_path: Path) -> None:
+    """Kafka's leader records each fetch at the log end as caught up; a round that leaves the partition out
+    records it through the session's last fetch, folded in when the partition changes. So a follower that keeps
+    fetching stays in sync however long the partition was idle, and one that stopped fetching is out of sync as
+    soon as it is behind, as in Kafka: not only one more lag later."""
+    async def main() -> None:
+        clock = [1000.0]
+        leader = Leader(tmp_path)
+        leader.sessions = FetchSessionCache(clock_ms=lambda: int(clock[0] * 1000))
+        apis = await leader.start()
+        for part in leader.parts.values():
+            part._now = lambda: clock[0]  # type: ignore[method-assign]
+        lag_s = leader.parts[0].config.replica_lag_time_max_ms / 1000
+        rounds = Rounds(apis, {0: 0, 1: 0})
+        await rounds.open()
+        await rounds.round()  # both quiet from here
+        reads = count_reads(leader)
+        for _ in range(3):  # idle for three lags, the follower fetching on
+            clock[0] += lag_s
+            await rounds.round()
+        assert reads == []
+        await leader.parts[0].append(batch(1), acks=1, timeout_ms=1000)
+        assert leader.parts[0].out_of_sync_followers() == []  # caught up as of its last round, just now
+        clock[0] += lag_s * 1.5
+        assert leader.parts[0].out_of_sync_followers() == [2]  # behind, and no fetch for longer than the lag
+        # Partition 1: the follower stops fetching; two lags later an append finds it behind since its last
+        # fetch, two lags ago: out of sync at once.
+        clock[0] += lag_s * 0.5
+        await leader.parts[1].append(batch(1), acks=1, timeout_ms=1000)
+        assert leader.parts[1].out_of_sync_followers() == [2]
+
+    asyncio.run(main())
+
+
+def test_a_stale_incarnations_round_leaves_nothing_out_and_keeps_nothing_caught_up(tmp_path: Path) -> None:
+    async def main() -> None:
+        clock = [1000.0]
+        leader = Leader(tmp_path)
+        leader.sessions = FetchSessionCache(clock_ms=lambda: int(clock[0] * 1000))
+        apis = await leader.start()
+        for part in leader.parts.values():
+            part._now = lambda: clock[0]  # type: ignore[method-assign]
+        lag_s = leader.parts[0].config.replica_lag_time_max_ms / 1000
+        rounds = Rounds(apis, {0: 0, 1: 0})
+        await rounds.open()
+        await rounds.round()  # both quiet
+        # Broker 2 restarted (a new broker epoch in ZooKeeper); its old incarnation goes on with the session.
+        leader.cache.brokers[2] = dataclasses.replace(leader.cache.brokers[2], epoch=EPOCH[2] + 7)
+        clock[0] += 2 * lag_s
+        stale = by_partition(await rounds.round())
+        assert {p: e.error_code for p, e in stale.items()} == {0: STALE_BROKER_EPOCH, 1: STALE_BROKER_EPOCH}
+        await leader.parts[0].append(batch(1), acks=1, timeout_ms=1000)
+        assert leader.parts[0].out_of_sync_followers() == [2]  # its last fetch as itself was two lags ago
+
+    asyncio.run(main())
+
+
+def test_a_high_watermark_moved_by_another_follower_reaches_a_quiet_follower_in_its_next_round(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path, isr=(1, 2, 3))
+        apis = await leader.start()
+        part = leader.parts[0]
+        await part.append(batch(2), acks=1, timeout_ms=1000)
+        two = Rounds(apis, {0: 2, 1: 0})
+        await two.open()
+        await two.round()  # broker 2 at the log end of both: quiet (the high watermark waits for broker 3)
+        assert part.high_watermark == 0 and by_partition(await two.round()) == {}
+        three = Rounds(apis, {0: 2, 1: 0}, replica=3)
+        await three.open()  # broker 3 at 2 as well: the high watermark moves to 2
+        assert part.high_watermark == 2
+        got = by_partition(await two.round())
+        assert {p: (e.high_watermark, e.records) for p, e in got.items()} == {0: (2, b"")}
+
+    asyncio.run(main())
+
+
+def test_a_new_leader_epoch_brings_a_quiet_partition_back_with_its_error(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        rounds = Rounds(apis, {0: 0, 1: 0})
+        await rounds.open()
+        await rounds.round()  # both quiet
+        await leader.parts[0].apply(info(1, 5, (1, 2), partition=0), config())  # epoch 5: the session asks at 4
+        got = by_partition(await rounds.round())
+        assert {p: e.error_code for p, e in got.items()} == {0: FENCED_LEADER_EPOCH}
 
     asyncio.run(main())
