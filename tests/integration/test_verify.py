@@ -126,11 +126,11 @@ def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    # The fault count follows what the run observes, not the machine's speed: past 50 s the run goes on until
+    # The fault count follows what the run observes, not the machine's speed: past 40 s the run goes on until
     # MIN_FAULTS faults were applied (a slow machine applies fewer a second), within verify's own bound.
     # The transactional workload runs beside the queue in the same run (issue 28): writers, a consume-transform-
     # produce worker and a read_committed reader on two more topics, under the same faults.
-    code, report, text = _verify(tmp_path, "--duration", "50", "--min-faults", str(MIN_FAULTS), "--concurrency",
+    code, report, text = _verify(tmp_path, "--duration", "40", "--min-faults", str(MIN_FAULTS), "--concurrency",
                                  "2", "--quiet", "0.5,1.5", "--seed", "20131", "--scenario", "all",
                                  "--workload", "queue,txn")
     print(text[-3000:])
@@ -197,7 +197,7 @@ def test_short_run_through_librdkafka_loses_nothing(tmp_path: Path) -> None:
         pytest.skip(reason)
     # With the transactional workload beside it: librdkafka's transactional producers, consume-transform-produce
     # with the consumer's group metadata, and a librdkafka read_committed reader, under the same faults.
-    code, report, text = _verify(tmp_path, "--via", "kafka", "--duration", "30", "--min-faults", "4",
+    code, report, text = _verify(tmp_path, "--via", "kafka", "--duration", "24", "--min-faults", "4",
                                  "--quiet", "0.5,1.5", "--seed", "9092",
                                  "--faults", "kill-broker,part-leader-isolated,pause-short,part-leader-followers",
                                  "--workload", "queue,txn")
@@ -230,7 +230,7 @@ def test_planted_bug_ack_before_isr_is_caught(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     code, report, text = _verify(tmp_path, "--via", "kafka", "--unsafe-ack-before-isr", "--faults",
-                                 "part-leader-isolated,kill-broker", "--duration", "30", "--min-faults", "4",
+                                 "part-leader-isolated,kill-broker", "--duration", "24", "--min-faults", "4",
                                  "--seed", "2013", "--group-members", "0", "--workload", "queue,txn",
                                  "--unsafe-read-uncommitted-as-committed", "--unsafe-partial-commit-markers")
     print(text[-3000:])
