@@ -29,6 +29,14 @@ The rules, per partition (those of broker/replication/replica_fetcher.py, the pe
 
 Failures to reach the leader fail the round (the session starts over with a full fetch) and back off.
 
+**A round costs what changed.** The request's partitions are kept between rounds: a partition is looked at again
+(its offsets, whether it is current, held back or throttled) only once something happened to it here (added, an
+answer with records or an error, truncated) or it is one the round must check each time (held back, throttled,
+not yet truncated), and every partition at least every ``REFRESH_S`` (its log start moves with its own retention,
+unsignalled). The session's diff is set arithmetic over tuples (broker/replication/fetch_session_handler.py), and
+the leader leaves the partitions it holds quiet out of its own work (broker/fetch/sessions.py): a round over a
+thousand idle partitions touches none of them on either side.
+
 Metrics (``FetcherStats``, Kafka's ``FetcherStats`` and ``FetcherLagMetrics``): plain numbers bumped once per round
 or per partition of an answer, never per record, read by /metrics at scrape time (broker/metrics.py).
 
@@ -60,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1  # Kafka's replica.fetch.backoff.ms is 1 s; a broker here recovers from most errors faster
+REFRESH_S = 1.0  # every followed partition's request is rebuilt at least this often (see the module docstring)
 
 
 @dataclass(slots=True)
@@ -114,6 +123,10 @@ class LeaderFetcher:
         self._backoff_s = backoff_s
         self._clock = clock
         self._follows: dict[TopicPartition, _Follow] = {}
+        # The request's partitions, kept between rounds; those in ``_unsteady`` are looked at again next round.
+        self._wanted: dict[TopicPartition, PartitionData] = {}
+        self._unsteady: set[TopicPartition] = set()
+        self._refreshed = -REFRESH_S
         self._session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self.rounds = 0  # fetch rounds answered, for tests and metrics
@@ -123,10 +136,14 @@ class LeaderFetcher:
 
     def add(self, part: Partition) -> None:
         """Follow ``part`` (a follower of this leader) from the next round, truncating it first."""
-        self._follows[(part.topic, part.partition)] = _Follow(part, part.leader_epoch)
+        key = (part.topic, part.partition)
+        self._follows[key] = _Follow(part, part.leader_epoch)
+        self._unsteady.add(key)
         self._changed.set()
 
     def remove(self, key: TopicPartition) -> None:
+        self._wanted.pop(key, None)
+        self._unsteady.discard(key)
         if self._follows.pop(key, None) is not None:
             self._changed.set()
 
@@ -163,19 +180,37 @@ class LeaderFetcher:
                 log.exception("fetcher of broker %d failed", self.leader_id)
                 await asyncio.sleep(self._backoff_s)
 
-    def _ready(self) -> dict[TopicPartition, _Follow]:
+    def _ready(self) -> dict[TopicPartition, PartitionData]:
+        """This round's request: every partition that is current, truncated, not held back, and not over the
+        replication quota, with what it asks. Only the unsteady ones are looked at (see the module docstring)."""
         now = self._clock()
-        ready = {}
-        for key, f in self._follows.items():
+        if now - self._refreshed >= REFRESH_S:
+            self._refreshed = now
+            self._unsteady.update(self._follows)
+        if not self._unsteady:
+            return self._wanted
+        wanted, unsteady = self._wanted, self._unsteady
+        for key in list(unsteady):
+            wanted.pop(key, None)
+            f = self._follows.get(key)
+            if f is None:
+                unsteady.discard(key)
+                continue
             if not (f.truncated and f.delayed_until <= now and self._current(f)):
-                continue
-            bucket = self._bucket(f.part)
-            wait = bucket.delay() if bucket is not None else 0.0
-            if wait > 0:  # over the follower's replication quota: this partition sits the debt out
-                f.delayed_until = now + wait
-                continue
-            ready[key] = f
-        return ready
+                continue  # looked at again next round
+            part = f.part
+            cap = self._settings.partition_max_bytes
+            bucket = self._bucket(part)
+            if bucket is None:
+                unsteady.discard(key)
+            else:  # throttled: its debt and cap are looked at every round
+                wait = bucket.delay()
+                if wait > 0:  # over the follower's replication quota: this partition sits the debt out
+                    f.delayed_until = now + wait
+                    continue
+                cap = bucket.cap(cap)
+            wanted[key] = PartitionData(part.log_end_offset, part.log_start_offset, cap, f.epoch)
+        return wanted
 
     def _bucket(self, part: Partition) -> TokenBucket | None:
         """The follower's replication quota for ``part`` (KIP-73), or None when it is not throttled."""
@@ -198,8 +233,9 @@ class LeaderFetcher:
 
     async def _truncate_pending(self) -> None:
         now = self._clock()
-        pending = {k: f for k, f in self._follows.items()
-                   if not f.truncated and f.delayed_until <= now and self._current(f)}
+        pending = {k: f for k in self._unsteady  # (an untruncated partition is unsteady until truncated)
+                   if (f := self._follows.get(k)) is not None
+                   and not f.truncated and f.delayed_until <= now and self._current(f)}
         if not pending:
             return
         # A fetch of the partition's previous state (another fetcher's, or this one's) may still be landing:
@@ -242,20 +278,9 @@ class LeaderFetcher:
 
     # -------------------------------------------------------------------------------------------- fetching
 
-    def _wanted(self, ready: dict[TopicPartition, _Follow]) -> dict[TopicPartition, PartitionData]:
-        wanted = {}
-        for key, f in ready.items():
-            part = f.part
-            cap = self._settings.partition_max_bytes
-            bucket = self._bucket(part)
-            if bucket is not None:
-                cap = bucket.cap(cap)
-            wanted[key] = PartitionData(part.log_end_offset, part.log_start_offset, cap, f.epoch)
-        return wanted
-
-    async def _fetch_round(self, ready: dict[TopicPartition, _Follow]) -> None:
-        wanted = self._wanted(ready)
-        request = self._session.build(wanted)
+    async def _fetch_round(self, ready: dict[TopicPartition, PartitionData]) -> None:
+        request = self._session.build(ready)
+        wanted = request.wanted  # this round's, whatever ``add`` and ``remove`` do meanwhile
         stats = self.stats
         stats.requests += 1
         started = time.perf_counter()
@@ -280,11 +305,17 @@ class LeaderFetcher:
                           answer.error_code)
             return
         jobs = []
+        unsteady = self._unsteady
         for key, fetched in answer.partitions.items():
             stats.bytes += len(fetched.records)
             f = self._follows.get(key)
-            if f is None or not self._current(f) or f.part.log_end_offset != wanted[key].fetch_offset:
-                continue  # removed, moved on, or truncated meanwhile: the next round asks again
+            if f is None:
+                continue
+            if fetched.records or fetched.error is not None:
+                unsteady.add(key)  # its log end moves (or it is held back): its request is rebuilt next round
+            if not self._current(f) or f.part.log_end_offset != wanted[key].fetch_offset:
+                unsteady.add(key)
+                continue  # moved on, or truncated meanwhile: the next round asks again
             if fetched.error is None:
                 jobs.append(self._apply(f, fetched))
             elif isinstance(fetched.error, OffsetOutOfRangeError):
@@ -302,6 +333,7 @@ class LeaderFetcher:
         self.stats.records += max(0, part.log_end_offset - leo)
         if fetched.log_start_offset > part.log_start_offset:
             await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
+            self._unsteady.add((part.topic, part.partition))  # our log start, as the next request says it
         bucket = self._bucket(part) if fetched.records else None
         if bucket is not None:
             bucket.record(len(fetched.records))  # the debt holds throttled partitions back (``_ready``), no one else

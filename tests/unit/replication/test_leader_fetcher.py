@@ -14,7 +14,7 @@ from broker.fetch import sessions as leader_sessions
 from broker.log import Log
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings
-from broker.replication.leader_fetcher import LeaderFetcher
+from broker.replication.leader_fetcher import REFRESH_S, LeaderFetcher
 from broker.replication.partition import FOLLOWER, LEADER, Partition
 from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError
 
@@ -338,5 +338,75 @@ def test_a_fetcher_waiting_idle_ends_when_cancelled_in_the_step_its_last_partiti
         done, _ = await asyncio.wait([task], timeout=1)
         assert done, "the cancellation was lost: the fetcher kept waiting"
         assert task.cancelled()
+
+    asyncio.run(main())
+
+
+async def one_round(fetcher: LeaderFetcher) -> None:
+    """What ``run`` does once: truncate what is pending, then fetch what is ready."""
+    await fetcher._truncate_pending()
+    await fetcher._fetch_round(fetcher._ready())
+
+
+def test_a_round_looks_only_at_the_partitions_something_happened_to(tmp_path: Path) -> None:
+    """The request is kept between rounds: an idle partition is not looked at again (its offsets, its role, its
+    throttle) until an answer brings it records, or ``REFRESH_S`` passes; the session still asks for all of
+    them (an incremental request naming none)."""
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 30)
+        clock = [100.0]
+        endpoint = MemoryLeader(leaders)
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, clock=lambda: clock[0])
+        for part in followers.values():
+            fetcher.add(part)
+        looked: list[tuple[str, int]] = []
+        real = fetcher._current
+
+        def current(f: Any) -> bool:
+            looked.append((f.part.topic, f.part.partition))
+            return real(f)
+
+        fetcher._current = current  # type: ignore[method-assign]
+        await one_round(fetcher)  # the full fetch: every partition looked at, truncated, asked
+        assert len(set(looked)) == 30
+        looked.clear()
+        await one_round(fetcher)
+        await one_round(fetcher)
+        assert looked == [] and endpoint.requests[-1].partitions == {}  # incremental, nothing to say, nothing seen
+        await leaders[("t", 4)].append(batch(2), acks=1, timeout_ms=1000)
+        await one_round(fetcher)  # brings t-4's records: its answer alone is looked at
+        assert followers[("t", 4)].log_end_offset == 2 and looked == [("t", 4)]
+        looked.clear()
+        await one_round(fetcher)  # t-4 asked from its new end: its request rebuilt, it alone
+        assert set(looked) == {("t", 4)} and endpoint.requests[-1].partitions[("t", 4)].fetch_offset == 2
+        assert set(endpoint.requests[-1].partitions) == {("t", 4)}
+        looked.clear()
+        clock[0] += REFRESH_S  # and at least this often, every partition
+        await one_round(fetcher)
+        assert len(set(looked)) == 30 and endpoint.requests[-1].partitions == {}
+
+    asyncio.run(main())
+
+
+def test_a_partition_that_stopped_being_current_is_dropped_from_the_request_when_its_answer_says_so(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        endpoint = MemoryLeader(leaders)
+        fetcher = LeaderFetcher(endpoint, FOLLOWER_ID, broker_epoch=lambda: 7, clock=lambda: 100.0)
+        for part in followers.values():
+            fetcher.add(part)
+        await one_round(fetcher)
+        await one_round(fetcher)
+        # Both sides move to epoch 2 (the manager would re-add the follower; here it does not): the follower's
+        # t-1 is no longer current for this fetcher, and the leader fences the old epoch.
+        for parts in (leaders, followers):
+            await parts[("t", 1)].apply(info(LEADER_ID, 2, (1, 2), replicas=(1, 2), partition=1, version=1),
+                                        config())
+        await leaders[("t", 1)].append(batch(1), acks=1, timeout_ms=1000)
+        await one_round(fetcher)  # t-1 joins the leader's round with its error: held back, looked at again
+        assert followers[("t", 1)].log_end_offset == 0
+        await one_round(fetcher)
+        assert ("t", 1) not in fetcher._wanted and followers[("t", 1)].log_end_offset == 0
 
     asyncio.run(main())
