@@ -9,6 +9,10 @@ leaders, paced as bench/rest_bench.py's latency phase), ``--runs`` times each. P
 p99, the three brokers' utime+stime per request (from /proc) and the replica fetch rounds (Kafka's Fetch; the http
 transport counts none). At 10,000 records/s (200 requests/s of 50) this is issue 25's latency figure; a rate near
 what the machine can take shows the CPU per request turning into queueing. Not a test.
+
+``--idle-partitions N``: an RF 3 topic of N partitions beside it, never written: a follower's fetch session then
+holds hundreds of idle partitions per leader, and what a replication round costs per partition of its session
+shows, first in the three brokers' CPU while everything is idle (over ``--idle-seconds``), then in the latency.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -50,6 +55,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--records-per-request", type=int, default=50)
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--idle-partitions", type=int, default=0, help="an idle RF 3 topic of this many partitions")
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
     args = ap.parse_args()
     hz = 100  # USER_HZ
     per = args.records_per_request
@@ -62,8 +69,19 @@ def main() -> None:
                 cluster.up()
                 urls = [cluster.broker_url(i) for i in (1, 2, 3)]
                 create_topic(urls[0], "lat", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
-                _wait_isr(urls[0], ["lat"])
+                topics = ["lat"]
+                if args.idle_partitions:
+                    create_topic(urls[0], "idle", args.idle_partitions, 3, {"min.insync.replicas": "2"},
+                                 seen_by=urls, timeout_ms=15_000)
+                    topics.append("idle")
+                _wait_isr(urls[0], topics, timeout=120.0)
                 pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
+                if args.idle_partitions:
+                    time.sleep(3)  # the sessions settle after the creation's rounds
+                    t0 = ticks(pids)
+                    time.sleep(args.idle_seconds)
+                    print(f"{transport:5} idle, {args.idle_partitions} idle partitions beside {PARTITIONS}: brokers' "
+                          f"CPU {(ticks(pids) - t0) / hz / args.idle_seconds * 1000:,.0f} ms per second", flush=True)
                 leaders = leaders_of(urls[0], "lat")
                 for rate in (int(r) for r in args.rates.split(",")):
                     for _ in range(args.runs):

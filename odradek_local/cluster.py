@@ -343,6 +343,9 @@ class LocalCluster:
         env = dict(os.environ)
         repo_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # ``python -m`` puts the working directory before PYTHONPATH: without this a broker started from another
+        # checkout's directory (an A/B bench run from there) would run that checkout's code, not this one's.
+        env["PYTHONSAFEPATH"] = "1"
         if self.zk_digest:
             env["ODRADEK_ZK_DIGEST"] = self.zk_digest  # not on the command line, where ps shows it
         if self.tls:

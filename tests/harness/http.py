@@ -37,14 +37,17 @@ def request(method: str, url: str, body: Any = None, *, content_type: str = "app
 
 
 def create_topic(url: str, name: str, partitions: int = 1, replication_factor: int = 1,
-                 configs: dict[str, str] | None = None, *, seen_by: list[str] | None = None) -> dict[str, Any]:
-    """Create a topic and wait until every broker in ``seen_by`` knows a leader for each partition."""
+                 configs: dict[str, str] | None = None, *, seen_by: list[str] | None = None,
+                 timeout_ms: int | None = None) -> dict[str, Any]:
+    """Create a topic and wait until every broker in ``seen_by`` knows a leader for each partition
+    (``timeout_ms``: how long the creation itself may take, the broker's default when None)."""
     status, clusters, _ = request("GET", f"{url}/v3/clusters")
     assert status == 200, clusters
     cid = clusters["data"][0]["cluster_id"]
     body = {"topic_name": name, "partitions_count": partitions, "replication_factor": replication_factor,
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
-    status, topic, _ = request("POST", f"{url}/v3/clusters/{cid}/topics", body)
+    wait = "" if timeout_ms is None else f"?timeout_ms={timeout_ms}"
+    status, topic, _ = request("POST", f"{url}/v3/clusters/{cid}/topics{wait}", body)
     assert status == 201, topic
     for other in seen_by or []:
         def leaders_known(broker: str = other) -> bool:

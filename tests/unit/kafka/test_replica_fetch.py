@@ -665,18 +665,24 @@ def test_an_append_to_a_quiet_partition_joins_the_round_waiting_on_no_partition(
     asyncio.run(main())
 
 
+async def clocked_leader(tmp_path: Path) -> tuple[Leader, KafkaApis, list[float]]:
+    """The leader with one clock the test moves (seconds), for its partitions and its fetch sessions alike."""
+    clock = [1000.0]
+    leader = Leader(tmp_path)
+    leader.sessions = FetchSessionCache(clock_ms=lambda: int(clock[0] * 1000))
+    apis = await leader.start()
+    for part in leader.parts.values():
+        part._now = lambda: clock[0]  # type: ignore[method-assign]
+    return leader, apis, clock
+
+
 def test_a_quiet_partitions_follower_is_caught_up_as_of_its_sessions_last_fetch(tmp_path: Path) -> None:
     """Kafka's leader records each fetch at the log end as caught up; a round that leaves the partition out
     records it through the session's last fetch, folded in when the partition changes. So a follower that keeps
     fetching stays in sync however long the partition was idle, and one that stopped fetching is out of sync as
     soon as it is behind, as in Kafka: not only one more lag later."""
     async def main() -> None:
-        clock = [1000.0]
-        leader = Leader(tmp_path)
-        leader.sessions = FetchSessionCache(clock_ms=lambda: int(clock[0] * 1000))
-        apis = await leader.start()
-        for part in leader.parts.values():
-            part._now = lambda: clock[0]  # type: ignore[method-assign]
+        leader, apis, clock = await clocked_leader(tmp_path)
         lag_s = leader.parts[0].config.replica_lag_time_max_ms / 1000
         rounds = Rounds(apis, {0: 0, 1: 0})
         await rounds.open()
@@ -701,12 +707,7 @@ def test_a_quiet_partitions_follower_is_caught_up_as_of_its_sessions_last_fetch(
 
 def test_a_stale_incarnations_round_leaves_nothing_out_and_keeps_nothing_caught_up(tmp_path: Path) -> None:
     async def main() -> None:
-        clock = [1000.0]
-        leader = Leader(tmp_path)
-        leader.sessions = FetchSessionCache(clock_ms=lambda: int(clock[0] * 1000))
-        apis = await leader.start()
-        for part in leader.parts.values():
-            part._now = lambda: clock[0]  # type: ignore[method-assign]
+        leader, apis, clock = await clocked_leader(tmp_path)
         lag_s = leader.parts[0].config.replica_lag_time_max_ms / 1000
         rounds = Rounds(apis, {0: 0, 1: 0})
         await rounds.open()
