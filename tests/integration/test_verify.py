@@ -121,6 +121,7 @@ def assert_enough_acknowledged(report: dict) -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 def test_short_run_under_faults_loses_nothing(tmp_path: Path) -> None:
     reason = _skip_reason()
@@ -187,6 +188,7 @@ def _kafka_skip_reason() -> str | None:
 
 
 @pytest.mark.cluster
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 def test_short_run_through_librdkafka_loses_nothing(tmp_path: Path) -> None:
     """``--via kafka``: idempotent librdkafka producers on the brokers' Kafka listeners (bound on the lab hosts'
@@ -220,6 +222,7 @@ def test_short_run_through_librdkafka_loses_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 def test_planted_bug_ack_before_isr_is_caught(tmp_path: Path) -> None:
     """Brokers acknowledge acks=all after the leader's own append (verify hands them --unsafe-ack-before-isr):
