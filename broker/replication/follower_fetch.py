@@ -108,10 +108,9 @@ class FollowerFetchService:
         its session caught up. The cheap conditions (the fetch's epoch is the partition's, its offset the log end)
         are looked at first: in a follower's session most partitions are idle, and this is what a round costs
         each of them."""
-        if leader_epoch != part.leader_epoch or offset != part.log_end_offset or replica_id == self._broker_id:
+        if leader_epoch != part.leader_epoch or offset != part.log_end_offset:
             return False
-        registered = self._cache.brokers.get(replica_id)
-        if registered is None or registered.epoch != replica_epoch or replica_id not in part.replicas:
+        if not self.registered(replica_id, replica_epoch) or replica_id not in part.replicas:
             return False
         if self._throttle.leader_limit(part.topic, part.partition, replica_id in part.isr) is not None:
             return False
