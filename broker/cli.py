@@ -208,8 +208,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--replica-fetch-transport", choices=("auto", "http", "kafka"),
                    default=defaults.replica_fetch_transport,
                    help="how followers fetch: kafka (one multi-partition Fetch per leader per round in a fetch "
-                        "session, over the inter-broker Kafka listener), http (the default: one long-poll per "
-                        "partition), or auto (kafka when this broker has a Kafka listener it can use, else http); "
+                        "session, over the inter-broker Kafka listener), http (one long-poll per partition), or "
+                        "auto (the default: kafka when this broker has a Kafka listener it can use, else http); "
                         "with kafka or auto, a leader without that listener is followed over http")
     g.add_argument("--num-replica-fetchers", type=int, default=defaults.num_replica_fetchers,
                    help="fetchers (connections) per leader with --replica-fetch-transport kafka (Kafka's name)")

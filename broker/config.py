@@ -105,9 +105,11 @@ class BrokerConfig:
     # How followers replicate (broker/replication/replica_manager.py): "kafka", Kafka's way (one fetcher per
     # leader and fetcher id, one multi-partition Fetch per round in a fetch session, over one connection to the
     # leader's inter-broker Kafka listener), "http" (one long-poll per partition over the HTTP replica routes), or
-    # "auto": kafka when this broker can (``effective_replica_fetch_transport``), else http. The default stays http
-    # until the Kafka transport measures faster (docs/performance.md, bench/replication_bench.py).
-    replica_fetch_transport: str = "http"
+    # "auto" (the default): kafka when this broker can (``effective_replica_fetch_transport``), else http. Kafka's
+    # way costs a round what changed in the follower's session, where http costs a long-poll per partition: with
+    # 1,000 idle partitions beside a loaded topic, 120-163 against 1,748 ms of CPU a second idle, and p50 4 against
+    # 148 ms under load (docs/performance.md, bench/acks_all_load.py --idle-partitions).
+    replica_fetch_transport: str = "auto"
     # Kafka's num.replica.fetchers: fetchers (connections) per leader broker, partitions hashed among them.
     num_replica_fetchers: int = 1
     # Kafka's inter.broker.listener.name, for the Kafka listeners: the one followers fetch from (by this name in

@@ -107,8 +107,8 @@ def test_the_broker_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch,
 
 def test_the_replica_fetch_transport_flags_reach_broker_config(monkeypatch: pytest.MonkeyPatch) -> None:
     default = _config_from_flags(monkeypatch)
-    assert (default.replica_fetch_transport, default.num_replica_fetchers) == ("http", 1)
-    assert default.effective_replica_fetch_transport() == "http"
+    assert (default.replica_fetch_transport, default.num_replica_fetchers) == ("auto", 1)
+    assert default.effective_replica_fetch_transport() == "http"  # auto, and no Kafka listener
     kafka = _config_from_flags(monkeypatch, "--replica-fetch-transport", "kafka", "--num-replica-fetchers", "3",
                                "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192,INTERNAL://127.0.0.1:9193",
                                "--kafka-listener-security-protocol-map", "INTERNAL:PLAINTEXT",
@@ -127,8 +127,11 @@ def test_auto_fetches_over_kafka_when_this_broker_has_a_kafka_listener_it_can_us
     assert plain.effective_replica_fetch_transport() == "kafka"
     none = _config_from_flags(monkeypatch, "--replica-fetch-transport", "auto")
     assert none.effective_replica_fetch_transport() == "http"  # no Kafka listener to fetch through
-    http = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192")
-    assert http.effective_replica_fetch_transport() == "http"  # the default
+    default = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192")
+    assert default.effective_replica_fetch_transport() == "kafka"  # auto is the default
+    http = _config_from_flags(monkeypatch, "--kafka-listeners", "PLAINTEXT://127.0.0.1:9192",
+                              "--replica-fetch-transport", "http")
+    assert http.effective_replica_fetch_transport() == "http"
     sasl = BrokerConfig(1, "zk:2181", "127.0.0.1", 0, Path("/d"), replica_fetch_transport="auto",
                         kafka_listeners=cli_listeners("SASL_PLAINTEXT://127.0.0.1:9192"))
     assert sasl.effective_replica_fetch_transport() == "http"  # a SASL listener and no user to log in as
