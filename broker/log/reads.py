@@ -21,7 +21,7 @@ from odradek.protocol.errors import OffsetOutOfRangeError
 from odradek.protocol.records import HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
 
 from .base import LogBase, ReadResult
-from .segment import READ_CHUNK, LogSegment
+from .segment import READ_CHUNK, LogSegment, read_span
 
 # Below this, a partition's fetch answer is copied instead. Over loopback on our VMs the kernel's sendfile costs
 # more per byte than a copy (``python bench/fetch_send_bench.py --ways direct,copied``: three partitions of 64 KB,
@@ -162,14 +162,23 @@ class LogReads(LogBase):
         last = len(segments) - 1
         for j in range(i, last + 1):
             seg = segments[j]
-            found = _slice(seg, offset, max_bytes, max_offset, active_size if j == last else seg.size)
-            if found is not None:
-                pos, length, next_offset = found
-                if not length:
+            limit = active_size if j == last else seg.size
+            first = seg.find(offset, limit)
+            if first is None:
+                continue
+            if read_span(first[1], first[0], max_bytes, limit) < copy_below:
+                # An answer this small is copied whatever its cut: read's one pread, cut in memory, instead of a
+                # header walk and then the copy (a follower's round reads one round's appends this way).
+                data, next_offset = seg.read_found(first, offset, max_bytes, max_offset, limit)
+                if not data:
                     return SliceResult((), next_offset, start, end)
-                if length < copy_below:
-                    return ReadResult(os.pread(seg._fd, length, pos), next_offset, start, end)
-                return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
+                return ReadResult(data, next_offset, start, end)
+            pos, length, next_offset = _slice(seg, first, offset, max_bytes, max_offset, limit)
+            if not length:
+                return SliceResult((), next_offset, start, end)
+            if length < copy_below:
+                return ReadResult(os.pread(seg._fd, length, pos), next_offset, start, end)
+            return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
         return SliceResult((), offset, start, end)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
@@ -215,20 +224,18 @@ def _walk(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         pos += rel
 
 
-def _slice(seg: LogSegment, offset: int, max_bytes: int, max_offset: int | None, limit: int
-           ) -> tuple[int, int, int] | None:
-    """``(position, length, next offset)`` of what ``LogSegment.read`` would return; None where it returns None.
+def _slice(seg: LogSegment, found: tuple[int, BatchHeader], offset: int, max_bytes: int, max_offset: int | None,
+           limit: int) -> tuple[int, int, int]:
+    """``(position, length, next offset)`` of what ``LogSegment.read_found`` would return from ``found`` (the
+    batch ``LogSegment.find`` gave for ``offset``).
 
     The same cut as ``LogSegment.read``: the first batch whole whatever its size, then batches while the total
     stays within ``max_bytes``, none starting at or after ``max_offset``, none past ``limit``.
     """
-    found = seg.find(offset, limit)
-    if found is None:
-        return None
     pos, h = found
     if max_offset is not None and h.base_offset >= max_offset:
         return pos, 0, offset
-    end = min(max(max_bytes, h.size), limit - pos)  # what LogSegment.read would pread
+    end = read_span(h, pos, max_bytes, limit)  # what LogSegment.read would pread
     cut = 0
     next_offset = offset
     for bpos, bh in seg.walk(pos, pos + end):

@@ -45,6 +45,12 @@ log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK = 8192  # bytes per pread when walking headers
+
+
+def read_span(h: BatchHeader, pos: int, max_bytes: int, limit: int) -> int:
+    """The bytes a read from the batch ``h`` at ``pos`` looks at: its first batch whole whatever its size, else up
+    to ``max_bytes``, never past ``limit``."""
+    return min(max(max_bytes, h.size), limit - pos)
 SCAN_CHUNK = 4 << 20  # bytes per pread when scanning whole segments (recovery, compaction)
 _LAST_DELTA = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
 
@@ -463,12 +469,15 @@ class LogSegment:
         under the Log lock). The walk over the bytes read is per batch, never per record.
         """
         found = self.find(offset, limit)
-        if found is None:
-            return None
+        return None if found is None else self.read_found(found, offset, max_bytes, max_offset, limit)
+
+    def read_found(self, found: tuple[int, BatchHeader], offset: int, max_bytes: int, max_offset: int | None,
+                   limit: int) -> tuple[bytes, int]:
+        """``read`` from the batch ``find`` returned: one ``pread``, cut at batch boundaries in memory."""
         pos, h = found
         if max_offset is not None and h.base_offset >= max_offset:
             return b"", offset
-        data = os.pread(self._fd, min(max(max_bytes, h.size), limit - pos), pos)
+        data = os.pread(self._fd, read_span(h, pos, max_bytes, limit), pos)
         unpack = _LAST_DELTA.unpack_from
         cut = 0
         end = len(data)

@@ -71,3 +71,26 @@ def test_slice_survives_retention(tmp_path: Path) -> None:
     assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
     assert _bytes(got) == want  # the duplicate descriptor kept the deleted segment's bytes
     log.close()
+
+
+def test_an_answer_small_enough_to_copy_reads_the_file_as_read_does(tmp_path: Path, monkeypatch) -> None:
+    """A follower's round reads what one round appended, below the copy threshold: the batch's position from the
+    index walk, then one ``pread`` of the bytes (as ``read``), not a second walk of the headers before the copy."""
+    log = _filled(tmp_path, **{"segment.bytes": 1 << 20})
+    end = log.log_end_offset
+    real = os.pread
+    calls: list[int] = []
+
+    def counted(fd: int, n: int, pos: int) -> bytes:
+        calls.append(n)
+        return real(fd, n, pos)
+
+    monkeypatch.setattr(os, "pread", counted)
+    for offset in (0, end // 2, end - 1):
+        calls.clear()
+        want = log.read(offset, 1 << 20)
+        reads = len(calls)
+        calls.clear()
+        got = log.read_slices(offset, 1 << 20, copy_below=1 << 20)
+        assert isinstance(got, ReadResult) and got.data == want.data and got.next_offset == want.next_offset
+        assert len(calls) == reads == 2, (offset, calls)
