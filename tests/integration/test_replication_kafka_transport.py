@@ -3,13 +3,15 @@ each follower fetches from each leader with one multi-partition Fetch per round 
 over one connection to the leader's Kafka listener. The sessions take in partitions of topics created while they
 run and let go of topics deleted; a leader's session cache evicting them costs nothing but full fetches; a
 leader change moves a partition from one session to another with nothing lost; a throttled move replicates at
-the throttled rate; and a leader SIGKILL under RF 3 acks=all load loses no acknowledged record.
+the throttled rate; and a leader SIGKILL under RF 3 acks=all load loses no acknowledged record; and with the default
+transport a broker without a Kafka listener follows and is followed over HTTP beside brokers that use Kafka's Fetch.
 
 Every test checks that the sessions were in use (the leaders' incremental Fetch count moved): no Kafka consumer
 runs in these tests while that is measured, so only the followers' fetchers send incremental fetches."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import urllib.request
@@ -337,3 +339,32 @@ def test_sigkill_of_the_leader_under_acks_all_load_loses_no_acknowledged_record(
     cluster.start_broker(old_leader)
     wait_full_isr(cluster, TOPIC, [0])
     wait_converged(cluster, TOPIC, 0, [1, 2, 3])
+
+
+def test_a_broker_without_a_kafka_listener_is_followed_and_follows_over_http_beside_kafkas_fetch(
+        make_cluster: MakeCluster) -> None:
+    """The default transport (``auto``, no flag here): brokers 1 and 2 have Kafka listeners and follow each other
+    over Kafka's Fetch; broker 3 has none, so it follows both over HTTP, and they follow it over HTTP (a leader
+    without the listener). With min.insync.replicas 3, an acks=all produce to a partition led by any of the three
+    is acknowledged only once both others have it, so every pair of brokers has to replicate both ways."""
+    cluster = make_cluster(brokers=3, start=False)
+    cluster.cluster.slots[3] = dataclasses.replace(cluster.cluster.slots[3], kafka_port=None, kafka_extra=())
+    cluster.up()
+    assert cluster.cluster.kafka_address(3) is None
+    all_urls = urls(cluster)
+    create_topic(all_urls[0], "mixed", 6, 3, {"min.insync.replicas": "3"}, seen_by=all_urls)
+    wait_full_isr(cluster, "mixed", range(6))
+    leaders = {p: int(partition_state(all_urls[0], "mixed", p)["leader"]) for p in range(6)}
+    assert set(leaders.values()) == {1, 2, 3}, leaders
+    before = {b: metric(cluster, b, "odradek_kafka_fetches_total", 'session="incremental"') for b in (1, 2)}
+    for p in range(6):
+        for i in range(5):
+            status, body = produce(cluster.broker_url(leaders[p]), "mixed", p, [f"{p}-{i}"], acks="all")
+            assert status == 200 and body["offsets"][0].get("error_code") is None, body
+    for p in range(6):
+        wait_converged(cluster, "mixed", p, [1, 2, 3])
+        assert [r["value"] for r in read_all(all_urls[0], "mixed", p)] == [f"{p}-{i}" for i in range(5)]
+    # brokers 1 and 2 answered each other's sessions over Kafka's protocol meanwhile; broker 3 answers none
+    assert all(metric(cluster, b, "odradek_kafka_fetches_total", 'session="incremental"') > before[b]
+               for b in (1, 2)), before
+    assert metric(cluster, 3, "odradek_kafka_fetches_total") == 0
