@@ -3,7 +3,7 @@ each follower fetches from each leader with one multi-partition Fetch per round 
 over one connection to the leader's Kafka listener. The sessions take in partitions of topics created while they
 run and let go of topics deleted; a leader's session cache evicting them costs nothing but full fetches; a
 leader change moves a partition from one session to another with nothing lost; a throttled move replicates at
-the throttled rate; and a leader SIGKILL under RF 3 acks=all load loses no acknowledged record; and with the default
+the throttled rate; a leader SIGKILL under RF 3 acks=all load loses no acknowledged record; and with the default
 transport a broker without a Kafka listener follows and is followed over HTTP beside brokers that use Kafka's Fetch.
 
 Every test checks that the sessions were in use (the leaders' incremental Fetch count moved): no Kafka consumer
