@@ -139,7 +139,9 @@ class LogReads(LogBase):
         Walks batch headers only (one small ``pread`` per batch, or per 8 KiB of small batches), never the bytes
         between them, and ``dup``s the segment's descriptor here, on the storage thread, so the range stays
         readable after the segment is deleted. Empty slices where ``read`` returns empty data. An answer smaller
-        than ``copy_below`` bytes comes back as ``read`` would give it (bytes): too small to be worth a sendfile.
+        than ``copy_below`` bytes comes back as ``read`` would give it (bytes): too small to be worth a sendfile;
+        when even the span a read would look at is that small, it is read as ``read`` reads it (one ``pread``, cut
+        in memory), without the header walk.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
