@@ -85,9 +85,15 @@ def main() -> None:
                 leaders = leaders_of(urls[0], "lat")
                 for rate in (int(r) for r in args.rates.split(",")):
                     for _ in range(args.runs):
-                        r0, t0 = fetch_rounds(urls), ticks(pids)
-                        lat = asyncio.run(latency(leaders, "lat", rate * per, args.seconds, per, "all"))
+                        marks: list[float] = []  # the fetch rounds and CPU ticks as the measured requests begin
+
+                        def mark() -> None:
+                            marks.extend((fetch_rounds(urls), ticks(pids)))  # noqa: B023 (called within the loop)
+
+                        lat = asyncio.run(latency(leaders, "lat", rate * per, args.seconds, per, "all",
+                                                  on_start=mark))
                         t1, r1 = ticks(pids), fetch_rounds(urls)
+                        r0, t0 = marks
                         n = len(lat)
                         print(f"{transport:5} {rate:5} req/s ({rate * per:,} records/s): {n} requests, p50 "
                               f"{lat[n // 2] * 1000:.2f} ms, p99 {lat[int(n * 0.99)] * 1000:.2f} ms, brokers' CPU "

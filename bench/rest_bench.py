@@ -152,27 +152,36 @@ def leaders_of(url: str, topic: str) -> dict[int, str]:
 
 
 async def latency(leaders: dict[int, str], topic: str, rate: int, seconds: float, per_request: int,
-                  acks: str) -> list[float]:
+                  acks: str, *, warmup_s: float = 1.0, on_start: Callable[[], None] | None = None) -> list[float]:
+    """Binary produces of ``per_request`` records at ``rate`` records/s over the partitions, round robin, for
+    ``seconds``; their latencies, sorted. The first ``warmup_s`` seconds of requests go at the same pace and are
+    not measured: they open the client's connections and make each broker's first requests on them (tens of
+    milliseconds each, which would otherwise be the run's p99). ``on_start`` is called as the measured requests
+    begin (where a caller snapshots the brokers' counters)."""
     values = make_values(per_request)
     batch = encode_batch([(KEYS[i], v, int(time.time() * 1000), ()) for i, v in enumerate(values)])
     interval = per_request / rate
     out: list[float] = []
     async with aiohttp.ClientSession() as session:
-        async def one(p: int) -> None:
+        async def one(p: int, measured: bool) -> None:
             t = time.perf_counter()
             async with session.post(f"{leaders[p]}/topics/{topic}/partitions/{p}/batches?acks={acks}", data=batch,
                                     headers={"Content-Type": BATCHES}) as resp:
                 await resp.read()
                 assert resp.status == 200, resp.status
-            out.append(time.perf_counter() - t)
+            if measured:
+                out.append(time.perf_counter() - t)
 
         tasks = []
+        warm = int(warmup_s / interval)
         start = time.perf_counter()
-        for i in range(int(seconds / interval)):
+        for i in range(warm + int(seconds / interval)):
             delay = start + i * interval - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i % PARTITIONS)))
+            if i == warm and on_start is not None:
+                on_start()
+            tasks.append(asyncio.create_task(one(i % PARTITIONS, i >= warm)))
         await asyncio.gather(*tasks)
     return sorted(out)
 
