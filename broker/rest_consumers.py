@@ -340,8 +340,12 @@ class RestInstanceManager:
                 running = {t for t in running if not t.done()}
                 deadline = member.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                # asyncio.timeout, not wait_for: on 3.11 a wait_for whose event is set in the same step as this task
+                # is cancelled returns normally, the cancellation is lost, and this loop would outlive its
+                # instance's close (_stop_membership waiting on it for ever)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(inst.wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await inst.wake.wait()
         finally:
             for t in running:  # the instance is leaving: no join or heartbeat may change it afterwards
                 t.cancel()

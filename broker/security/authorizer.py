@@ -122,8 +122,9 @@ class AclCache:
     async def run(self, fallback_s: float = 30.0, on_error: Callable[[Exception], None] | None = None) -> None:
         """Re-load on each notification (and every ``fallback_s``, in case a watch was lost with a connection)."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), fallback_s)
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost (3.11's wait_for)
+                async with asyncio.timeout(fallback_s):
+                    await self._changed.wait()
             self._changed.clear()
             try:
                 self.authorizer.replace(await asyncio.to_thread(self._read))

@@ -151,3 +151,22 @@ def test_an_expired_instance_commits_leaves_and_unregisters_its_name() -> None:
         await m.close()
 
     run(test)
+
+
+def test_closing_as_the_driver_is_woken_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's wake-up (a join, a heartbeat or a request setting ``wake``) and the instance's close can fall in
+    the same event-loop step. The close cancels the driver and waits for it: the cancellation must not be lost to
+    the wake-up (3.11's ``wait_for`` returns normally then), or the driver runs on and the close never ends."""
+    monkeypatch.setattr(rest_consumers, "HEARTBEAT_INTERVAL_MS", 100)
+
+    async def test(b: Brokers) -> None:
+        for i in range(5):
+            m = manager(b, FakeLocator())
+            x = await subscribed(m, f"x{i}")
+            await eventually(lambda x=x: x.assigned == ALL, "the assignment")
+            await asyncio.sleep(0.01)  # the driver is back in its wait
+            x.wake.set()  # woken, and in the same step cancelled by the close
+            await asyncio.wait_for(m.close(), 10)
+            assert x.task is None and x.member is None
+
+    run(test)
