@@ -227,15 +227,18 @@ class Broker:
             await asyncio.to_thread(self.zk.start)
             self.zk.add_state_listener(self._on_zk_state)
             self._zk_state = CONNECTED
-            await asyncio.to_thread(self.zk.ensure_persistent_paths)
-            self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
-            if self.security is not None:
-                await self.security.start()
-            await self.interbroker.start()
-            await self.replicas.start()
-            runner = await self._start_http()
-            await self._start_kafka()
-            await self._register()
+            # Until it is registered, the broker waits for a slow or reconnecting ZooKeeper as long as for its
+            # first connection, rather than exiting after one call's deadline.
+            with self.zk.patient(self.config.zk_connect_timeout_ms / 1000):
+                await asyncio.to_thread(self.zk.ensure_persistent_paths)
+                self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+                if self.security is not None:
+                    await self.security.start()
+                await self.interbroker.start()
+                await self.replicas.start()
+                runner = await self._start_http()
+                await self._start_kafka()
+                await self._register()
         except (StartupError, OdradekError) as e:
             log.error("broker %d cannot start: %s", self.broker_id, e)
             print(f"odradek broker {self.broker_id}: cannot start: {e}", flush=True)

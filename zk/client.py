@@ -7,8 +7,9 @@ and callers must not have to know paths or kazoo's types. Callers get domain val
 
 Retries: every kazoo call goes through ``retrying`` (zk/retry.py): a connection loss or a slow server is retried
 with backoff until the call's deadline (``op_deadline_s``, the session timeout by default, so a caller never
-waits longer than ZooKeeper would take to expire it); what still fails then, and a session expiry, leave as
-``CoordinationUnavailableError`` (retriable, HTTP 503), never as a kazoo exception.
+waits longer than ZooKeeper would take to expire it; while a broker starts, its connection timeout: ``patient``);
+what still fails then, and a session expiry, leave as ``CoordinationUnavailableError`` (retriable, HTTP 503),
+never as a kazoo exception.
 
 Concurrency: ``ZkClient`` is thread-safe (kazoo is); its methods block for one or a few ZooKeeper round trips,
 so asyncio callers run them with ``asyncio.to_thread``. Watches are one-shot: a verb that takes ``watch`` arms
@@ -47,7 +48,7 @@ import threading
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -187,7 +188,6 @@ class ZkClient:
         self.connect = connect
         self._hosts, self._chroot = split_chroot(connect)
         self._connect_timeout_s = connect_timeout_s
-        self.op_deadline_s = op_deadline_s if op_deadline_s is not None else session_timeout_s
         self._connected = threading.Event()
         # Security (zk/acls.py): a digest identity (kazoo auth_data) and, with set_acl, secure ACLs on every
         # znode this session creates (Kafka's zookeeper.set.acl).
@@ -203,7 +203,28 @@ class ZkClient:
         self._listeners: list[StateListener] = []
         self._listener_lock = threading.Lock()
         self._kazoo.add_listener(self._on_state)
-        self._retry = ZkRetry(lambda: bool(self._kazoo.connected), self._connected, self.op_deadline_s)
+        self._retry = ZkRetry(lambda: bool(self._kazoo.connected), self._connected,
+                              op_deadline_s if op_deadline_s is not None else session_timeout_s)
+
+    @property
+    def op_deadline_s(self) -> float:
+        """How long a verb retries before it raises CoordinationUnavailableError (see ``patient``)."""
+        return self._retry.deadline_s
+
+    @contextlib.contextmanager
+    def patient(self, deadline_s: float) -> Iterator[None]:
+        """Every verb called meanwhile, from any thread, retries for at least ``deadline_s``.
+
+        Why: a broker that starts while its ZooKeeper is slow (a loaded machine, a node restarting) should wait
+        for it as Kafka's does (each request waits up to ``zookeeper.connection.timeout.ms`` for the connection),
+        not give up after the per-call deadline meant for requests answered with a retriable 503. Not nested.
+        """
+        saved = self._retry.deadline_s
+        self._retry.deadline_s = max(saved, deadline_s)
+        try:
+            yield
+        finally:
+            self._retry.deadline_s = saved
 
     # ---------------------------------------------------------------------------------------- lifecycle
 

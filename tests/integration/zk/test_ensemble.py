@@ -9,12 +9,15 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
+from odradek.protocol.errors import CoordinationUnavailableError
 from odradek_local.processes import read_proc_stat
 from odradek_local.zookeeper import (
     ZOOKEEPER_JAR,
@@ -25,6 +28,7 @@ from odradek_local.zookeeper import (
     four_letter_word,
 )
 from tests.harness.wait import SLOW_MACHINE_S, wait_until
+from zk.client import ZkClient
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 needs_zookeeper = pytest.mark.skipif(
@@ -249,3 +253,38 @@ def test_a_committed_write_survives_a_diff_synced_follower_going_back_to_an_elec
     ens.wait_leader(SLOW_MACHINE_S)
     assert _read(ens, a) == b"committed while A was down"
     assert _read(ens, c) == b"committed while A was down"
+
+
+@needs_zookeeper
+def test_calls_made_patient_wait_out_a_zookeeper_restart_longer_than_their_deadline(
+        make_ensemble: MakeEnsemble) -> None:
+    """What a starting broker relies on (broker/server.py waits for its ZooKeeper until it is registered): under
+    ``ZkClient.patient`` a call outlasts its own deadline while the connection is down, and the client's deadline
+    is its own again afterwards. The same call without it gives up after its deadline."""
+    ens = make_ensemble(1)
+    ens.start(timeout=SLOW_MACHINE_S)
+    # A session long enough to outlive the node's restart (a standalone node keeps its sessions across one).
+    zk = ZkClient(ens.connect_string(), session_timeout_s=10.0, connect_timeout_s=10.0, op_deadline_s=1.0)
+    zk.start()
+    try:
+        zk.ensure_persistent_paths()
+        cluster_id = zk.get_or_create_cluster_id()
+        ens.stop_node(1)
+        started = time.monotonic()
+        with pytest.raises(CoordinationUnavailableError):
+            zk.get_or_create_cluster_id()
+        assert time.monotonic() - started < 1.0 + SLOW_MACHINE_S / 2
+
+        answers: list[str] = []
+        with zk.patient(SLOW_MACHINE_S * 2):
+            assert zk.op_deadline_s == SLOW_MACHINE_S * 2
+            call = threading.Thread(target=lambda: answers.append(zk.get_or_create_cluster_id()))
+            call.start()
+            time.sleep(2.0)  # twice the call's own deadline, before the node even starts again
+            assert call.is_alive() and not answers
+            ens.start_node(1)
+            call.join(timeout=SLOW_MACHINE_S * 3)
+        assert answers == [cluster_id], _log_of(ens, 1)
+        assert zk.op_deadline_s == 1.0
+    finally:
+        zk.close()
