@@ -126,7 +126,7 @@ class KafkaApis:
         except InvalidRequestError as e:
             raise CloseConnection(e.message) from None
         try:
-            request = codec.decode_request(frame)
+            request = codec.decode_request(frame, header)
         except UnsupportedVersionError as e:
             if header.api_key == API_VERSIONS:
                 return codec.encode_response(API_VERSIONS, 0, header.correlation_id,
@@ -503,7 +503,7 @@ class KafkaApis:
         def close_topic() -> None:
             if topic is not None:
                 responses.append(make(topic_cls, topic=names.get(topic) or "",
-                                      topic_id=uuid.UUID(topic) if by_id else None, partitions=tuple(entries)))
+                                      topic_id=_topic_uuid(topic) if by_id else None, partitions=tuple(entries)))
 
         for i in reply.carried:  # consecutive partitions of a topic under one topic entry, as Kafka's builder
             p = partitions[i]
@@ -535,7 +535,7 @@ class KafkaApis:
         a fetch costs the same whatever the number of topics in the cluster."""
         out: dict[str, str] = {}
         for key in set(keys):
-            name = self._cache.topic_name(uuid.UUID(key))
+            name = self._cache.topic_name(_topic_uuid(key))
             if name is not None:
                 out[key] = name
         return out
@@ -588,7 +588,14 @@ def _topic_key(topic: Any, by_id: bool) -> str:
     """A requested topic's session key: its name before v13, its id (the UUID's string) from v13."""
     if not by_id:
         return str(topic.topic)
-    return str(topic.topic_id or uuid.UUID(int=0))
+    return _uuid_key(topic.topic_id or _NULL_UUID)
+
+
+# A fetch turns each topic id to its session key and back (every replica round, for every topic it carries): both
+# ways cached, bounded so that ids a client makes up cannot grow them.
+_NULL_UUID = uuid.UUID(int=0)
+_uuid_key = functools.lru_cache(maxsize=4096)(str)
+_topic_uuid = functools.lru_cache(maxsize=4096)(uuid.UUID)
 
 
 def _timestamp(ms: int | None) -> datetime.datetime | None:

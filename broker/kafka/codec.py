@@ -172,6 +172,8 @@ def _reader(cls: type[Any]) -> Any:
 
 
 _read_header_v1 = entity_reader(RequestHeaderV1)  # kio readers answer (value, bytes consumed)
+_CLIENT_ID_AT = 8  # after api_key (int16), api_version (int16) and correlation_id (int32)
+_CLIENT_ID_LENGTH = struct.Struct(">h")  # a nullable string's length: -1 for null
 
 
 def read_header(frame: bytes | memoryview) -> RequestHeader:
@@ -185,14 +187,16 @@ def read_header(frame: bytes | memoryview) -> RequestHeader:
     return RequestHeader(int(h.request_api_key), int(h.request_api_version), int(h.correlation_id), h.client_id)
 
 
-def decode_request(frame: bytes | memoryview) -> Request:
-    """Header and body of a request at a supported version.
+def decode_request(frame: bytes | memoryview, header: RequestHeader | None = None) -> Request:
+    """Header and body of a request at a supported version. ``header``: ``read_header(frame)``, when the caller
+    has read it already (it is not read twice).
 
     Raises:
         UnsupportedVersionError: the API key or version is not served (the caller decides how to answer).
         InvalidRequestError: the bytes do not parse as that request.
     """
-    header = read_header(frame)
+    if header is None:
+        header = read_header(frame)
     if not is_supported(header.api_key, header.api_version):
         raise UnsupportedVersionError(f"API {header.api_key} version {header.api_version} is not supported",
                                       api_key=header.api_key, api_version=header.api_version)
@@ -208,8 +212,10 @@ def decode_request(frame: bytes | memoryview) -> Request:
 
 def _header_end(frame: bytes | memoryview, flexible: bool) -> int:
     """Where the body starts: after the v1 fields and, in a v2 header, its tagged fields, skipped whatever their
-    tags (Kafka's rule for tags a reader does not know; the header defines none)."""
-    _, pos = _read_header_v1(frame, 0)
+    tags (Kafka's rule for tags a reader does not know; the header defines none). The v1 fields' end is found
+    from the client id's length alone (``read_header`` has checked them)."""
+    (client_id_length,) = _CLIENT_ID_LENGTH.unpack_from(frame, _CLIENT_ID_AT)
+    pos = _CLIENT_ID_AT + _CLIENT_ID_LENGTH.size + max(0, client_id_length)
     if flexible:
         count, n = read_unsigned_varint(frame, pos)
         pos += n
