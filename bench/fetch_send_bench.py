@@ -40,6 +40,7 @@ from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import Connection, KafkaServer
 from broker.log.reads import FileSlice, SliceResult
 from odradek.protocol.records import encode_batch
+from tests.unit.kafka.test_sendfile import encode_frame
 
 CLIENT = r"""
 import socket, struct, sys
@@ -78,7 +79,7 @@ async def one_way(fd: int, length: int, partitions: int, answers: int, way: str)
                 os.pread(fd, length, 0) for _ in range(partitions)]))
         values = [FileRecordsValue(SliceResult((FileSlice(os.dup(fd), 0, length),), 0, 0, 0))
                   for _ in range(partitions)]
-        return codec.encode_response_frame(FETCH, 12, 1, answer_body(partitions, values))
+        return encode_frame(12, 1, answer_body(partitions, values))
 
     saved = network._write_now
     if way == "transport":

@@ -25,7 +25,7 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from broker.admin.topics import validate_topic_name
 from broker.fetch.offsets import ListOffsetsRequest
@@ -33,12 +33,13 @@ from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
 from broker.fetch.service import READ_UNCOMMITTED as FETCH_READ_UNCOMMITTED
 from broker.fetch.service import ReplicaFetch
 from broker.fetch.sessions import FINAL_EPOCH, FetchContext, PartitionFetch, PartitionOutcome, SessionEntry
-from broker.kafka import codec
+from broker.kafka import codec, fetch_response
 from broker.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, KafkaAuthorizer
 from broker.kafka.codec import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, Request, make, nested
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.errors import NONE, code, typed
 from broker.kafka.fetch import FetchAnswer, FetchWant, fetch
+from broker.kafka.fetch_response import PartitionAnswer, TopicAnswer
 from broker.kafka.frames import FileRecordsValue, ResponseFrame
 from broker.kafka.group_offsets import KafkaGroupOffsets
 from broker.kafka.groups import KafkaGroups
@@ -137,8 +138,8 @@ class KafkaApis:
         body = await self._handlers[header.api_key](conn, request)
         if body is None:
             return None
-        if header.api_key == FETCH:
-            return codec.encode_response_frame(FETCH, header.api_version, header.correlation_id, body)
+        if header.api_key == FETCH:  # written by its handler (broker/kafka/fetch_response.py)
+            return cast(bytes | ResponseFrame, body)
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
     # ------------------------------------------------------------------------------------------ ApiVersions
@@ -317,13 +318,9 @@ class KafkaApis:
             return typed(e, f"produce to {topic}-{partition}")
 
     def _current_leader(self, leader_cls: type[Any] | None, error: OdradekError) -> Any:
-        """Produce v10+ / Fetch v12+: where a client should go instead (KIP-951), from NOT_LEADER_OR_FOLLOWER."""
-        if leader_cls is None or not isinstance(error, NotLeaderOrFollowerError):
-            return None
-        leader = error.details.get("leader")
-        epoch = error.details.get("leader_epoch")
-        return make(leader_cls, leader_id=leader if isinstance(leader, int) else -1,
-                    leader_epoch=epoch if isinstance(epoch, int) else -1)
+        """Produce v10+: where a client should go instead (KIP-951), from NOT_LEADER_OR_FOLLOWER."""
+        current = _current_leader(error) if leader_cls is not None else None
+        return None if current is None else make(leader_cls, leader_id=current[0], leader_epoch=current[1])
 
     def _node_endpoints(self, cls: type[Any], conn: Connection, broker_ids: Iterable[int]) -> tuple[Any, ...]:
         node_cls = nested(cls, "NodeEndpoint")
@@ -404,8 +401,8 @@ class KafkaApis:
         descriptors from the moment the reads return; those of partitions the answer does not carry, and all of
         them if building the answer fails, are closed here."""
         version = request.header.api_version
+        correlation_id = request.header.correlation_id
         body = request.body
-        cls = codec.response_class(FETCH, version)
         replica_id, replica_epoch = _replica(body)
         follower = replica_id >= 0
         cluster_action = follower and self._auth.allowed(conn, "ClusterAction", CLUSTER, CLUSTER_NAME)
@@ -428,7 +425,8 @@ class KafkaApis:
         else:  # before KIP-227: every fetch is a full, sessionless one
             context = sessions.new_context(0, FINAL_EPOCH, wanted)
         if context.error is not None:
-            return make(cls, throttle_time=NO_THROTTLE, error_code=code(context.error), session_id=0, responses=())
+            return fetch_response.encode(version, correlation_id, error_code=code(context.error).value, session_id=0,
+                                         topics=())
         partitions = context.partitions  # grows with the quiet partitions that join the round (_JoiningRound)
         names = self._topic_names(p.topic for p in partitions) if by_id else {p.topic: p.topic for p in partitions}
         denied: dict[str, OdradekError | None] = {}
@@ -458,18 +456,18 @@ class KafkaApis:
         files = {id(a.read): FileRecordsValue(a.read.records) for a in got
                  if a.read is not None and not isinstance(a.read.records, bytes | bytearray)}
         try:
-            return self._fetch_answer(cls, version, partitions, denied, iter(got), files, context, names, by_id,
-                                      committed)
+            return self._fetch_answer(version, correlation_id, partitions, denied, iter(got), files, context, names,
+                                      by_id, committed)
         except BaseException:
             for value in files.values():
                 value.close()
             raise
 
-    def _fetch_answer(self, cls: type[Any], version: int, partitions: list[PartitionFetch],
+    def _fetch_answer(self, version: int, correlation_id: int, partitions: list[PartitionFetch],
                       denied: dict[str, OdradekError | None], answers: Iterator[FetchAnswer],
                       files: dict[int, FileRecordsValue], context: FetchContext, names: dict[str, str], by_id: bool,
-                      committed: bool) -> Any:
-        """The Fetch response body from the reads (``files``: their file ranges, by the read's id), as the fetch
+                      committed: bool) -> bytes | ResponseFrame:
+        """The Fetch response frame from the reads (``files``: their file ranges, by the read's id), as the fetch
         session says to carry them; the ranges of partitions left out are closed."""
         results: list[tuple[OdradekError | None, Any]] = []
         for p in partitions:
@@ -490,20 +488,15 @@ class KafkaApis:
         if reply.error is not None:
             for value in files.values():
                 value.close()
-            return make(cls, throttle_time=NO_THROTTLE, error_code=code(reply.error), session_id=reply.session_id,
-                        responses=())
-        part_cls = nested(cls, "PartitionData")
-        leader_cls = nested(cls, "LeaderIdAndEpoch") if version >= 12 else None
-        aborted_cls = nested(cls, "AbortedTransaction")
-        topic_cls = nested(cls, "FetchableTopicResponse")
-        responses: list[Any] = []
+            return fetch_response.encode(version, correlation_id, error_code=code(reply.error).value,
+                                         session_id=reply.session_id, topics=())
+        topics: list[TopicAnswer] = []
         topic: str | None = None
-        entries: list[Any] = []
+        entries: list[PartitionAnswer] = []
 
         def close_topic() -> None:
             if topic is not None:
-                responses.append(make(topic_cls, topic=names.get(topic) or "",
-                                      topic_id=_topic_uuid(topic) if by_id else None, partitions=tuple(entries)))
+                topics.append(TopicAnswer(names.get(topic) or "", _topic_uuid(topic) if by_id else None, entries))
 
         for i in reply.carried:  # consecutive partitions of a topic under one topic entry, as Kafka's builder
             p = partitions[i]
@@ -512,22 +505,16 @@ class KafkaApis:
                 topic, entries = p.topic, []
             error, read = results[i]
             if error is not None or read is None:
-                current = self._current_leader(leader_cls, error) if error is not None else None
-                entries.append(make(
-                    part_cls, partition_index=p.partition, error_code=code(error), high_watermark=-1,
-                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=() if committed else None,
-                    preferred_read_replica=-1, records=b"",
-                    **({"current_leader": current} if current is not None else {})))
+                entries.append(PartitionAnswer(p.partition, code(error).value, -1, -1, -1, () if committed else None,
+                                               b"", _current_leader(error) if version >= 12 else None))
             else:
-                entries.append(make(
-                    part_cls, partition_index=p.partition, error_code=NONE, high_watermark=read.high_watermark,
-                    last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
-                    aborted_transactions=tuple(make(aborted_cls, producer_id=a.producer_id, first_offset=a.first_offset)
-                                               for a in read.aborted_transactions) if committed else None,
-                    preferred_read_replica=-1, records=files.get(id(read), read.records)))
+                entries.append(PartitionAnswer(
+                    p.partition, 0, read.high_watermark, read.last_stable_offset, read.log_start_offset,
+                    [(a.producer_id, a.first_offset) for a in read.aborted_transactions] if committed else None,
+                    files.get(id(read), read.records)))
         close_topic()
-        return make(cls, throttle_time=NO_THROTTLE, error_code=NONE, session_id=reply.session_id,
-                    responses=tuple(responses))
+        return fetch_response.encode(version, correlation_id, error_code=0, session_id=reply.session_id,
+                                     topics=topics)
 
     def _topic_names(self, keys: Iterable[str]) -> dict[str, str]:
         """The names of the topics whose ids (session keys: the UUIDs' strings) are ``keys``, as the cache knows
@@ -582,6 +569,16 @@ def _replica(body: Any) -> tuple[int, int]:
     if state is not None:
         return int(state.replica_id), int(state.replica_epoch)
     return int(getattr(body, "replica_id", -1)), -1
+
+
+def _current_leader(error: OdradekError | None) -> tuple[int, int] | None:
+    """Where a client should go instead (KIP-951: Produce v10+, Fetch v12+), from NOT_LEADER_OR_FOLLOWER: the
+    leader's id and epoch, -1 for what is not known."""
+    if not isinstance(error, NotLeaderOrFollowerError):
+        return None
+    leader = error.details.get("leader")
+    epoch = error.details.get("leader_epoch")
+    return (leader if isinstance(leader, int) else -1, epoch if isinstance(epoch, int) else -1)
 
 
 def _topic_key(topic: Any, by_id: bool) -> str:

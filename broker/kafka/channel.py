@@ -379,9 +379,10 @@ class KafkaChannel:
                    timeout_s: float | None = None) -> Any:
         """One request, its decoded response body (whatever error codes it carries: those are the caller's).
 
-        ``body_or_fields``: a kio request entity (its version is then the one sent unless ``version`` says), or a
+        ``body_or_fields``: a kio request entity (its version is then the one sent unless ``version`` says), a
         mapping of field values made into the request class of the chosen version (fields that version does not
-        have are dropped, as ``codec.make`` does). ``version``: default the highest common one. ``timeout_s``: the
+        have are dropped, as ``codec.make`` does), or a ``codec.WrittenRequest`` (which writes itself at its own
+        version). ``version``: default the highest common one. ``timeout_s``: the
         whole call (a slot, connecting, the answer), default ``request_timeout_s``; a long-poll's wait must fit in.
 
         Raises:
@@ -406,7 +407,8 @@ class KafkaChannel:
             conn = await self._ready(deadline)
             version, body = self._request(conn, api_key, body_or_fields, version)
             correlation_id = next(self._correlation)
-            data = codec.encode_request(api_key, version, correlation_id, self.client_id, body)
+            data = body.frame(correlation_id, self.client_id) if isinstance(body, codec.WrittenRequest) else \
+                codec.encode_request(api_key, version, correlation_id, self.client_id, body)
             pending = _Pending(correlation_id, api_key, version, loop.create_future())
             if not conn.wire.open:  # ended, and the reader has not noticed yet: nothing of this request leaves
                 self._fail(conn, "the connection ended")
@@ -437,9 +439,15 @@ class KafkaChannel:
     def _request(self, conn: _Connection, api_key: int, body_or_fields: Any, version: int | None) -> tuple[int, Any]:
         """The version to send and the request entity (nothing is sent when this raises)."""
         fields = isinstance(body_or_fields, Mapping)
-        if not fields and getattr(type(body_or_fields), "__api_key__", None) != api_key:
+        written = isinstance(body_or_fields, codec.WrittenRequest)
+        if written and (body_or_fields.api_key != api_key or version not in (None, body_or_fields.version)):
+            raise InvalidRequestError(f"a {type(body_or_fields).__name__} is not a request of API {api_key}"
+                                      f"{'' if version is None else f' v{version}'}")
+        if not fields and not written and getattr(type(body_or_fields), "__api_key__", None) != api_key:
             raise InvalidRequestError(f"a {type(body_or_fields).__name__} is not a request of API {api_key}")
-        if version is not None:
+        if written:
+            chosen = body_or_fields.version
+        elif version is not None:
             chosen = version
         elif fields:
             chosen = self._pick(conn.server_versions, api_key)

@@ -32,7 +32,6 @@ from kio.serial import entity_reader
 from kio.serial.readers import read_unsigned_varint
 from kio.static.constants import EntityType
 
-from broker.kafka.frames import FileRecordsValue, Piece, ResponseFrame
 from broker.kafka.writers import entity_writer
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
@@ -240,55 +239,6 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     return b"".join(out)
 
 
-# Bytes pieces at least this long stay pieces of their own in a ResponseFrame (a partition's records filtered of
-# aborted transactions): joining them to their neighbours would copy them once more; shorter ones are joined.
-JOIN_BELOW_BYTES = 64 * 1024
-
-
-def encode_response_frame(api_key: int, version: int, correlation_id: int, body: Any) -> bytes | ResponseFrame:
-    """``encode_response``, for a body whose ``records`` fields may hold :class:`FileRecordsValue` (a Fetch
-    answer's file ranges): then a :class:`ResponseFrame` of bytes pieces and file ranges, in order, whose size
-    prefix counts the ranges' lengths; its pieces written in order are byte for byte ``encode_response``'s frame
-    for the same body with the records as bytes. A body without file ranges is encoded as ``encode_response``
-    does (bytes). The record bytes are never joined: only the small pieces around them are.
-
-    The frame owns the values' descriptors (its ``close``); if encoding fails, they are closed here."""
-    cls = type(body)
-    header_cls = cls.__header_schema__
-    out: list[Any] = [b""]
-    try:
-        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
-        entity_writer(cls)(out, body)
-    except BaseException:
-        for piece in out:
-            if type(piece) is FileRecordsValue:
-                piece.close()
-        raise
-    out[0] = _SIZE.pack(sum(map(len, out)))
-    records = tuple(p for p in out if type(p) is FileRecordsValue)
-    if not records:
-        return b"".join(out)
-    pieces: list[Piece] = []
-    run: list[Any] = []
-
-    def flush() -> None:
-        if run:
-            pieces.append(b"".join(run))
-            run.clear()
-
-    for p in out:
-        if type(p) is FileRecordsValue:
-            flush()
-            pieces.extend(p.records.slices)
-        elif len(p) >= JOIN_BELOW_BYTES:
-            flush()
-            pieces.append(p)
-        else:
-            run.append(p)
-    flush()
-    return ResponseFrame(pieces, records, body)
-
-
 def make(cls: type[Any], **values: Any) -> Any:
     """An instance of a kio entity from the values its version has fields for; others are dropped.
 
@@ -321,6 +271,19 @@ def has_field(cls: type[Any], name: str) -> bool:
 _CORRELATION = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 _UNSUPPORTED_VERSION = 35
+
+
+class WrittenRequest:
+    """A request that writes its own frame (a hot path's, without kio entities: broker/kafka/fetch_request.py):
+    what ``KafkaChannel.send`` sends instead of a kio entity. Its answer is read as any other."""
+
+    __slots__ = ()
+    api_key: int
+    version: int
+
+    def frame(self, correlation_id: int, client_id: str | None) -> bytes:
+        """The whole request frame, size prefix included."""
+        raise NotImplementedError
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:

@@ -5,13 +5,10 @@ Why: a Fetch answer is mostly record batches that are already in a segment file.
 copies megabytes in the event loop (``pread`` into bytes on a storage thread, then the frame's join, then the
 transport's buffer); naming them as file ranges lets the kernel copy them from the page cache to the socket.
 
-How: a partition's ``records`` field holds a :class:`FileRecordsValue` instead of bytes. The compiled writers
-(broker/kafka/writers.py) write the ``records`` field's length prefix from ``len()`` and append the value itself
-as a piece, so the pieces list of an encoded body has the placeholder where the record bytes would be, with the
-exact length prefix before it; ``codec.encode_response_frame`` then turns the pieces into a
-:class:`ResponseFrame`: bytes pieces (small ones joined) and the placeholders' file ranges, in order, with the
-frame's size prefix computed from the same lengths. Written in order, the frame is byte for byte what
-``codec.encode_response`` writes for the same answer with the records as bytes.
+How: a partition's ``records`` are a :class:`FileRecordsValue` instead of bytes, and the Fetch response's
+writer (broker/kafka/fetch_response.py) puts the records' exact length prefix before them and their file ranges
+into the frame's pieces; bytes pieces around them (small ones joined) and the ranges, written in order, are byte
+for byte the answer with the records as bytes, and the frame's size prefix counts the ranges' lengths.
 
 Ownership: each :class:`FileRecordsValue` owns its ranges' duplicated descriptors (see broker/log/reads.py: a
 duplicate keeps a segment deleted meanwhile readable). They are closed exactly once: by ``close`` (the frame's,
@@ -99,12 +96,11 @@ class ResponseFrame:
     Invariants: the first piece is bytes starting with the size prefix, which equals ``len(frame) - 4``; the file
     ranges are those of ``records`` (the values the body held), which the frame owns until ``close``."""
 
-    __slots__ = ("body", "pieces", "records", "size")
+    __slots__ = ("pieces", "records", "size")
 
-    def __init__(self, pieces: list[Piece], records: tuple[FileRecordsValue, ...], body: object) -> None:
+    def __init__(self, pieces: list[Piece], records: tuple[FileRecordsValue, ...]) -> None:
         self.pieces = pieces
         self.records = records
-        self.body = body  # the kio body encoded (re-encoded with another throttle time by broker/kafka/quotas.py)
         self.size = sum(p.length if is_file_range(p) else len(p) for p in pieces)  # type: ignore[union-attr,arg-type]
 
     def __len__(self) -> int:

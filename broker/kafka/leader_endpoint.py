@@ -37,7 +37,6 @@ Concurrency: one endpoint per fetcher, used by that fetcher's task only, on the 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
@@ -48,6 +47,8 @@ from broker.kafka import codec
 from broker.kafka.channel import KafkaChannel, SaslCredentials
 from broker.kafka.codec import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, make, nested
 from broker.kafka.errors import error_for_code
+from broker.kafka.fetch_request import VERSION as FETCH_VERSION
+from broker.kafka.fetch_request import FetchPartitionAsk, ReplicaFetchRequest
 from broker.metadata.cache import MetadataCache, topic_uuid
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings, TopicPartition
@@ -56,7 +57,6 @@ from odradek.protocol.errors import BrokerNotAvailableError, UnknownServerError,
 
 __all__ = ["FETCH_VERSION", "KafkaLeaderEndPoint", "LeaderAddress", "leader_endpoints"]
 
-FETCH_VERSION = 15  # replica_state (KIP-903): the leader checks our broker epoch
 EPOCHS_VERSION = 4
 LIST_OFFSETS_VERSION = 7
 EARLIEST, LATEST = -2, -1
@@ -164,7 +164,6 @@ class KafkaLeaderEndPoint:
     async def fetch(self, request: SessionRequest, *, replica_id: int, broker_epoch: int,
                     settings: FetchSettings) -> FetchAnswer:
         channel = await self._ready()
-        cls = codec.request_class(FETCH, FETCH_VERSION)
         sent_ids = self._ids  # the ids the session's partitions were sent with: forgotten ones are named so
         ids: dict[str, uuid.UUID] = {}
         for topic in {t for t, _ in request.wanted}:
@@ -173,32 +172,25 @@ class KafkaLeaderEndPoint:
                 ids[topic] = tid
         self._ids = ids
         nameless: dict[TopicPartition, FetchedPartition] = {}
-        by_topic: dict[uuid.UUID, list[Any]] = {}
-        part_cls = nested(cls, "FetchPartition")
+        by_topic: dict[uuid.UUID, list[FetchPartitionAsk]] = {}
         for (topic, partition), d in request.partitions.items():
             tid = ids.get(topic)
             if tid is None:
                 nameless[(topic, partition)] = FetchedPartition(error=UnknownTopicIdError(
                     f"topic {topic} has no topic id here; it cannot be fetched by id"))
                 continue
-            by_topic.setdefault(tid, []).append(make(
-                part_cls, partition=partition, current_leader_epoch=d.current_leader_epoch,
-                fetch_offset=d.fetch_offset, last_fetched_epoch=d.last_fetched_epoch,
-                log_start_offset=d.log_start_offset, partition_max_bytes=d.max_bytes))
+            by_topic.setdefault(tid, []).append(FetchPartitionAsk(
+                partition, d.current_leader_epoch, d.fetch_offset, d.last_fetched_epoch, d.log_start_offset,
+                d.max_bytes))
         forgotten: dict[uuid.UUID, list[int]] = {}
         for topic, partition in request.forgotten:
             tid = sent_ids.get(topic) or ids.get(topic)
             if tid is not None:
                 forgotten.setdefault(tid, []).append(partition)
-        body = make(
-            cls, replica_state=make(nested(cls, "ReplicaState"), replica_id=replica_id, replica_epoch=broker_epoch),
-            max_wait=datetime.timedelta(milliseconds=settings.max_wait_ms), min_bytes=settings.min_bytes,
-            max_bytes=settings.max_bytes, isolation_level=0, session_id=request.session_id,
-            session_epoch=request.epoch, rack_id="",
-            topics=tuple(make(nested(cls, "FetchTopic"), topic_id=tid, partitions=tuple(parts))
-                         for tid, parts in by_topic.items()),
-            forgotten_topics_data=tuple(make(nested(cls, "ForgottenTopic"), topic_id=tid, partitions=tuple(ps))
-                                        for tid, ps in forgotten.items()))
+        body = ReplicaFetchRequest(
+            replica_id=replica_id, replica_epoch=broker_epoch, max_wait_ms=settings.max_wait_ms,
+            min_bytes=settings.min_bytes, max_bytes=settings.max_bytes, session_id=request.session_id,
+            session_epoch=request.epoch, topics=list(by_topic.items()), forgotten=list(forgotten.items()))
         answer = await channel.send(FETCH, body, version=FETCH_VERSION)
         names = {tid: name for name, tid in ids.items()}
         partitions: dict[TopicPartition, FetchedPartition] = dict(nameless)

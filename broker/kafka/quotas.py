@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader
 
-from broker.kafka import codec
+from broker.kafka import codec, fetch_response
 from broker.kafka.codec import FETCH, PRODUCE
 from broker.kafka.frames import ResponseFrame
 from broker.kafka.network import Connection, Dispatch
@@ -60,23 +60,25 @@ def with_throttle_time(frame: bytes | ResponseFrame, api_key: int, version: int,
     """The response ``frame`` (size prefix included) re-encoded with ``throttle_time_ms`` set; unchanged when the
     response has no such field. Only throttled answers pay for it, and those are bounded by the quota.
 
-    A :class:`ResponseFrame` (a Fetch answer with file ranges) is re-encoded from the body it was encoded from,
-    not read back: the new frame names the same file ranges and takes them over (the old one is dropped
-    unclosed)."""
+    A :class:`ResponseFrame` (a Fetch answer with file ranges) is not read back: its first piece, which holds the
+    header and the body's first field ``throttle_time_ms``, is rewritten; the new frame names the same file ranges
+    and takes them over (the old one is dropped unclosed)."""
     cls = codec.response_class(api_key, version)
     if not codec.has_field(cls, "throttle_time"):
         return frame
     if isinstance(frame, ResponseFrame):
-        correlation_id = _CORRELATION.unpack_from(frame.pieces[0], 4)[0]  # type: ignore[arg-type]
-        body = dataclasses.replace(frame.body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
-        return codec.encode_response_frame(api_key, version, correlation_id, body)
+        if api_key != FETCH:
+            raise ValueError(f"only a Fetch answer is a frame of pieces, not API {api_key}'s")
+        first = bytearray(frame.pieces[0])  # type: ignore[arg-type]
+        _THROTTLE.pack_into(first, fetch_response.throttle_position(version), throttle_ms)
+        return ResponseFrame([bytes(first), *frame.pieces[1:]], frame.records)
     header, used = _reader(cls.__header_schema__)(frame, 4)
     body, _ = _reader(cls)(frame, 4 + used)
     body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return codec.encode_response(api_key, version, int(header.correlation_id), body)
 
 
-_CORRELATION = struct.Struct(">i")  # the first field of every response header
+_THROTTLE = struct.Struct(">i")
 _READERS: dict[type[Any], Any] = {}
 
 

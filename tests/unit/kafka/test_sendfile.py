@@ -24,10 +24,11 @@ import pytest
 from kio.serial import entity_reader
 
 from broker.fetch.service import FetchRequest, PartitionData
-from broker.kafka import codec
+from broker.kafka import codec, fetch_response
 from broker.kafka.codec import FETCH, make, nested
 from broker.kafka.errors import NONE, code
 from broker.kafka.fetch import FetchWant, _whole_batches, close_all, fetch
+from broker.kafka.fetch_response import PartitionAnswer, TopicAnswer
 from broker.kafka.frames import FileRecordsValue, ResponseFrame, is_file_range
 from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import Connection, KafkaServer
@@ -106,6 +107,21 @@ def fetch_body(version: int, records: dict[tuple[str, int], Any], *, committed: 
     return make(cls, throttle_time=codec_ms(0), error_code=NONE, session_id=77, responses=responses)
 
 
+def encode_frame(version: int, correlation_id: int, body: Any) -> bytes | ResponseFrame:
+    """The broker's Fetch response writer (broker/kafka/fetch_response.py) given the answer a kio ``body`` holds:
+    the bodies here are kio's, so that the expected bytes are kio's encoding of the same answer."""
+    topics = [TopicAnswer(getattr(t, "topic", ""), getattr(t, "topic_id", None), [PartitionAnswer(
+        p.partition_index, p.error_code.value, p.high_watermark, p.last_stable_offset,
+        getattr(p, "log_start_offset", -1),
+        None if p.aborted_transactions is None else [(a.producer_id, a.first_offset) for a in p.aborted_transactions],
+        p.records,
+        (p.current_leader.leader_id, p.current_leader.leader_epoch) if hasattr(p, "current_leader") else None)
+        for p in t.partitions]) for t in body.responses]
+    return fetch_response.encode(version, correlation_id, error_code=getattr(body, "error_code", NONE).value,
+                                 session_id=getattr(body, "session_id", 0), topics=topics,
+                                 throttle_ms=round(body.throttle_time.total_seconds() * 1000))
+
+
 def codec_ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
@@ -126,7 +142,7 @@ def test_a_frame_of_pieces_is_byte_for_byte_the_joined_encoding(segment: tuple[i
     as_files = {**as_bytes, **{key: FileRecordsValue(ranges(fd, *s)) for key, s in spans.items()}}
     expected = codec.encode_response(FETCH, version, 4242, fetch_body(version, as_bytes, committed=committed))
 
-    frame = codec.encode_response_frame(FETCH, version, 4242, fetch_body(version, as_files, committed=committed))
+    frame = encode_frame(version, 4242, fetch_body(version, as_files, committed=committed))
 
     assert isinstance(frame, ResponseFrame)
     assert len(frame) == len(expected) and struct.unpack_from(">i", frame.pieces[0])[0] == len(expected) - 4
@@ -140,8 +156,8 @@ def test_a_frame_of_pieces_is_byte_for_byte_the_joined_encoding(segment: tuple[i
     body, _ = entity_reader(cls)(frame.to_bytes(), 4 + used)
     assert [p.records for t in body.responses for p in t.partitions] == [
         v if v is not None else b"" for v in as_bytes.values()]
-    # A throttled answer (KIP-219) re-encoded from the frame's body: the same ranges, the same bytes as re-encoding
-    # the bytes answer, and the new frame takes the ranges over.
+    # A throttled answer (KIP-219), its throttle time rewritten in the frame's first piece: the same ranges, the
+    # same bytes as re-encoding the bytes answer, and the new frame takes the ranges over.
     throttled = with_throttle_time(frame, FETCH, version, 250)
     assert isinstance(throttled, ResponseFrame)
     assert throttled.to_bytes() == with_throttle_time(expected, FETCH, version, 250)
@@ -153,7 +169,7 @@ def test_a_frame_of_pieces_is_byte_for_byte_the_joined_encoding(segment: tuple[i
 
 def test_a_body_without_file_ranges_is_encoded_as_bytes_as_before() -> None:
     body = fetch_body(12, {("a", 0): batches(2, 100), ("a", 1): b""}, committed=False)
-    assert codec.encode_response_frame(FETCH, 12, 1, body) == codec.encode_response(FETCH, 12, 1, body)
+    assert encode_frame(12, 1, body) == codec.encode_response(FETCH, 12, 1, body)
 
 
 def test_a_dropped_value_closes_its_descriptors_and_a_failed_encoding_closes_them_all(
@@ -176,7 +192,7 @@ def test_a_dropped_value_closes_its_descriptors_and_a_failed_encoding_closes_the
                  last_stable_offset=1, log_start_offset=0, preferred_read_replica=-1, records=b"",
                  aborted_transactions=None))),))
     with pytest.raises(struct.error):
-        codec.encode_response_frame(FETCH, 12, 1, body)
+        encode_frame(12, 1, body)
     assert open_fds() == before
 
 
@@ -337,7 +353,7 @@ class FrameDoor:
         if self.short:  # past the end of the file: sendfile comes up short
             spans[("a", 2)] = (spans[("a", 2)][0], spans[("a", 2)][1] + 10_000_000)
         values = {key: FileRecordsValue(ranges(self.fd, span)) for key, span in spans.items()}
-        frame = codec.encode_response_frame(FETCH, 12, 1, fetch_body(12, {**self.parts, **values}, committed=False))
+        frame = encode_frame(12, 1, fetch_body(12, {**self.parts, **values}, committed=False))
         assert isinstance(frame, ResponseFrame)
         self.made.append(frame)
         return frame
