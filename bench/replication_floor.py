@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 RECORD_BYTES = 110
@@ -46,11 +47,10 @@ def link() -> tuple[socket.socket, socket.socket]:
     return a, b
 
 
-def transfer(batch: bytes, count: int, into: int | None) -> None:
-    """``count`` sends of ``batch`` over a fresh loopback connection, received by a thread that writes each into
-    the file ``into`` (when given), appending."""
+def transfer(batches: Callable[[int], bytes], count: int, size: int, into: int) -> None:
+    """``count`` sends of ``batches(i)`` (``size`` bytes each) over a fresh loopback connection, received by a
+    thread that appends each to the file ``into``."""
     tx, rx = link()
-    size = len(batch)
 
     def receive() -> None:
         buf = bytearray(size)
@@ -60,13 +60,12 @@ def transfer(batch: bytes, count: int, into: int | None) -> None:
             got = 0
             while got < size:
                 got += rx.recv_into(view[got:])
-            if into is not None:
-                pos += os.pwrite(into, buf, pos)
+            pos += os.pwrite(into, buf, pos)
 
     t = threading.Thread(target=receive)
     t.start()
-    for _ in range(count):
-        tx.sendall(batch)
+    for i in range(count):
+        tx.sendall(batches(i))
     t.join()
     tx.close()
     rx.close()
@@ -81,28 +80,10 @@ def one(workdir: Path, records: int, batch_bytes: int, followers: int) -> float:
     os.sync()  # no dirty pages of an earlier run: the kernel's writeback would bill this one
     try:
         start = cpu()
-        transfer(batch, count, files[0])  # client -> leader, into the leader's log
-        for f in files[1:]:
-            # leader's log -> follower's log: pread each batch from the leader's file, send, receive, pwrite
-            tx, rx = link()
-
-            def follow(fd: int, rx: socket.socket = rx) -> None:
-                buf = bytearray(batch_bytes)
-                view = memoryview(buf)
-                pos = 0
-                for _ in range(count):
-                    got = 0
-                    while got < batch_bytes:
-                        got += rx.recv_into(view[got:])
-                    pos += os.pwrite(fd, buf, pos)
-
-            t = threading.Thread(target=follow, args=(f,))
-            t.start()
-            for i in range(count):
-                tx.sendall(os.pread(files[0], batch_bytes, i * batch_bytes))
-            t.join()
-            tx.close()
-            rx.close()
+        leader = files[0]
+        transfer(lambda i: batch, count, batch_bytes, leader)  # client -> leader, into the leader's log
+        for f in files[1:]:  # leader's log -> follower's log: pread, send, receive, pwrite
+            transfer(lambda i: os.pread(leader, batch_bytes, i * batch_bytes), count, batch_bytes, f)
         used = cpu() - start
     finally:
         for f in files:
