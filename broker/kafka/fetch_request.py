@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from broker.kafka.codec import FETCH, WrittenRequest
+from odradek.protocol.records.varint import encode_unsigned_varint
 
 __all__ = ["FetchPartitionAsk", "ReplicaFetchRequest"]
 
@@ -76,20 +77,20 @@ class ReplicaFetchRequest(WrittenRequest):
             buf += client
         buf.append(0)  # the header's tagged fields
         buf += _FIXED.pack(self.max_wait_ms, self.min_bytes, self.max_bytes, 0, self.session_id, self.session_epoch)
-        _uvarint(buf, len(self.topics) + 1)
+        buf += encode_unsigned_varint(len(self.topics) + 1)
         pack = _PARTITION.pack
         for topic_id, asks in self.topics:
             buf += topic_id.bytes
-            _uvarint(buf, len(asks) + 1)
+            buf += encode_unsigned_varint(len(asks) + 1)
             for a in asks:
                 buf += pack(a.partition, a.current_leader_epoch, a.fetch_offset, a.last_fetched_epoch,
                             a.log_start_offset, a.max_bytes)
                 buf.append(0)
             buf.append(0)
-        _uvarint(buf, len(self.forgotten) + 1)
+        buf += encode_unsigned_varint(len(self.forgotten) + 1)
         for topic_id, partitions in self.forgotten:
             buf += topic_id.bytes
-            _uvarint(buf, len(partitions) + 1)
+            buf += encode_unsigned_varint(len(partitions) + 1)
             for p in partitions:
                 buf += _I32.pack(p)
             buf.append(0)
@@ -101,9 +102,3 @@ class ReplicaFetchRequest(WrittenRequest):
         _I32.pack_into(buf, 0, len(buf) - 4)
         return bytes(buf)
 
-
-def _uvarint(buf: bytearray, n: int) -> None:
-    while n >= 0x80:
-        buf.append((n & 0x7F) | 0x80)
-        n >>= 7
-    buf.append(n)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from broker.kafka.frames import FileRecordsValue, Piece, ResponseFrame
+from odradek.protocol.records.varint import encode_unsigned_varint
 
 __all__ = ["JOIN_BELOW_BYTES", "PartitionAnswer", "TopicAnswer", "encode", "throttle_position"]
 
@@ -94,7 +95,7 @@ def encode(version: int, correlation_id: int, *, error_code: int, session_id: in
             else:
                 name = topic.name.encode()
                 if flexible:
-                    _uvarint(buf, len(name) + 1)
+                    buf += encode_unsigned_varint(len(name) + 1)
                 else:
                     buf += _I16.pack(len(name))
                 buf += name
@@ -122,7 +123,7 @@ def encode(version: int, correlation_id: int, *, error_code: int, session_id: in
                 else:
                     size = len(records)
                     if flexible:
-                        _uvarint(buf, size + 1)
+                        buf += encode_unsigned_varint(size + 1)
                     else:
                         buf += _I32.pack(size)
                     if type(records) is FileRecordsValue:
@@ -185,13 +186,7 @@ def _partitions(topics: Sequence[TopicAnswer]) -> list[PartitionAnswer]:
 
 def _count(buf: bytearray, n: int, flexible: bool) -> None:
     if flexible:
-        _uvarint(buf, n + 1)
+        buf += encode_unsigned_varint(n + 1)
     else:
         buf += _I32.pack(n)
 
-
-def _uvarint(buf: bytearray, n: int) -> None:
-    while n >= 0x80:
-        buf.append((n & 0x7F) | 0x80)
-        n >>= 7
-    buf.append(n)
