@@ -52,7 +52,18 @@ def listen_port_range(low: int = 10_000) -> tuple[int, int]:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
-    return low, max(low + 1000, ephemeral_low)
+    low, high = low, max(low + 1000, ephemeral_low)
+    share = os.environ.get(PORT_SHARE_ENV)
+    if share:
+        index, count = (int(n) for n in share.split("/"))
+        width = (high - low) // count
+        low, high = low + index * width, low + (index + 1) * width
+    return low, high
+
+
+PORT_SHARE_ENV = "ODRADEK_PORT_SHARE"
+"""``i/n``: this process (and what it starts) takes only the i-th of n equal slices of ``listen_port_range``, so n
+processes picking ports at once (the test suite's parallel workers) never pick the same one."""
 
 
 _taken: set[int] = set()

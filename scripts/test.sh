@@ -7,7 +7,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
-ODRADEK_REQUIRE_EXTENSIONS=1 .venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist), each a test file at a time: most of a cluster test's time is waiting (elections,
+# sessions, long polls), so two at once on two cores take about half as long; each worker's processes pick ports
+# from a slice of their own (tests/conftest.py). ODRADEK_TEST_WORKERS=0 runs them in this process, one by one.
+ODRADEK_REQUIRE_EXTENSIONS=1 .venv/bin/python -m pytest -q -n "${ODRADEK_TEST_WORKERS:-2}" --dist loadfile "$@"
 first=$?
 second=0
 if [[ "$*" != *docker* || "$*" == *"not docker"* ]]; then

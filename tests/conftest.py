@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from odradek_local.cluster import LocalCluster
+from odradek_local.cluster import PORT_SHARE_ENV, LocalCluster
 from odradek_local.zookeeper import ZkEnsemble
 from tests.harness.cluster import ClusterBackend, LocalProcessBackend
 from tests.harness.ports import free_port_block
@@ -106,6 +106,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "backend: runs on the backend --backend / ODRADEK_TEST_BACKEND picks")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # pytest-xdist's gw0, gw1, ... (scripts/test.sh runs two)
+    if worker:  # each worker's servers, and the processes it starts, pick ports from a slice of their own
+        os.environ[PORT_SHARE_ENV] = f"{int(worker.removeprefix('gw'))}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
 
 
 def pytest_report_header(config: pytest.Config) -> str:

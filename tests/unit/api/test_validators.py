@@ -119,7 +119,8 @@ def test_valid_client_batches_pass_in_every_codec() -> None:
     (craft_batch(records_block(), attributes=0x20), InvalidRecordError),             # a control batch
     (craft_batch(records_block(), attributes=0x10), UnsupportedForMessageFormatError),  # transactional
     (craft_batch(records_block(3), count=2), CorruptRecordError),                     # trailing records
-])
+], ids=["garbage-records", "codec-5", "fake-gzip", "snappy", "offset-jump", "count-vs-last-delta", "control",
+        "transactional", "trailing-records"])  # ids without the batches' timestamps: the same in every process
 def test_poison_batches_are_refused(batch: bytes, error: type[Exception]) -> None:
     with pytest.raises(error):
         _check(batch)
