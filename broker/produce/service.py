@@ -299,8 +299,12 @@ class ProduceService:
                     rest.append(p)
         else:
             rest = list(batches)
-        slow = [self.append(topic, p, batches[p], acks, timeout_ms, deadline, idempotency_key) for p in rest]
-        outcomes = await asyncio.gather(*started.values(), *slow, return_exceptions=True)
+        outcomes: list[Any]
+        if not rest and all(f.done() for f in started.values()):  # appended on the loop: no wait, no gathering
+            outcomes = [_outcome(f) for f in started.values()]
+        else:
+            slow = [self.append(topic, p, batches[p], acks, timeout_ms, deadline, idempotency_key) for p in rest]
+            outcomes = await asyncio.gather(*started.values(), *slow, return_exceptions=True)
         results: dict[int, PartitionResult] = {}
         again: list[int] = []
         for p, outcome in zip([*started, *rest], outcomes, strict=True):
@@ -361,3 +365,10 @@ def _non_negative(raw: str) -> int | None:
         return None
     value = int(raw)
     return value if 0 <= value <= INT64_MAX else None
+
+
+def _outcome(done: asyncio.Future[Any]) -> Any:
+    """A done future's result, or its exception (as ``gather(return_exceptions=True)`` gives it)."""
+    if done.cancelled():
+        return asyncio.CancelledError()
+    return done.exception() or done.result()

@@ -51,9 +51,9 @@ import bisect
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.metrics import LATENCY_BUCKETS
 from broker.replication.fetch_session_handler import FetchSessionHandler, PartitionData
@@ -317,26 +317,49 @@ class LeaderFetcher:
                 unsteady.add(key)
                 continue  # moved on, or truncated meanwhile: the next round asks again
             if fetched.error is None:
-                jobs.append(self._apply(f, fetched))
+                job = self._apply(f, fetched)
+                if job is not None:
+                    jobs.append(job)
             elif isinstance(fetched.error, OffsetOutOfRangeError):
                 jobs.append(self._out_of_range(key, f))
             else:
                 log.debug("%s-%d: fetch from broker %d: %s", *key, self.leader_id, fetched.error)
                 f.delayed_until = self._clock() + self._backoff_s
-        await asyncio.gather(*jobs)
+        if len(jobs) == 1:
+            await jobs[0]
+        elif jobs:
+            await asyncio.gather(*jobs)
 
-    async def _apply(self, f: _Follow, fetched: FetchedPartition) -> None:
+    def _apply(self, f: _Follow, fetched: FetchedPartition) -> Coroutine[Any, Any, None] | None:
+        """One partition's answer appended, and what it says followed. None when that is done at once (the common
+        case: a page-cache write on the loop, ``Partition.append_replicated_here``), else the coroutine that does
+        the rest (the append through the partition's storage queue, or following the leader's log start): a
+        round awaits those of its partitions together, and makes no task for the others."""
         part = f.part
         f.leader_hw = fetched.high_watermark
         leo = part.log_end_offset
-        await part.append_replicated(fetched.records, fetched.high_watermark, f.epoch)
+        if part.append_replicated_here(fetched.records, fetched.high_watermark, f.epoch) is None:
+            return self._apply_queued(f, fetched, leo)
+        return self._applied(f, fetched, leo)
+
+    async def _apply_queued(self, f: _Follow, fetched: FetchedPartition, leo: int) -> None:
+        await f.part.append_replicated(fetched.records, fetched.high_watermark, f.epoch)
+        rest = self._applied(f, fetched, leo)
+        if rest is not None:
+            await rest
+
+    def _applied(self, f: _Follow, fetched: FetchedPartition, leo: int) -> Coroutine[Any, Any, None] | None:
+        """After the append (log end ``leo`` before it): the counters, the throttle's debt, and the leader's log
+        start to follow (returned as a coroutine when it moved)."""
+        part = f.part
         self.stats.records += max(0, part.log_end_offset - leo)
-        if fetched.log_start_offset > part.log_start_offset:
-            await part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
-            self._unsteady.add((part.topic, part.partition))  # our log start, as the next request says it
         bucket = self._bucket(part) if fetched.records else None
         if bucket is not None:
             bucket.record(len(fetched.records))  # the debt holds throttled partitions back (``_ready``), no one else
+        if fetched.log_start_offset > part.log_start_offset:
+            self._unsteady.add((part.topic, part.partition))  # our log start, as the next request says it
+            return part.follow_log_start(fetched.log_start_offset)  # the leader's DeleteRecords (or its retention)
+        return None
 
     async def _out_of_range(self, key: TopicPartition, f: _Follow) -> None:
         """Our log end is outside the leader's log: cut back to its end, or start over at its start."""

@@ -806,12 +806,24 @@ class Partition:
         epoch the fetch was made in. The bytes go in only if this replica still follows that epoch when the
         storage queue reaches them: a fetch answered just before a new state must not land after that state's
         truncation (or after this replica became leader). False when dropped so."""
+        done = self.append_replicated_here(data, leader_hw, leader_epoch)
+        if done is not None:
+            return done
+        if not await self._run(self._append_if_following, data, leader_epoch):
+            return False
+        self.log.maybe_increment_high_watermark(leader_hw)
+        return True
+
+    def append_replicated_here(self, data: bytes, leader_hw: int, leader_epoch: int | None = None) -> bool | None:
+        """``append_replicated`` when it is done at once, on the loop (nothing to append, or a page-cache write
+        with no disk job of this partition queued): its answer; None, with nothing done, when the bytes must go
+        through the storage queue (``append_replicated`` takes them there). A follower's round applies its
+        answer's partitions so without a task each, in the common case."""
         if leader_epoch is not None and not self._follows(leader_epoch):
             return False
-        here = data and len(data) <= APPEND_HERE_MAX_BYTES and self._storage.run_here(
-            self._key, self._append_to_page_cache, data)
-        if data and not here and not await self._run(self._append_if_following, data, leader_epoch):
-            return False
+        if data and not (len(data) <= APPEND_HERE_MAX_BYTES
+                         and self._storage.run_here(self._key, self._append_to_page_cache, data)):
+            return None
         self.log.maybe_increment_high_watermark(leader_hw)
         return True
 

@@ -15,7 +15,7 @@ from broker.log import Log
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings
 from broker.replication.leader_fetcher import REFRESH_S, LeaderFetcher
-from broker.replication.partition import FOLLOWER, LEADER, Partition
+from broker.replication.partition import APPEND_HERE_MAX_BYTES, FOLLOWER, LEADER, Partition
 from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError
 
 from .fakes import FakeIsrManager, batch, config, info
@@ -410,5 +410,46 @@ def test_a_partition_that_stopped_being_current_is_dropped_from_the_request_when
         assert followers[("t", 1)].log_end_offset == 0
         await one_round(fetcher)
         assert ("t", 1) not in fetcher._wanted and followers[("t", 1)].log_end_offset == 0
+
+    asyncio.run(main())
+
+
+def test_an_answer_too_big_for_the_loop_goes_through_the_storage_queue_and_a_moved_log_start_is_followed(
+        tmp_path: Path) -> None:
+    """A round applies a partition at once when its append is a page-cache write on the loop, and through the
+    partition's storage queue when it is not (here: more than ``APPEND_HERE_MAX_BYTES``); either way the records
+    land, the high watermark follows, and so does the leader's log start after a DeleteRecords."""
+    async def main() -> None:
+        leaders, followers = await pair(tmp_path, 2)
+        fetcher = LeaderFetcher(MemoryLeader(leaders), FOLLOWER_ID, broker_epoch=lambda: 7, clock=lambda: 100.0)
+        applied: list[tuple[int, bool | None]] = []  # (partition, what append_replicated_here answered)
+        for (_, p), part in followers.items():
+            fetcher.add(part)
+
+            def spy(data: bytes, leader_hw: int, leader_epoch: int | None = None, *,
+                    real: Any = part.append_replicated_here, p: int = p) -> bool | None:
+                out = real(data, leader_hw, leader_epoch)
+                if data:
+                    applied.append((p, out))
+                return out  # type: ignore[no-any-return]
+
+            part.append_replicated_here = spy  # type: ignore[method-assign]
+        for p in (0, 1):  # the first records of an epoch go through the queue (the epoch checkpoint's fsync)
+            await leaders[("t", p)].append(batch(1), acks=1, timeout_ms=1000)
+        await one_round(fetcher)
+        applied.clear()
+        await leaders[("t", 0)].append(batch(1, b"x" * (APPEND_HERE_MAX_BYTES + 1000)), acks=1, timeout_ms=1000)
+        await leaders[("t", 1)].append(batch(3), acks=1, timeout_ms=1000)
+        await one_round(fetcher)
+        assert set(applied) == {(0, None), (1, True)}  # the big one queued, the small one at once
+        assert [followers[("t", p)].log_end_offset for p in (0, 1)] == [2, 4]
+        await one_round(fetcher)  # the leader saw the follower at its log end: its high watermark moved
+        assert [leaders[("t", p)].high_watermark for p in (0, 1)] == [2, 4]
+        await leaders[("t", 1)].delete_records(2)
+        for _ in range(2):
+            await one_round(fetcher)
+        assert followers[("t", 1)].high_watermark == 4
+        assert followers[("t", 1)].log_start_offset == 2  # the leader's, within the follower's high watermark
+        assert followers[("t", 0)].log_start_offset == 0
 
     asyncio.run(main())
