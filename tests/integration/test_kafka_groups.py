@@ -679,7 +679,17 @@ def test_members_carry_on_when_their_coordinator_dies(cluster: LocalProcessBacke
             status, body, _ = request("GET", f"{survivor_url}/groups/{group}/offsets")
             return status == 200 and sum(o["offset"] for o in body["offsets"]) == total
 
-        wait_until(committed_all, SLOW_MACHINE_S, "every record committed")
+        try:
+            wait_until(committed_all, SLOW_MACHINE_S, "every record committed")
+        except AssertionError as e:  # say what the group and each member hold, so that a failure can be read
+            with lock:
+                per_partition = {p: sorted(o for _, q, o in seen if q == p)[-3:] for p in (0, 1)}
+            held = [(m.member, m.assigned, m.positions, m.committed, m.lost, m.errors) for m in members]
+            raise AssertionError(
+                f"{e}; {total} records, end offsets {end_offsets(survivor_url, topic, 2)}; committed "
+                f"{request('GET', f'{survivor_url}/groups/{group}/offsets')[1]}; group "
+                f"{request('GET', f'{survivor_url}/groups/{group}')[1]}; members (name, assigned, positions, "
+                f"committed, lost, errors) {held}; last offsets seen {per_partition}") from e
         after = request("GET", f"{survivor_url}/groups/{group}")[1]
         assert after["coordinator"] != victim and after["generation"] >= before["generation"]
         assert all(not m.errors for m in members), [m.errors for m in members]
