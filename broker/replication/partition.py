@@ -231,6 +231,10 @@ class Partition:
         self.info: PartitionInfo | None = None
         self.leader = -1
         self.leader_epoch = -1
+        # Bumped each time this replica becomes leader from any other role: an acks=all wait fails only when its
+        # leadership ended (a new epoch with this replica still leader, a controller's ISR shrink, keeps its log
+        # and its waits, as Kafka's DelayedProduce does), not when the epoch moves.
+        self._leader_term = 0
         self.isr_state: IsrState = CommittedIsr(())
         self.replicas: tuple[int, ...] = ()
         self.controller_epoch = -1
@@ -315,6 +319,8 @@ class Partition:
         self.leader_epoch = info.leader_epoch
         if info.leader == self.broker_id:
             self.role = LEADER
+            if old_role != LEADER:
+                self._leader_term += 1
             if new_epoch or old_role != LEADER:
                 await self._become_leader()
                 return LEADER
@@ -443,11 +449,11 @@ class Partition:
         """
         if self.unsafe_ack_before_isr:
             acks = 1  # the planted bug (see __init__)
-        epoch = self.leader_epoch
+        term = self._leader_term
         result = await self.begin_append(batches, acks, idempotency_key, txn_guards)
         if acks != -1:
             return result
-        await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
+        await self._wait_committed(result.last_offset + 1, term, timeout_ms)
         return result
 
     def begin_append(self, batches: bytes | bytearray, acks: int, idempotency_key: str | None = None,
@@ -483,11 +489,16 @@ class Partition:
         self._wake_followers()
         self._maybe_increment_hw()
 
-    async def _wait_committed(self, offset: int, epoch: int, timeout_ms: int) -> None:
+    async def _wait_committed(self, offset: int, term: int, timeout_ms: int) -> None:
+        """Until the high watermark reaches ``offset`` while this replica stays leader (``term``: the
+        ``_leader_term`` the append was made in). A new leader epoch with this replica still leader (a
+        controller taking a dead follower out of the ISR) does not end the wait: the log the offset is in is the
+        same, and the smaller ISR lets the high watermark move; failing the wait would make a producer without
+        idempotence write the batch again."""
         loop = asyncio.get_running_loop()  # request timeouts run on the loop's clock; ``now`` is for ISR lag
         deadline = loop.time() + timeout_ms / 1000
         while True:
-            if self.role != LEADER or self.leader_epoch != epoch:
+            if self.role != LEADER or self._leader_term != term:
                 raise self.not_leader(appended=True)
             if self.high_watermark >= offset:
                 if len(self.isr) < self.config.min_insync_replicas:
@@ -548,14 +559,14 @@ class Partition:
         is committed (that marker with it), with offsets -1."""
         if self.role != LEADER or self.producer_state is None:
             raise self.not_leader()
-        epoch = self.leader_epoch
+        epoch, term = self.leader_epoch, self._leader_term
         result = await self._storage.run(self._key, marker_append, self.log, bytearray(batch), epoch,
                                          self.producer_state, producer_id, producer_epoch, kind, coordinator_epoch,
                                          then=self._after_local_append)
         if result is None:
-            await self._wait_committed(self.log.log_end_offset, epoch, timeout_ms)
+            await self._wait_committed(self.log.log_end_offset, term, timeout_ms)
             return AppendResult(-1, -1, 0, -1, None, self.log.log_start_offset)
-        await self._wait_committed(result.last_offset + 1, epoch, timeout_ms)
+        await self._wait_committed(result.last_offset + 1, term, timeout_ms)
         return result
 
     async def read(self, offset: int, max_bytes: int, timeout_ms: int, stable: bool = False,

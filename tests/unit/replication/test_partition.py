@@ -212,6 +212,50 @@ def test_fence_on_session_loss_fails_waiting_produces(tmp_path: Path) -> None:
     run(main)
 
 
+def test_a_new_epoch_that_keeps_this_leader_keeps_its_acks_all_waits(tmp_path: Path) -> None:
+    """The controller takes a dead follower out of the ISR with a new leader epoch, this replica still leader
+    (Kafka's controller does the same): a produce waiting for that follower is acknowledged once the smaller
+    ISR has it, with its first offset, rather than failed as NOT_LEADER_OR_FOLLOWER (which a producer without
+    idempotence answers by writing the batch again), as Kafka's DelayedProduce does."""
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2, 3)), config(min_isr=2))
+        await part.append(batch(2), acks=1, timeout_ms=1000)
+        produce = asyncio.create_task(part.append(batch(), acks=-1, timeout_ms=10_000))
+        await settle()
+        await part.read_for_follower(2, 3, 0, 1 << 20, 0)  # follower 2 has it; follower 3 died
+        await settle()
+        assert not produce.done()
+        await part.apply(info(1, 1, (1, 2), version=1), config(min_isr=2))  # 3 out of the ISR, epoch 1
+        await settle()
+        assert not produce.done()  # the followers' positions are unknown in the new epoch until they fetch
+        await part.read_for_follower(2, 3, 1, 1 << 20, 0)
+        result = await asyncio.wait_for(produce, SLOW_MACHINE_S)
+        assert result.first_offset == 2 and part.high_watermark == 3 and part.log_end_offset == 3
+
+    run(main)
+
+
+def test_leadership_lost_and_regained_during_a_wait_fails_it(tmp_path: Path) -> None:
+    """Leader, then follower (its log may be cut to the new leader's), then leader again before the waiting
+    produce looks: the offset it waits for may hold another record now, so the wait fails as NOT_LEADER (the
+    batch possibly appended), even though this replica leads when it looks."""
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2)), config())
+        produce = asyncio.create_task(part.append(batch(), acks=-1, timeout_ms=10_000))
+        await settle()
+        await part.apply(info(2, 1, (1, 2), version=1), config())
+        await part.apply(info(1, 2, (1, 2), version=2), config())
+        assert part.role == LEADER
+        await part.read_for_follower(2, 1, 2, 1 << 20, 0)  # the follower has the offset, in the new term
+        with pytest.raises(NotLeaderOrFollowerError) as e:
+            await asyncio.wait_for(produce, SLOW_MACHINE_S)
+        assert "may or may not survive" in str(e.value)
+
+    run(main)
+
+
 def test_follower_append_takes_the_leader_hw_capped_at_its_log_end(tmp_path: Path) -> None:
     async def main() -> None:
         leader, _, _ = make_partition(tmp_path, broker_id=1)
