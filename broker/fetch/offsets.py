@@ -15,7 +15,11 @@ Two verbs, because the two front-door contracts differ (as for fetches, broker/f
 Invariants: the partition must exist in this broker's metadata (UNKNOWN_TOPIC / UNKNOWN_PARTITION at once,
 never forwarded); a forward goes to the leader the replica manager names, whose answer (or typed error) comes back
 as it is; the latest offset is the high watermark, or the last stable offset under read_committed (where
-read_committed reads end), and no offset at or above it is ever answered for a time.
+read_committed reads end), and no offset at or above it is ever answered for a time. A new leader whose high
+watermark is still below the start of its epoch (the one it kept as a follower, possibly below what the previous
+leader acknowledged) answers no latest offset, and no "none found" for a time, until its followers have fetched
+from it: OFFSET_NOT_AVAILABLE, retriable (Kafka's Partition.fetchOffsetForTimestamp), never a low end offset that
+would hide acknowledged records from whoever counts them.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from broker.fetch.service import check_leader_epoch
 from broker.produce import forwarding as forward
+from broker.replication.partition import UNKNOWN_OFFSET
 from odradek.protocol.errors import (
     InvalidRequestError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     UnknownPartitionError,
     UnknownTopicError,
@@ -133,6 +139,7 @@ class OffsetsService:
             body = await forward.list_offsets(self._interbroker, leader_url, topic, partition, committed=committed,
                                               timestamp=request.timestamp)
             return PartitionOffsets.from_json(body)
+        require_caught_up(part)
         start, end = part.log_start_offset, part.last_stable_offset if committed else part.high_watermark
         if request.timestamp is None:
             return PartitionOffsets(start, end)
@@ -169,6 +176,8 @@ class OffsetsService:
             start = part.log_start_offset
             return LeaderOffset(start, NO_OFFSET, epochs.epoch_for_offset(start))
         if timestamp == LATEST_TIMESTAMP:
+            if not request.replica:
+                require_caught_up(part)
             return LeaderOffset(end, NO_OFFSET, part.leader_epoch)
         if timestamp == MAX_TIMESTAMP:
             found = await self._max_timestamp_record(part, end, committed)
@@ -178,6 +187,8 @@ class OffsetsService:
             at = await self._replicas.offset_for_timestamp(topic, partition, timestamp)
             found = None if at is None or at >= end else await self._record(part, at, committed, lambda r: True)
         if found is None:
+            if not request.replica:
+                require_caught_up(part)  # the record may be there, above a watermark that lags
             return LeaderOffset(NO_OFFSET, NO_OFFSET, NO_OFFSET)
         offset, stamp = found
         return LeaderOffset(offset, stamp, epochs.epoch_for_offset(offset))
@@ -219,3 +230,13 @@ class OffsetsService:
             raise UnknownTopicError(f"topic '{topic}' does not exist")
         if partition not in assignment.partitions:
             raise UnknownPartitionError(f"partition {partition} of topic '{topic}' does not exist")
+
+
+def require_caught_up(part: Partition) -> None:
+    """Raise OFFSET_NOT_AVAILABLE while ``part``, a leader, has a high watermark below the start of its epoch
+    (unknown while the epoch is being assigned: the sentinel is above any offset)."""
+    if part.epoch_start_offset > part.high_watermark:
+        start = "not known yet" if part.epoch_start_offset >= UNKNOWN_OFFSET else str(part.epoch_start_offset)
+        raise OffsetNotAvailableError(
+            f"{part.topic}-{part.partition}'s high watermark {part.high_watermark} lags the start of leader epoch "
+            f"{part.leader_epoch} ({start}): its followers have not fetched from this new leader yet")

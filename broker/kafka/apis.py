@@ -57,6 +57,7 @@ from odradek.protocol.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OdradekError,
+    OffsetNotAvailableError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicError,
@@ -72,6 +73,7 @@ log = logging.getLogger(__name__)
 
 NO_THROTTLE = datetime.timedelta(0)
 READ_COMMITTED = 1
+OFFSET_NOT_AVAILABLE_VERSION = 5  # ListOffsets v5 added OFFSET_NOT_AVAILABLE; older versions get LEADER_NOT_AVAILABLE
 METADATA_READY_WAIT_S = 10.0  # a broker still loading its metadata answers once it knows (as GET /metadata)
 # KIP-511: what ApiVersions v3+ accepts as a client software name or version.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -351,6 +353,8 @@ class KafkaApis:
                                              for p in topic.partitions))
             entries = []
             for p, result in zip(topic.partitions, results, strict=True):
+                if isinstance(result, OffsetNotAvailableError) and version < OFFSET_NOT_AVAILABLE_VERSION:
+                    result = LeaderNotAvailableError(result.message)  # Kafka's answer before the code existed
                 if isinstance(result, OdradekError):
                     entries.append(make(part_cls, partition_index=p.partition_index, error_code=code(result),
                                         timestamp=-1, offset=-1, leader_epoch=-1))

@@ -133,6 +133,10 @@ class PendingShrinkIsr:
 IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
 
 
+def _log_end(log: Log) -> int:
+    return log.log_end_offset
+
+
 class Storage(Protocol):
     """Where the log's disk work runs (``broker.log.executor.StorageExecutor``)."""
 
@@ -334,7 +338,11 @@ class Partition:
 
     async def _become_leader(self) -> None:
         epoch = self.leader_epoch
-        self.epoch_start_offset = UNKNOWN_OFFSET
+        # With nothing of this partition's queued or running, the log end is final now (appends as leader queue
+        # behind the epoch job below): the epoch's start is known before any read asks (Kafka's makeLeader sets
+        # it at once), not only after a storage hop; else it is once the appends queued before have landed.
+        known = self._storage.run_here(self._key, _log_end, self.log)
+        self.epoch_start_offset = UNKNOWN_OFFSET if known is None else known
         now = self._now() * 1000
         # Followers' positions are unknown until they fetch; those in the ISR count as caught up now, so
         # they are not dropped before they had a chance to fetch from us.

@@ -420,6 +420,19 @@ class KafkaStorageError(OdradekError):
     retriable = True
 
 
+class OffsetNotAvailableError(OdradekError):
+    """A new leader asked for its latest offset before its high watermark reached the start of its epoch: the
+    watermark it carried over from its follower days may be below what the previous leader acknowledged, so the
+    answer waits until the followers have fetched from it (Kafka's OFFSET_NOT_AVAILABLE, code 78, ListOffsets v5+;
+    Confluent's REST Proxy answers retriable Kafka errors 50003)."""
+
+    name = "OFFSET_NOT_AVAILABLE"
+    kafka_code = 78
+    error_code = 50003
+    http_status = 503
+    retriable = True
+
+
 class UnsupportedCompressionTypeError(OdradekError):
     """A batch uses a compression codec this installation cannot read or write (snappy without a library)."""
 

@@ -85,9 +85,16 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def end_offsets(url: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark, from its leader; a leader just elected answers OFFSET_NOT_AVAILABLE
+    (retriable) until its followers have fetched from it, rather than the lower watermark it kept as a follower."""
     out = {}
+    deadline = time.monotonic() + SLOW_MACHINE_S
     for p in range(partitions):
-        status, body, _ = request("GET", f"{url}/topics/{topic}/partitions/{p}/offsets")
+        while True:
+            status, body, _ = request("GET", f"{url}/topics/{topic}/partitions/{p}/offsets")
+            if status != 503 or body.get("error") != "OFFSET_NOT_AVAILABLE" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert status == 200, body
         out[p] = int(body["end_offset"])
     return out

@@ -28,6 +28,7 @@ from odradek.protocol.errors import (
     InvalidRequestError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     UnknownLeaderEpochError,
     UnknownPartitionError,
     UnknownTopicError,
@@ -39,7 +40,9 @@ from tests.unit.replication.fakes import config, info, make_partition
 
 
 class FakePartition:
+    topic, partition, leader_epoch = "t", 0, 2
     log_start_offset, high_watermark, last_stable_offset = 3, 40, 35
+    epoch_start_offset = 40  # the epoch started at the high watermark: caught up
 
 
 class FakeReplicas:
@@ -198,3 +201,43 @@ def test_read_committed_offsets_stop_at_the_last_stable_offset(tmp_path: Path) -
     assert leader_offset(service, LATEST_TIMESTAMP, isolation_level="read_committed").offset == 1
     assert leader_offset(service, BASE_MS + 2, isolation_level="read_committed").offset == -1
     assert leader_offset(service, BASE_MS + 2).offset == 1
+
+
+# ------------------------------------------------------------------- a new leader whose watermark lags its epoch
+
+
+def _new_leader(tmp_path: Path) -> Partition:
+    """Broker 1 followed broker 2 and holds offsets 0-4, told a high watermark of 2 (the follower's lagging view);
+    then becomes leader with follower 2 in the ISR, whose log end it does not know yet."""
+
+    async def main() -> Partition:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(2, 1, (1, 2), replicas=(1, 2)), config())
+        records = [(None, b"v", BASE_MS + i, ()) for i in range(5)]
+        assert await part.append_replicated(encode_batch(records), leader_hw=2, leader_epoch=1)
+        await part.apply(info(1, 2, (1, 2), replicas=(1, 2)), config())
+        return part
+
+    part = asyncio.run(main())
+    assert (part.high_watermark, part.epoch_start_offset) == (2, 5)
+    return part
+
+
+def test_a_new_leader_answers_no_latest_offset_until_its_watermark_reaches_its_epoch(tmp_path: Path) -> None:
+    """The previous leader may have acknowledged offsets 0-4: answering 2 would hide two of them from whoever
+    counts the log (Kafka's OFFSET_NOT_AVAILABLE); the earliest offset needs no watermark."""
+    part = _new_leader(tmp_path)
+    service = OffsetsService(LeaderReplicas(part), FakeInterBroker())  # type: ignore[arg-type]
+    with pytest.raises(OffsetNotAvailableError, match="lags the start of leader epoch 2"):
+        leader_offset(service, LATEST_TIMESTAMP)
+    with pytest.raises(OffsetNotAvailableError):  # offset 3 is above the watermark: not "none found"
+        leader_offset(service, BASE_MS + 3)
+    found = leader_offset(service, BASE_MS + 1)  # below it: answered
+    assert (found.offset, found.timestamp) == (1, BASE_MS + 1)
+    with pytest.raises(OffsetNotAvailableError):  # the REST read answers the end offset too
+        list_offsets(service, ListOffsetsRequest("t", 0))
+    assert leader_offset(service, EARLIEST_TIMESTAMP).offset == 0
+    assert leader_offset(service, LATEST_TIMESTAMP, replica=True).offset == 5  # a follower's: the log end
+    asyncio.run(part.read_for_follower(2, 5, 2, 1 << 20, 0))  # the follower has it all: the watermark moves
+    assert leader_offset(service, LATEST_TIMESTAMP) == LeaderOffset(5, -1, 2)
+    assert list_offsets(service, ListOffsetsRequest("t", 0)) == PartitionOffsets(0, 5)

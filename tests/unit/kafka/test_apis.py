@@ -31,7 +31,7 @@ from broker.kafka.listeners import KafkaListener
 from broker.kafka.network import CloseConnection, Connection
 from broker.metadata.cache import MetadataCache, PartitionInfo
 from broker.produce.service import AppendedBatches
-from odradek.protocol.errors import NotLeaderOrFollowerError, UnknownTopicError
+from odradek.protocol.errors import NotLeaderOrFollowerError, OffsetNotAvailableError, UnknownTopicError
 from odradek.protocol.model import BrokerInfo, KafkaEndpoint, TopicAssignment
 from odradek.protocol.records import encode_batch
 
@@ -92,6 +92,8 @@ class Leaders:
     async def leader_offset(self, request: ListOffsetsRequest) -> LeaderOffset:
         self.calls.append(("list", request.topic, request.partition, request.timestamp,
                            request.isolation_level == "read_committed"))
+        if (request.topic, request.partition) in self.fail:
+            raise self.fail[(request.topic, request.partition)]
         return LeaderOffset(11 if request.timestamp == -1 else 0, -1, 4)
 
 
@@ -235,6 +237,21 @@ def test_list_offsets_by_isolation_level(setup: tuple[KafkaApis, MetadataCache, 
     part = body.topics[0].partitions[0]
     assert (part.error_code, part.offset, part.leader_epoch) == (0, 11, 4)
     assert leaders.calls == [("list", "t", 0, -1, True)]
+
+
+@pytest.mark.parametrize(("version", "expected"), [(4, 5), (5, 78), (7, 78)])
+def test_a_lagging_new_leaders_offset_is_leader_not_available_before_v5(
+        setup: tuple[KafkaApis, MetadataCache, Leaders], version: int, expected: int) -> None:
+    """OFFSET_NOT_AVAILABLE (78) came with ListOffsets v5; an older client gets LEADER_NOT_AVAILABLE (5), which
+    it retries too (KafkaApis.handleListOffsetRequestV1AndAbove)."""
+    apis, _, leaders = setup
+    leaders.fail[("t", 0)] = OffsetNotAvailableError("lags")
+    cls = load_request_schema(2, version)
+    topic_cls, part_cls = codec.nested(cls, "ListOffsetsTopic"), codec.nested(cls, "ListOffsetsPartition")
+    body = call(apis, 2, version, replica_id=-1, isolation_level=0, topics=(codec.make(topic_cls, name="t", partitions=(
+        codec.make(part_cls, partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    part = body.topics[0].partitions[0]
+    assert (part.error_code, part.offset) == (expected, -1)
 
 
 def test_fetch_read_committed_lists_aborted_transactions_and_session_zero(
