@@ -28,6 +28,7 @@ stalls past a third of its session (broker/server.py's pause detector), and a 1.
 which a loaded 2-core machine reaches; at 3 s it is 0.9 s. Failover tests wait one session per kill."""
 
 MakeCluster = Callable[..., LocalProcessBackend]
+MADE_CLUSTERS = pytest.StashKey[list[LocalProcessBackend]]()  # what a test's make_cluster made, for its report
 
 
 def _zookeeper_installed() -> bool:
@@ -59,10 +60,11 @@ def private_ensemble(tmp_path: Path) -> Iterator[ZkEnsemble]:
 
 
 @pytest.fixture
-def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> Iterator[MakeCluster]:
+def make_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeCluster]:
     """``make_cluster(brokers=3, ensemble=None, start=True)``: brokers in a chroot of their own, each with a REST
     port and a Kafka port of its own."""
     made: list[LocalProcessBackend] = []
+    request.node.stash[MADE_CLUSTERS] = made
 
     def _make(brokers: int = 3, ensemble: ZkEnsemble | None = None, start: bool = True,
               broker_args: list[str] | None = None,
@@ -109,6 +111,37 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # pytest-xdist's gw0, gw1, ... (scripts/test.sh runs two)
     if worker:  # each worker's servers, and the processes it starts, pick ports from a slice of their own
         os.environ[PORT_SHARE_ENV] = f"{int(worker.removeprefix('gw'))}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
+
+
+LOG_TAIL_LINES = 40
+
+
+def _clusters_of(item: pytest.Item) -> list[LocalCluster]:
+    """The local clusters a test was handed (directly, or inside a backend or a fixture's bundle)."""
+    found: list[LocalCluster] = []
+    for value in [*getattr(item, "funcargs", {}).values(), *item.stash.get(MADE_CLUSTERS, [])]:
+        cluster = value if isinstance(value, LocalCluster) else getattr(value, "cluster", None)
+        if isinstance(cluster, LocalCluster) and cluster not in found:
+            found.append(cluster)
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the tail of each of its brokers' logs: a failure seen only under CI's
+    load can then be read from CI's output, after the test's directories are gone."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for cluster in _clusters_of(item):
+        for broker_id, slot in sorted(cluster.slots.items()):
+            try:
+                lines = slot.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            except OSError:
+                continue
+            report.sections.append((f"broker {broker_id} log ({cluster.data_dir.name}, last {len(lines)} lines)",
+                                    "\n".join(lines)))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

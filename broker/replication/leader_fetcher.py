@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1  # Kafka's replica.fetch.backoff.ms is 1 s; a broker here recovers from most errors faster
+FAILURE_LOG_EVERY_S = 10.0  # a leader's rounds failing on: one warning this often
 REFRESH_S = 1.0  # every followed partition's request is rebuilt at least this often (see the module docstring)
 
 
@@ -130,6 +131,8 @@ class LeaderFetcher:
         self._session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self.rounds = 0  # fetch rounds answered, for tests and metrics
+        self._failures = 0  # rounds failed in a row
+        self._failure_logged = 0.0
         self.stats = stats if stats is not None else FetcherStats()
 
     # ------------------------------------------------------------------------------------------ membership
@@ -174,11 +177,22 @@ class LeaderFetcher:
             except asyncio.CancelledError:
                 raise
             except OdradekError as e:  # the leader out of reach, or refusing the whole request
-                log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+                self._log_failure(e)
                 await asyncio.sleep(self._backoff_s)
             except Exception:
                 log.exception("fetcher of broker %d failed", self.leader_id)
                 await asyncio.sleep(self._backoff_s)
+
+    def _log_failure(self, e: OdradekError) -> None:
+        """A failed round: a warning for the first of a run of failures and then every ``FAILURE_LOG_EVERY_S``
+        (a leader that is down fails a round every backoff), the others at debug."""
+        now = self._clock()
+        if self._failures == 0 or now - self._failure_logged >= FAILURE_LOG_EVERY_S:
+            log.warning("fetch from broker %d failed (%d in a row): %s", self.leader_id, self._failures + 1, e)
+            self._failure_logged = now
+        else:
+            log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+        self._failures += 1
 
     def _ready(self) -> dict[TopicPartition, PartitionData]:
         """This round's request: every partition that is current, truncated, not held back, and not over the
@@ -293,6 +307,9 @@ class LeaderFetcher:
                 stats.errors += 1
             raise
         stats.observe_round(time.perf_counter() - started)
+        if self._failures:
+            log.info("fetch from broker %d answered again after %d failed rounds", self.leader_id, self._failures)
+            self._failures = 0
         result = self._session.handle_response(answer.error_code, answer.session_id, list(answer.partitions))
         self.rounds += 1
         if not result.ok:
