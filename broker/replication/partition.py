@@ -326,7 +326,7 @@ class Partition:
             if old_role != LEADER:
                 self._leader_term += 1
             if new_epoch or old_role != LEADER:
-                await self._become_leader()
+                await self._become_leader(new_leader=old_role != LEADER)
                 return LEADER
             self._maybe_increment_hw()
             return None
@@ -336,7 +336,9 @@ class Partition:
             return self.role if self.role == FOLLOWER else None
         return None
 
-    async def _become_leader(self) -> None:
+    async def _become_leader(self, *, new_leader: bool) -> None:
+        """A leader epoch starts here: ``new_leader`` when this replica was not leading before, else a new
+        epoch of its own leadership (the controller took a dead follower out of the ISR)."""
         epoch = self.leader_epoch
         # With nothing of this partition's queued or running, the log end is final now (appends as leader queue
         # behind the epoch job below): the epoch's start is known before any read asks (Kafka's makeLeader sets
@@ -344,12 +346,22 @@ class Partition:
         known = self._storage.run_here(self._key, _log_end, self.log)
         self.epoch_start_offset = UNKNOWN_OFFSET if known is None else known
         now = self._now() * 1000
-        # Followers' positions are unknown until they fetch; those in the ISR count as caught up now, so
-        # they are not dropped before they had a chance to fetch from us.
-        self.followers = {
-            r: FollowerProgress(last_caught_up_ms=now if r in self.isr else 0.0)
-            for r in self.replicas if r != self.broker_id
-        }
+        # Those in the ISR count as caught up now, so they are not dropped before they had a chance to fetch
+        # from us. A new leader knows no follower's position until it fetches; a leader re-elected keeps the
+        # positions its followers fetched at (its log is the same one), so a smaller ISR moves the high
+        # watermark at once (Kafka's Replica.resetReplicaState).
+        kept = {} if new_leader else self.followers
+        leo = self.log.log_end_offset
+        followers = {}
+        for r in self.replicas:
+            if r == self.broker_id:
+                continue
+            in_sync = now if r in self.isr else 0.0
+            old = kept.get(r)
+            followers[r] = FollowerProgress(last_caught_up_ms=in_sync) if old is None else FollowerProgress(
+                log_end_offset=old.log_end_offset, last_caught_up_ms=in_sync, last_fetch_ms=in_sync,
+                last_fetch_leader_leo=leo)
+        self.followers = followers
         self._wake_all()
         # Kafka's makeLeader raises the high watermark before any read sees the new leader: with the ISR this
         # replica alone, to its log end now (a read must not find the records it held as a follower hidden while

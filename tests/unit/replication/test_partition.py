@@ -227,11 +227,29 @@ def test_a_new_epoch_that_keeps_this_leader_keeps_its_acks_all_waits(tmp_path: P
         await settle()
         assert not produce.done()
         await part.apply(info(1, 1, (1, 2), version=1), config(min_isr=2))  # 3 out of the ISR, epoch 1
-        await settle()
-        assert not produce.done()  # the followers' positions are unknown in the new epoch until they fetch
-        await part.read_for_follower(2, 3, 1, 1 << 20, 0)
+        # re-elected, this leader keeps follower 2's position (Kafka's resetReplicaState): no fetch needed
         result = await asyncio.wait_for(produce, SLOW_MACHINE_S)
         assert result.first_offset == 2 and part.high_watermark == 3 and part.log_end_offset == 3
+
+    run(main)
+
+
+def test_a_new_leader_knows_no_followers_position_until_it_fetches(tmp_path: Path) -> None:
+    """Leader, follower, leader again: the positions its followers fetched at in its first term say nothing of
+    their logs now (they may have followed another leader's), so the high watermark waits for their fetches."""
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        await part.apply(info(1, 0, (1, 2)), config())
+        await part.append(batch(2), acks=1, timeout_ms=1000)
+        await part.read_for_follower(2, 2, 0, 1 << 20, 0)
+        assert part.high_watermark == 2
+        await part.apply(info(2, 1, (1, 2), version=1), config())
+        await part.apply(info(1, 2, (1, 2), version=2), config())
+        assert part.followers[2].log_end_offset == -1
+        await part.append(batch(), acks=1, timeout_ms=1000)
+        assert part.high_watermark == 2
+        await part.read_for_follower(2, 3, 2, 1 << 20, 0)
+        assert part.high_watermark == 3
 
     run(main)
 
