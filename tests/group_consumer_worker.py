@@ -2,8 +2,11 @@
 
 ``python -m tests.group_consumer_worker BOOTSTRAP GROUP TOPIC OUT [--batch N] [--delay-ms MS]`` appends
 ``partition offset value`` per record to OUT (one ``os.write`` per batch, O_APPEND) and commits after each batch
-has been written: at-least-once, so a crash can repeat at most the batch written but not yet committed. The
-delay stands for processing time, so a test can kill the process while it is part-way through the topic.
+has been written: at-least-once, so a crash can repeat at most the batch written but not yet committed. A commit
+the group refuses because it moved to a new generation meanwhile (CommitFailedError, a rebalance while the batch
+was processed) is what a Kafka application meets too: the batch may come again, to whichever member owns its
+partition next; the worker counts it in ``OUT.fenced`` (a line each) and goes on polling. The delay stands for
+processing time, so a test can kill the process while it is part-way through the topic.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import signal
 import sys
 import time
 
-from odradek import GroupConsumer
+from odradek import CommitFailedError, GroupConsumer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.delay_ms:
                 time.sleep(args.delay_ms / 1000.0)  # "processing"
             os.write(fd, "".join(lines).encode())
-            consumer.commit()
+            try:
+                consumer.commit()
+            except CommitFailedError as e:
+                with open(f"{args.out}.fenced", "a") as fenced:
+                    fenced.write(f"{e}\n")
     finally:
         os.close(fd)
         consumer.close()

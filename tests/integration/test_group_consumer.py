@@ -127,8 +127,11 @@ def test_sigkilled_member_is_replaced_without_gaps(cluster3: LocalProcessBackend
     seen = read_output(a_out, b_out, c_out)
     assert set(seen) == expected  # no gaps, nothing invented
     duplicates = sum(c - 1 for c in Counter(seen).values())
-    # At-least-once: only A's written-but-uncommitted window (one batch of at most 20) may come again.
-    assert duplicates <= 20, (duplicates, killed_at)
+    # At-least-once: only A's written-but-uncommitted window (one batch of at most 20) may come again, and a batch
+    # whose commit a rebalance fenced (the workers count those: a loaded machine's joins can overtake a commit).
+    fenced = sum(len(Path(f"{out}.fenced").read_text().splitlines()) for out in (a_out, b_out, c_out)
+                 if Path(f"{out}.fenced").exists())
+    assert duplicates <= 20 * (1 + fenced), (duplicates, killed_at, fenced)
 
 
 def test_pattern_subscription_picks_up_a_new_topic(cluster3: LocalProcessBackend) -> None:
