@@ -104,3 +104,22 @@ def test_bad_records_go_to_the_reference(records: list[bytes], max_diff: int, wh
 def test_headers_with_utf8_keys_take_the_fast_path() -> None:
     block = raw_record(0, 0, None, b"v", [("é-key".encode(), b"x"), (b"k2", b"")])
     assert c.check_records(block, 1, NOW, False, NOW, 1000) is True
+
+
+@pytest.mark.parametrize("size", [63, 64, 65, 127, 128, 8191, 8192, 8193, 70_000])
+def test_one_two_and_three_byte_varints_read_alike(size: int) -> None:
+    """Lengths, deltas and timestamps at the edges of a varint's one-, two- and three-byte forms (zigzag: 63 is one
+    byte, 64 two, 8,192 three), over 70 records so that the offset deltas pass 64: both sides accept them, and a
+    block cut inside any record's last varint is refused by both."""
+    records = [raw_record(i, (i - 35) * size, None if i % 3 else b"k" * (size % 200), b"v" * size,
+                          [(b"h", b"x" * (size % 130))] if i % 5 == 0 else [])
+               for i in range(70)]
+    block = b"".join(records)
+    assert c.check_records(block, 70, NOW, False, NOW, LONG_MAX) is True
+    assert reference_accepts(block, 70, NOW, False, LONG_MAX)
+    assert c.check_records(block, 70, NOW, False, NOW, 35 * size) is True  # the first record is 35 * size early
+    assert c.check_records(block, 70, NOW, False, NOW, 35 * size - 1) is False
+    assert not reference_accepts(block, 70, NOW, False, 35 * size - 1)
+    for cut in (1, 2, 3):
+        assert c.check_records(block[:-cut], 70, NOW, False, NOW, LONG_MAX) is False
+        assert not reference_accepts(block[:-cut], 70, NOW, False, LONG_MAX)
