@@ -85,14 +85,19 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def end_offsets(url: str, topic: str, partitions: int) -> dict[int, int]:
-    """Each partition's high watermark, from its leader; a leader just elected answers OFFSET_NOT_AVAILABLE
-    (retriable) until its followers have fetched from it, rather than the lower watermark it kept as a follower."""
+    """Each partition's high watermark, from its leader, asking again on the retriable answers a leadership change
+    gives: NOT_LEADER_OR_FOLLOWER while the partition's leader is a broker just killed and no other is elected yet
+    (a producer whose records all went to another partition can be done before that), and OFFSET_NOT_AVAILABLE
+    from a leader just elected until its followers have fetched from it (rather than the lower watermark it kept
+    as a follower)."""
     out = {}
     deadline = time.monotonic() + SLOW_MACHINE_S
     for p in range(partitions):
         while True:
             status, body, _ = request("GET", f"{url}/topics/{topic}/partitions/{p}/offsets")
-            if status != 503 or body.get("error") != "OFFSET_NOT_AVAILABLE" or time.monotonic() > deadline:
+            retriable = isinstance(body, dict) and body.get("error") in (
+                "OFFSET_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE")
+            if status == 200 or not retriable or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert status == 200, body
