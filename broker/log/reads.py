@@ -165,10 +165,20 @@ class LogReads(LogBase):
         for j in range(i, last + 1):
             seg = segments[j]
             limit = active_size if j == last else seg.size
+            span = seg.tail_span(offset, max_bytes, max_offset, limit)  # at the log end: no header read
+            if span is not None:
+                pos, length, next_offset = span
+                if not length:
+                    return SliceResult((), next_offset, start, end)
+                if length >= copy_below:
+                    return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
+                data = seg.pread_span(pos, length, offset)
+                if data is not None:
+                    return ReadResult(data, next_offset, start, end)
             first = seg.find(offset, limit)
             if first is None:
                 continue
-            if read_span(first[1], first[0], max_bytes, limit) < copy_below:
+            if read_span(first[1].size, first[0], max_bytes, limit) < copy_below:
                 # An answer this small is copied whatever its cut: read's one pread, cut in memory, instead of a
                 # header walk and then the copy (a follower's round reads one round's appends this way).
                 data, next_offset = seg.read_found(first, offset, max_bytes, max_offset, limit)
@@ -237,7 +247,7 @@ def _slice(seg: LogSegment, found: tuple[int, BatchHeader], offset: int, max_byt
     pos, h = found
     if max_offset is not None and h.base_offset >= max_offset:
         return pos, 0, offset
-    end = read_span(h, pos, max_bytes, limit)  # what LogSegment.read would pread
+    end = read_span(h.size, pos, max_bytes, limit)  # what LogSegment.read would pread
     cut = 0
     next_offset = offset
     for bpos, bh in seg.walk(pos, pos + end):

@@ -11,6 +11,11 @@ Concurrency: **not thread-safe**; the owning ``Log`` serialises every mutation u
 lock-free: a reader passes the segment size it saw under the lock (``limit``) and reads with ``os.pread``
 on a file descriptor that stays open until the file is finally deleted, so appends beyond ``limit``, a
 rename to ``.deleted`` or a compaction swap never show it half a batch or a closed descriptor.
+
+The positions of the last batches this process appended (``_Tail``) stay in memory, so a read at the log end (a
+follower's round, a consumer at the tail) finds its batches without reading headers from the file: one ``pread``
+of the bytes to send, or none for a file range. Anything that is not a plain append at the end (truncation,
+recovery, the roll that seals the segment) drops them, and reads fall back to the index and a header walk.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import logging
 import os
 import struct
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c as _crc
 
@@ -47,12 +54,25 @@ INT32_MAX = 2**31 - 1
 READ_CHUNK = 8192  # bytes per pread when walking headers
 
 
-def read_span(h: BatchHeader, pos: int, max_bytes: int, limit: int) -> int:
-    """The bytes a read from the batch ``h`` at ``pos`` looks at: its first batch whole whatever its size, else up
-    to ``max_bytes``, never past ``limit``."""
-    return min(max(max_bytes, h.size), limit - pos)
+def read_span(size: int, pos: int, max_bytes: int, limit: int) -> int:
+    """The bytes a read from a batch of ``size`` bytes at ``pos`` looks at: that first batch whole whatever its
+    size, else up to ``max_bytes``, never past ``limit``."""
+    return min(max(max_bytes, size), limit - pos)
 SCAN_CHUNK = 4 << 20  # bytes per pread when scanning whole segments (recovery, compaction)
 _LAST_DELTA = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
+TAIL_BATCHES = 256  # the last appended batches whose positions a segment keeps (up to twice as many between trims)
+
+
+class _Tail(NamedTuple):
+    """Where the last batches appended by this process lie: batch k holds offsets ``bases[k]`` to ``nexts[k] - 1``
+    and the bytes ``[ends[k - 1], ends[k])`` (``[first_pos, ends[0])`` for the first). Appends extend the lists in
+    the order ``ends``, ``bases``, ``nexts``, so a reader on another thread that finds k below ``len(nexts)`` finds
+    the other two filled; a trim builds a new tuple, so a reader's snapshot never shifts under it."""
+
+    first_pos: int
+    bases: list[int]
+    nexts: list[int]
+    ends: list[int]
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -115,6 +135,7 @@ class LogSegment:
         self.rolling_base_ms: int | None = None  # wall clock of the first append: segment.ms counts from it
         self.deleted = False
         self._log_suffix = ".log"  # ".log.cleaned" / ".log.swap" while compaction output
+        self._tail: _Tail | None = None  # positions of the last batches appended here (module docstring)
 
     def _path(self, suffix: str) -> Path:
         return self.dir / file_name(self.base_offset, suffix)
@@ -244,6 +265,7 @@ class LogSegment:
         increase and fit the index's int32 relative offsets. Everything from the first invalid batch on is
         cut: after a crash the tail can be torn, zero-filled or garbage, and nothing past it can be trusted.
         """
+        self._tail = None
         base = self.base_offset
         interval = self.index_interval_bytes
         offset_entries: list[tuple[int, int]] = []
@@ -329,6 +351,8 @@ class LogSegment:
         time_entries: list[tuple[int, int]] = []
         pos = start
         next_offset = self.next_offset
+        tail = self._tail = self._tail_at(start)
+        ends, bases, nexts = tail.ends, tail.bases, tail.nexts
         for batch_base, batch_next, batch_max_ts, size in batches:
             if batch_max_ts > max_ts:
                 max_ts, off_max = batch_max_ts, batch_base
@@ -344,6 +368,9 @@ class LogSegment:
             since += size
             pos += size
             next_offset = batch_next
+            ends.append(pos)
+            bases.append(batch_base)
+            nexts.append(batch_next)
         if offset_entries:
             self.offset_index.append_many(offset_entries)
         if time_entries:
@@ -355,8 +382,21 @@ class LogSegment:
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
 
+    def _tail_at(self, start: int) -> _Tail:
+        """The tail to extend with batches written at ``start``: the current one when it ends there (cut to its
+        last ``TAIL_BATCHES`` once it holds twice as many), else a new one."""
+        tail = self._tail
+        if tail is None or (tail.ends[-1] if tail.ends else tail.first_pos) != start:
+            return _Tail(start, [], [], [])
+        drop = len(tail.nexts) - TAIL_BATCHES
+        if drop < TAIL_BATCHES:
+            return tail
+        return _Tail(tail.ends[drop - 1], tail.bases[drop:], tail.nexts[drop:], tail.ends[drop:])
+
     def seal(self) -> None:
-        """Record the exact max timestamp in the time index: retention reads it after a restart."""
+        """Record the exact max timestamp in the time index: retention reads it after a restart. A sealed segment
+        takes no more appends, so it keeps no tail."""
+        self._tail = None
         if self.max_timestamp >= 0:
             entry = self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             if entry:
@@ -368,6 +408,7 @@ class LogSegment:
         Returns the number of bytes removed. The segment's next offset becomes the base offset of the
         first removed batch (or stays where it was when nothing is removed).
         """
+        self._tail = None
         found = self.find(offset, self.size)
         if found is None:
             return 0
@@ -461,6 +502,44 @@ class LogSegment:
                 return (bpos, h) if bpos + h.size <= limit else None
         return None
 
+    def tail_span(self, offset: int, max_bytes: int, max_offset: int | None,
+                  limit: int) -> tuple[int, int, int] | None:
+        """``(position, length, next offset)`` of the bytes ``read`` would return for ``offset``, from the positions
+        of the last batches appended here, without reading the file; None when ``offset`` is not within them or
+        its batch ends past ``limit``. The same cut as ``read``: the first batch whole, then batches while the
+        total stays within ``max_bytes``, none starting at or after ``max_offset``, none past ``limit``."""
+        tail = self._tail
+        if tail is None:
+            return None
+        nexts = tail.nexts
+        n = len(nexts)  # read first: ends and bases hold at least as many
+        k = bisect_right(nexts, offset, 0, n)  # the first batch whose last offset is >= offset
+        bases = tail.bases
+        if k >= n or offset < bases[0]:
+            return None
+        ends = tail.ends
+        pos = ends[k - 1] if k else tail.first_pos
+        if ends[k] > limit:
+            return None
+        if max_offset is not None and bases[k] >= max_offset:
+            return pos, 0, offset
+        bound = pos + min(max_bytes, limit - pos)
+        last = bisect_right(ends, bound, k + 1, n)
+        if max_offset is not None:
+            last = min(last, bisect_left(bases, max_offset, k + 1, n))
+        return pos, ends[last - 1] - pos, nexts[last - 1]
+
+    def pread_span(self, pos: int, length: int, offset: int) -> bytes | None:
+        """The ``length`` bytes at ``pos`` that ``tail_span`` gave for ``offset``; None if the file no longer
+        holds them there (a truncation since the caller's look: read again the long way)."""
+        data = os.pread(self._fd, length, pos)
+        if len(data) != length:
+            return None
+        base_offset, batch_length, last_delta = _LAST_DELTA.unpack_from(data)
+        if base_offset + last_delta < offset or batch_length + LOG_OVERHEAD > length:
+            return None
+        return data
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None, limit: int) -> tuple[bytes, int] | None:
         """``(whole batches from the one holding offset, next offset)``; None if nothing at/after it here.
 
@@ -468,6 +547,14 @@ class LogSegment:
         ``max_offset`` (then the bytes are empty), never bytes past ``limit`` (the size the caller saw
         under the Log lock). The walk over the bytes read is per batch, never per record.
         """
+        span = self.tail_span(offset, max_bytes, max_offset, limit)
+        if span is not None:
+            pos, length, next_offset = span
+            if not length:
+                return b"", next_offset
+            data = self.pread_span(pos, length, offset)
+            if data is not None:
+                return data, next_offset
         found = self.find(offset, limit)
         return None if found is None else self.read_found(found, offset, max_bytes, max_offset, limit)
 
@@ -477,7 +564,7 @@ class LogSegment:
         pos, h = found
         if max_offset is not None and h.base_offset >= max_offset:
             return b"", offset
-        data = os.pread(self._fd, read_span(h, pos, max_bytes, limit), pos)
+        data = os.pread(self._fd, read_span(h.size, pos, max_bytes, limit), pos)
         unpack = _LAST_DELTA.unpack_from
         cut = 0
         end = len(data)
