@@ -28,7 +28,6 @@ stable read as it is, so it may be file ranges.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,6 +38,7 @@ from broker.log.reads import SliceResult
 from broker.produce import forwarding as forward
 from broker.produce.routing import ROUTING_ERRORS, Remote, deadline_after, remaining_ms
 from broker.replication.follower_fetch import FollowerFetch
+from broker.replication.partition import resolve_waiter
 from odradek.protocol.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
@@ -245,9 +245,11 @@ class FetchService:
                     changed.append(i)
             if changed or not (held or given):
                 return changed
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout_s):
-                    await waiter
+            expiry = asyncio.get_running_loop().call_later(timeout_s, resolve_waiter, waiter)
+            try:
+                await waiter  # resolved by an append, a role change, the caller's own reason or the timeout
+            finally:
+                expiry.cancel()
             return [i for i, part, epoch, log_end in held
                     if part.log_end_offset > log_end or part.leader_epoch != epoch or not self._leads(part)]
         finally:

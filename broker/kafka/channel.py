@@ -396,12 +396,15 @@ class KafkaChannel:
         loop = asyncio.get_running_loop()
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         deadline = loop.time() + timeout
-        try:
-            async with asyncio.timeout_at(deadline):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise BrokerNotAvailableError(f"no in-flight slot to {self.host}:{self.port} came free in "
-                                          f"{timeout:.1f} s", sent=False) from None
+        if self._slots.locked():
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise BrokerNotAvailableError(f"no in-flight slot to {self.host}:{self.port} came free in "
+                                              f"{timeout:.1f} s", sent=False) from None
+        else:
+            await self._slots.acquire()  # a free slot is taken without suspending: no timer needed
         written = False  # once written, the request's slot is freed when it is answered or failed, not before
         try:
             conn = await self._ready(deadline)

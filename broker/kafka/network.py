@@ -138,6 +138,50 @@ class _OversizedRequest(Exception):
         self.size = size
 
 
+class _IdleWatch:
+    """``connections.max.idle.ms`` without a timer per request: one timer per connection, armed when the serving
+    task starts waiting for a request and no timer is pending. When it fires, a connection that has waited
+    ``idle_s`` for its next request is closed (``on_idle``); one that was busy, or has waited less, re-arms it for
+    the moment its current wait would reach ``idle_s``. A busy connection so pays two attribute writes per request
+    instead of a timeout's timer handle (scheduled and cancelled on the loop's heap every request)."""
+
+    __slots__ = ("_handle", "_idle_s", "_loop", "_on_idle", "_since")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle_s: float, on_idle: Callable[[], None]) -> None:
+        self._loop = loop
+        self._idle_s = idle_s
+        self._on_idle = on_idle
+        self._since: float | None = None  # when the current wait for a request began; None while serving one
+        self._handle: asyncio.TimerHandle | None = None
+
+    def waiting(self) -> None:
+        self._since = now = self._loop.time()
+        if self._handle is None:
+            self._handle = self._loop.call_at(now + self._idle_s, self._check)
+
+    def serving(self) -> None:
+        self._since = None
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _check(self) -> None:
+        self._handle = None
+        since = self._since
+        if since is None:
+            return  # serving a request: the next wait arms the timer again
+        due = since + self._idle_s
+        if self._loop.time() + _CLOCK_SLACK_S >= due:
+            self._on_idle()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+
+_CLOCK_SLACK_S = 0.001  # a timer may fire up to the loop's clock resolution early: that is on time
+
+
 class _Channel(asyncio.BufferedProtocol):
     """One connection's bytes: request frames in, answers out (see "Buffers" in the module docstring).
 
@@ -495,22 +539,32 @@ class KafkaServer:
 
     async def _requests(self, conn: Connection, channel: _Channel) -> None:
         idle_s = self.idle_timeout_s
+
+        def idle_out() -> None:
+            log.info("Kafka connection %s idle for %.0f s (connections.max.idle.ms); closing it", conn.id, idle_s)
+            assert channel.transport is not None
+            channel.transport.close()  # the wait for the next request then ends with None
+
+        idle = _IdleWatch(asyncio.get_running_loop(), idle_s, idle_out)
+        try:
+            await self._serve_requests(conn, channel, idle)
+        finally:
+            idle.stop()
+
+    async def _serve_requests(self, conn: Connection, channel: _Channel, idle: _IdleWatch) -> None:
         while True:
             limit = self._limit(not conn.authenticated)
+            idle.waiting()
             try:
-                async with asyncio.timeout(idle_s):
-                    frame = await channel.next_frame(limit)
-            except TimeoutError:
-                log.info("Kafka connection %s idle for %.0f s (connections.max.idle.ms); closing it", conn.id,
-                         idle_s)
-                return
+                frame = await channel.next_frame(limit)
             except _OversizedRequest as e:
                 log.warning("Kafka connection %s: a request of %d bytes is over %s (%d); closing the "
                             "connection", conn.id, e.size, "socket.request.max.bytes" if conn.authenticated
                             else "sasl.server.max.receive.size", limit)
                 return
+            idle.serving()
             if frame is None:
-                return  # the client closed (or reset) the connection
+                return  # the client closed (or reset) the connection, or it was idle (_IdleWatch)
             try:
                 response = await self._dispatch(conn, frame)
             except CloseConnection as e:
