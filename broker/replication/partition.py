@@ -628,7 +628,12 @@ class Partition:
         progress = self.followers[replica_id]
         # Caught up at its previous look: what it reads now was appended since (page cache, one round's worth).
         fresh = 0 <= progress.last_fetch_leader_leo <= offset
-        self._record_follower_fetch(replica_id, offset)
+        if self._record_follower_fetch(replica_id, offset):
+            # The high watermark moved: the acks=all produces and consumer long-polls it released answer before
+            # this fetch goes on (their answers are the latency a client sees; this fetch's, at most the records
+            # appended since, waits one turn of the loop). Then, as after any wait, the leadership is checked.
+            await asyncio.sleep(0)
+            self._check_follower_fetch(replica_id, fetch_epoch)
         parked = offset == self.log.log_end_offset and timeout_ms > 0
         if parked:
             event = self._appended
@@ -704,7 +709,9 @@ class Partition:
 
     # --------------------------------------------------------------------------------------------- ISR
 
-    def _record_follower_fetch(self, replica_id: int, offset: int) -> None:
+    def _record_follower_fetch(self, replica_id: int, offset: int) -> bool:
+        """The follower's fetch offset recorded as its log end (Kafka's ``updateFollowerFetchState``); whether
+        the high watermark moved."""
         now = self._now() * 1000
         progress = self.followers[replica_id]
         leo = self.log.log_end_offset
@@ -716,7 +723,7 @@ class Partition:
         progress.last_fetch_ms = now
         progress.last_fetch_leader_leo = leo
         self._maybe_expand_isr(replica_id, offset)
-        self._maybe_increment_hw()
+        return self._maybe_increment_hw()
 
     def _maybe_expand_isr(self, replica_id: int, offset: int) -> None:
         """Kafka's ``maybeExpandIsr``: a follower at the high watermark and in the current epoch rejoins."""
@@ -726,9 +733,11 @@ class Partition:
             return
         self._submit_isr(PendingExpandIsr(state.isr, replica_id), (*state.isr, replica_id))
 
-    def _maybe_increment_hw(self) -> None:
+    def _maybe_increment_hw(self) -> bool:
+        """Kafka's ``maybeIncrementLeaderHW``: the smallest log end in the maximal ISR; whether it moved (and
+        its waiters were woken)."""
         if self.role != LEADER:
-            return
+            return False
         hw = self.log.log_end_offset
         for r in self.maximal_isr:
             if r != self.broker_id:
@@ -738,6 +747,8 @@ class Partition:
                     hw = end
         if self.log.maybe_increment_high_watermark(hw):
             self._wake_hw_waiters()
+            return True
+        return False
 
     def out_of_sync_followers(self) -> list[int]:
         now = self._now() * 1000

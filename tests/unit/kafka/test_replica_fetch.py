@@ -292,6 +292,29 @@ def test_a_replica_fetch_moves_the_high_watermark_at_once_and_acks_all_completes
     asyncio.run(main())
 
 
+def test_the_produce_a_replica_fetch_releases_is_answered_before_that_fetch_goes_on(tmp_path: Path) -> None:
+    """The acks=all produce's answer is the latency a client sees; the fetch that moved the high watermark has
+    nothing to add in the meantime, so it lets the produce through first (one turn of the loop)."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1,
+                                                             timeout_ms=int(SLOW_MACHINE_S * 1000)))
+        await asyncio.sleep(0.05)
+        assert not produce.done()
+
+        async def fetch_then_look() -> tuple[Any, bool]:
+            body = await ask(apis, 15, fetch_body(15, {0: 2}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
+            return body, produce.done()
+
+        body, produce_answered = await fetch_then_look()
+        assert by_partition(body)[0].high_watermark == 2 and leader.parts[0].high_watermark == 2
+        assert produce_answered  # before the fetch's own answer was written
+        assert (await produce).last_offset == 1
+
+    asyncio.run(main())
+
+
 def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max_wait(tmp_path: Path) -> None:
     async def main() -> None:
         leader = Leader(tmp_path)
