@@ -205,8 +205,28 @@ class FetchService:
         if not self._followers.fetch_if_quiet(part, replica.replica_id, replica.replica_epoch, leader_epoch, offset,
                                               mark):
             return None
+        return self._nothing_to_read(part, offset)
+
+    async def acknowledge_at_log_end(self, topic: str, partition: int, offset: int,
+                                     replica: ReplicaFetch) -> PartitionData | None:
+        """A follower's read of a partition this broker leads at its log end, not quiet (the follower acknowledges
+        records it appended since its last fetch): the acknowledgement recorded and the answer given without the
+        read path (``FollowerFetchService.acknowledge_at_log_end``); None when :meth:`fetch` must serve it. Waits
+        at most one turn of the loop (for the produces the acknowledgement released), never for records."""
+        try:
+            part = self._router.leader(topic, partition)
+        except OdradekError:
+            return None
+        leader_epoch = part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
+        if not await self._followers.acknowledge_at_log_end(part, replica.replica_id, replica.replica_epoch,
+                                                            leader_epoch, offset):
+            return None
+        return self._nothing_to_read(part, offset)
+
+    def _nothing_to_read(self, part: Partition, offset: int) -> PartitionData:
+        """What :meth:`fetch` answers a follower at ``offset``, the log end: no records, the partition's offsets."""
         return PartitionData(
-            topic, partition, offset, b"", high_watermark=part.high_watermark,
+            part.topic, part.partition, offset, b"", high_watermark=part.high_watermark,
             last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
             log_end_offset=part.log_end_offset, leader_epoch=part.leader_epoch, leader=self._broker_id)
 

@@ -76,6 +76,9 @@ class Reader(Protocol):
     def fetch_if_quiet(self, topic: str, partition: int, offset: int, replica: ReplicaFetch,
                        mark: SessionEntry | None = None) -> PartitionData | None: ...
 
+    async def acknowledge_at_log_end(self, topic: str, partition: int, offset: int,
+                                     replica: ReplicaFetch) -> PartitionData | None: ...
+
 
 class Joining(Protocol):
     """The partitions a follower's round left out as quiet, joining it when they change while it waits."""
@@ -150,16 +153,20 @@ async def _read_all(reader: Reader, wants: list[FetchWant], committed: bool, zer
     """One look at each partition. A replica's reads one after the other: they are at the log end (nothing to
     read, answered without suspending) or just behind it (bytes in the page cache), so a task each would cost
     more than it overlaps; and a partition with nothing to say to the follower (``Reader.fetch_if_quiet``, most
-    of a session's partitions on most rounds) is answered without the read path. A consumer's concurrently: its
+    of a session's partitions on most rounds), or only an acknowledgement to record at the log end
+    (``Reader.acknowledge_at_log_end``, the first look of most rounds under acks=all), is answered without the
+    read path. A consumer's concurrently: its
     reads may go to the disk, and overlap there. If this fails or is cancelled, the reads that did return are
     closed."""
     if wants and wants[0].replica is not None:
         answers: list[FetchAnswer] = []
-        quiet = reader.fetch_if_quiet
+        quiet, acknowledge = reader.fetch_if_quiet, reader.acknowledge_at_log_end
         try:
             for w in wants:
                 assert w.replica is not None
                 data = quiet(w.topic, w.partition, w.offset, w.replica, w.mark)
+                if data is None:
+                    data = await acknowledge(w.topic, w.partition, w.offset, w.replica)
                 answers.append(await _read(reader, w, 0, committed, zero_copy) if data is None
                                else FetchAnswer(w, data))
         except BaseException:

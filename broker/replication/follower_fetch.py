@@ -108,13 +108,27 @@ class FollowerFetchService:
         its session caught up. The cheap conditions (the fetch's epoch is the partition's, its offset the log end)
         are looked at first: in a follower's session most partitions are idle, and this is what a round costs
         each of them."""
+        return (self._may_skip_the_read(part, replica_id, replica_epoch, leader_epoch, offset)
+                and part.acknowledge_if_quiet(replica_id, offset, leader_epoch, mark))
+
+    async def acknowledge_at_log_end(self, part: Partition, replica_id: int, replica_epoch: int, leader_epoch: int,
+                                     offset: int) -> bool:
+        """A follower's fetch at the log end that is not quiet (its offset moved: it acknowledges what it appended
+        since its last fetch), acknowledged without the read path (``Partition.acknowledge_at_log_end``): True
+        when it was, False (nothing changed) when the fetch must go through :meth:`fetch`. The same conditions as
+        :meth:`fetch_if_quiet` come first."""
+        return (self._may_skip_the_read(part, replica_id, replica_epoch, leader_epoch, offset)
+                and await part.acknowledge_at_log_end(replica_id, offset, leader_epoch))
+
+    def _may_skip_the_read(self, part: Partition, replica_id: int, replica_epoch: int, leader_epoch: int,
+                           offset: int) -> bool:
+        """A fetch at the log end, in the partition's epoch, that :meth:`validate` passes and the quota does not
+        hold back: one that has nothing to read and that no rule refuses. The cheap conditions first."""
         if leader_epoch != part.leader_epoch or offset != part.log_end_offset:
             return False
         if not self.registered(replica_id, replica_epoch) or replica_id not in part.replicas:
             return False
-        if self._throttle.leader_limit(part.topic, part.partition, replica_id in part.isr) is not None:
-            return False
-        return part.acknowledge_if_quiet(replica_id, offset, leader_epoch, mark)
+        return self._throttle.leader_limit(part.topic, part.partition, replica_id in part.isr) is None
 
     def registered(self, replica_id: int, replica_epoch: int) -> bool:
         """Whether ``replica_id`` is a registered broker in the incarnation ``replica_epoch`` (what a follower's

@@ -676,6 +676,24 @@ class Partition:
             self._quiet_marks.append(mark)
         return True
 
+    async def acknowledge_at_log_end(self, replica_id: int, offset: int, fetch_epoch: int) -> bool:
+        """A follower's fetch at the log end in this leader's epoch, acknowledged without the read path: its offset
+        recorded as ``read_for_follower`` records it (which may move the ISR and the high watermark), nothing to
+        read. False, with nothing changed, for any other fetch: the caller then fetches as usual, which applies
+        every rule. This is the first look of most follower fetches under acks=all: the follower acknowledging
+        what it just appended, then waiting for more.
+
+        When the high watermark moved, the produces and long-polls it released answer first (one turn of the loop,
+        as in ``read_for_follower``); False then if, meanwhile, records were appended or the leadership changed:
+        the caller's read finds them, or its error (recording the same offset again changes nothing)."""
+        if (self.role != LEADER or fetch_epoch != self.leader_epoch or offset != self.log.log_end_offset
+                or replica_id not in self.followers):
+            return False
+        if self._record_follower_fetch(replica_id, offset):
+            await asyncio.sleep(0)
+            return self.role == LEADER and fetch_epoch == self.leader_epoch and offset == self.log.log_end_offset
+        return True
+
     def acknowledge_follower(self, replica_id: int, offset: int, fetch_epoch: int) -> ReadResult:
         """A follower's fetch answered with no records (the leader's replication quota is spent, KIP-73): its
         offset still acknowledges everything before it, exactly as a read's would."""

@@ -315,6 +315,48 @@ def test_the_produce_a_replica_fetch_releases_is_answered_before_that_fetch_goes
     asyncio.run(main())
 
 
+def test_an_acknowledgement_at_the_log_end_is_recorded_without_the_read_path(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        part = leader.parts[0]
+        await part.append(batch(3), acks=1, timeout_ms=1000)
+
+        async def no_read(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the read path")
+
+        part.read_for_follower = no_read  # type: ignore[method-assign]
+        body = await ask(apis, 15, fetch_body(15, {0: 3}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
+        answer = by_partition(body)[0]
+        assert (answer.error_code, answer.records, answer.high_watermark) == (NONE, b"", 3)
+        assert (part.followers[2].log_end_offset, part.high_watermark) == (3, 3)
+
+    asyncio.run(main())
+
+
+def test_records_appended_while_an_acknowledgement_lets_the_produce_through_are_read_at_once(tmp_path: Path) -> None:
+    """The produce the acknowledgement released appends again in the same turn: the fetch, no longer at the log
+    end, goes the read path and carries the new records rather than answering empty."""
+    async def main() -> None:
+        leader = Leader(tmp_path)
+        apis = await leader.start()
+        part = leader.parts[0]
+
+        async def produce_twice() -> None:
+            await part.append(batch(2), acks=-1, timeout_ms=int(SLOW_MACHINE_S * 1000))
+            await part.append(batch(1), acks=1, timeout_ms=1000)  # in the same step: no wait for acks=1
+
+        producing = asyncio.create_task(produce_twice())
+        await asyncio.sleep(0.05)
+        body = await ask(apis, 15, fetch_body(15, {0: 2}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))
+        answer = by_partition(body)[0]
+        assert answer.error_code == NONE and len(answer.records) == len(batch(1))
+        assert part.followers[2].log_end_offset == 2 and part.log_end_offset == 3
+        await producing
+
+    asyncio.run(main())
+
+
 def test_a_replica_fetch_answers_on_the_first_append_to_any_partition_not_at_max_wait(tmp_path: Path) -> None:
     async def main() -> None:
         leader = Leader(tmp_path)
@@ -362,13 +404,20 @@ def test_after_the_wait_only_the_partition_appended_to_is_looked_at_again(tmp_pa
         leader = Leader(tmp_path)
         apis = await leader.start()
         fetches = apis._partitions.fetches
-        real, looks = fetches.fetch, []
+        real, real_ack, looks = fetches.fetch, fetches.acknowledge_at_log_end, []
 
         async def counted(request: Any, **kwargs: Any) -> Any:
             looks.append(request.partition)
             return await real(request, **kwargs)
 
+        async def counted_ack(topic: str, partition: int, *args: Any) -> Any:
+            answer = await real_ack(topic, partition, *args)
+            if answer is not None:  # at the log end: looked at without the read path
+                looks.append(partition)
+            return answer
+
         fetches.fetch = counted
+        fetches.acknowledge_at_log_end = counted_ack
         fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 0, 1: 0}, replica=2, broker_epoch=EPOCH[2],
                                                                 leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
         await asyncio.sleep(0.2)
@@ -478,16 +527,24 @@ def test_a_fetch_by_topic_id_finds_its_topic_without_walking_every_topic(tmp_pat
 # ------------------------------------------------------------- quiet partitions: acknowledged without a read
 
 def count_reads(leader: Leader) -> list[int]:
-    """Counts the leader's follower reads (the read path a quiet partition skips), by partition."""
+    """Counts the leader's looks that record a follower's fetch, by partition: a read, or an acknowledgement at
+    the log end without one (``Partition.acknowledge_at_log_end``); what a quiet partition skips."""
     calls: list[int] = []
     for p, part in leader.parts.items():
-        real = part.read_for_follower
+        real, real_ack = part.read_for_follower, part.acknowledge_at_log_end
 
         async def counted(*args: Any, _real: Any = real, _p: int = p, **kwargs: Any) -> Any:
             calls.append(_p)
             return await _real(*args, **kwargs)
 
+        async def counted_ack(*args: Any, _real: Any = real_ack, _p: int = p) -> bool:
+            done = await _real(*args)
+            if done:  # (a fetch it leaves to the read path is counted there)
+                calls.append(_p)
+            return bool(done)
+
         part.read_for_follower = counted  # type: ignore[method-assign]
+        part.acknowledge_at_log_end = counted_ack  # type: ignore[method-assign]
     return calls
 
 
