@@ -269,16 +269,21 @@ def test_a_replica_fetch_reads_to_the_log_end_by_topic_id_in_a_privileged_sessio
     asyncio.run(main())
 
 
+async def produce_waiting_on_followers(leader: Leader) -> asyncio.Task[Any]:
+    """An acks=all produce of 2 records to t-0, waiting: only broker 2's fetch can complete it (nothing else moves
+    the high watermark)."""
+    produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1, timeout_ms=int(SLOW_MACHINE_S * 1000)))
+    await asyncio.sleep(0.05)
+    assert not produce.done() and leader.parts[0].high_watermark == 0
+    return produce
+
+
 def test_a_replica_fetch_moves_the_high_watermark_at_once_and_acks_all_completes_before_it_answers(
         tmp_path: Path) -> None:
     async def main() -> None:
         leader = Leader(tmp_path)
         apis = await leader.start()
-        # Only the follower's fetch can complete the produce (nothing else moves the high watermark).
-        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1,
-                                                             timeout_ms=int(SLOW_MACHINE_S * 1000)))
-        await asyncio.sleep(0.05)
-        assert not produce.done() and leader.parts[0].high_watermark == 0
+        produce = await produce_waiting_on_followers(leader)
         # Broker 2 holds both records of t-0: its fetch at 2 says so, and then waits (nothing more to read).
         fetching = asyncio.create_task(ask(apis, 15, fetch_body(15, {0: 2, 1: 0}, replica=2, broker_epoch=EPOCH[2],
                                                                 leader_epoch=4, max_wait_ms=FETCH_WAIT_MS)))
@@ -298,10 +303,7 @@ def test_the_produce_a_replica_fetch_releases_is_answered_before_that_fetch_goes
     async def main() -> None:
         leader = Leader(tmp_path)
         apis = await leader.start()
-        produce = asyncio.create_task(leader.parts[0].append(batch(2), acks=-1,
-                                                             timeout_ms=int(SLOW_MACHINE_S * 1000)))
-        await asyncio.sleep(0.05)
-        assert not produce.done()
+        produce = await produce_waiting_on_followers(leader)
 
         async def fetch_then_look() -> tuple[Any, bool]:
             body = await ask(apis, 15, fetch_body(15, {0: 2}, replica=2, broker_epoch=EPOCH[2], leader_epoch=4))

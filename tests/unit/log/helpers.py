@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from broker.log import Log, LogConfig
+from broker.log.base import ReadResult
+from broker.log.reads import SliceResult
 from odradek.protocol.records import decode_records, encode_batch, iter_batch_headers
 
 
@@ -69,3 +72,13 @@ def batch_offsets(data: bytes) -> list[tuple[int, int]]:
 
 def values_by_offset(log: Log) -> dict[int, tuple[bytes | None, bytes | None]]:
     return {r.offset: (r.key, r.value) for r in decode_records(read_all(log))}
+
+
+def read_bytes(result: SliceResult | ReadResult) -> bytes:
+    """A read's bytes, whether it came back as bytes or as file ranges (which are closed)."""
+    if isinstance(result, ReadResult):
+        return result.data
+    try:
+        return b"".join(os.pread(s.fd, s.length, s.position) for s in result.slices)
+    finally:
+        result.close()

@@ -10,16 +10,7 @@ from broker.log import Log
 from broker.log.base import ReadResult
 from broker.log.reads import SliceResult
 
-from .helpers import FakeClock, batch, open_log
-
-
-def _bytes(result: SliceResult | ReadResult) -> bytes:
-    if isinstance(result, ReadResult):
-        return result.data
-    try:
-        return b"".join(os.pread(s.fd, s.length, s.position) for s in result.slices)
-    finally:
-        result.close()
+from .helpers import FakeClock, batch, open_log, read_bytes
 
 
 def _filled(tmp_path: Path, clock: FakeClock | None = None, **cfg: object) -> Log:
@@ -42,7 +33,7 @@ def test_slices_are_byte_identical_to_read(tmp_path: Path) -> None:
                     if isinstance(got, SliceResult):
                         assert len(got.slices) <= 1 and got.size == len(want.data)
                         assert not got.slices or got.size >= copy_below
-                    assert _bytes(got) == want.data, (offset, max_bytes, max_offset)
+                    assert read_bytes(got) == want.data, (offset, max_bytes, max_offset)
                     assert (got.next_offset, got.log_start_offset, got.log_end_offset) == \
                         (want.next_offset, want.log_start_offset, want.log_end_offset)
 
@@ -69,7 +60,7 @@ def test_slice_survives_retention(tmp_path: Path) -> None:
     clock.advance(10_000)
     assert log.delete_old_segments() > 0
     assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
-    assert _bytes(got) == want  # the duplicate descriptor kept the deleted segment's bytes
+    assert read_bytes(got) == want  # the duplicate descriptor kept the deleted segment's bytes
     log.close()
 
 

@@ -14,20 +14,10 @@ from pathlib import Path
 import pytest
 
 from broker.log import Log, segment
-from broker.log.base import ReadResult
 from broker.log.reads import SliceResult
 from odradek.protocol.records import encode_batch
 
-from .helpers import batch, open_log
-
-
-def _bytes(result: SliceResult | ReadResult) -> bytes:
-    if isinstance(result, ReadResult):
-        return result.data
-    try:
-        return b"".join(os.pread(s.fd, s.length, s.position) for s in result.slices)
-    finally:
-        result.close()
+from .helpers import batch, open_log, read_bytes
 
 
 def _answers(log: Log, offsets: range, max_bytes: int, max_offset: int | None) -> list[tuple[object, ...]]:
@@ -37,7 +27,7 @@ def _answers(log: Log, offsets: range, max_bytes: int, max_offset: int | None) -
         out.append(("read", offset, read.data, read.next_offset))
         for copy_below in (0, 300):
             got = log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=copy_below)
-            out.append(("slices", offset, copy_below, type(got).__name__, _bytes(got), got.next_offset))
+            out.append(("slices", offset, copy_below, type(got).__name__, read_bytes(got), got.next_offset))
     return out
 
 
@@ -117,7 +107,7 @@ def test_offsets_with_gaps(tmp_path: Path) -> None:
     assert _check_like_the_long_way(log, random.Random(3)) > 40
 
 
-def test_a_read_at_the_log_end_reads_only_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_at_the_log_end_reads_only_itsread_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = open_log(tmp_path / "t-0", {"index.interval.bytes": 1 << 20})  # no index entry: the long way walks
     _appended(log, random.Random(1), 30)
     end = log.log_end_offset
