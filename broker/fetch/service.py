@@ -197,15 +197,11 @@ class FetchService:
         path: what :meth:`fetch` would answer, no records and the partition's offsets; None when :meth:`fetch`
         must serve it (and then decides everything, refusals included). Never waits. ``mark``: the follower's
         session entry, marked quiet when the partition is (broker/fetch/sessions.py)."""
-        try:
-            part = self._router.leader(topic, partition)
-        except OdradekError:
+        led = self._led_here(topic, partition, replica)
+        if led is None or not self._followers.fetch_if_quiet(led[0], replica.replica_id, replica.replica_epoch,
+                                                             led[1], offset, mark):
             return None
-        leader_epoch = part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
-        if not self._followers.fetch_if_quiet(part, replica.replica_id, replica.replica_epoch, leader_epoch, offset,
-                                              mark):
-            return None
-        return self._nothing_to_read(part, offset)
+        return self._nothing_to_read(led[0], offset)
 
     async def acknowledge_at_log_end(self, topic: str, partition: int, offset: int,
                                      replica: ReplicaFetch) -> PartitionData | None:
@@ -213,15 +209,20 @@ class FetchService:
         records it appended since its last fetch): the acknowledgement recorded and the answer given without the
         read path (``FollowerFetchService.acknowledge_at_log_end``); None when :meth:`fetch` must serve it. Waits
         at most one turn of the loop (for the produces the acknowledgement released), never for records."""
+        led = self._led_here(topic, partition, replica)
+        if led is None or not await self._followers.acknowledge_at_log_end(
+                led[0], replica.replica_id, replica.replica_epoch, led[1], offset):
+            return None
+        return self._nothing_to_read(led[0], offset)
+
+    def _led_here(self, topic: str, partition: int, replica: ReplicaFetch) -> tuple[Partition, int] | None:
+        """The partition if this broker leads it now, and the leader epoch the replica's fetch names (the
+        partition's when it names none); None when another broker leads it."""
         try:
             part = self._router.leader(topic, partition)
         except OdradekError:
             return None
-        leader_epoch = part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
-        if not await self._followers.acknowledge_at_log_end(part, replica.replica_id, replica.replica_epoch,
-                                                            leader_epoch, offset):
-            return None
-        return self._nothing_to_read(part, offset)
+        return part, part.leader_epoch if replica.leader_epoch is None else replica.leader_epoch
 
     def _nothing_to_read(self, part: Partition, offset: int) -> PartitionData:
         """What :meth:`fetch` answers a follower at ``offset``, the log end: no records, the partition's offsets."""
