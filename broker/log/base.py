@@ -32,7 +32,7 @@ class AppendResult(NamedTuple):  # NamedTuples: built on every append and read, 
 
 
 class ReadResult(NamedTuple):
-    data: bytes  # whole batches; the first may begin before the requested offset
+    data: bytes | bytearray  # whole batches; the first may begin before the requested offset
     next_offset: int  # offset after the last batch returned (the requested offset when data is empty)
     log_start_offset: int
     log_end_offset: int

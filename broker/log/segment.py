@@ -16,6 +16,11 @@ The positions of the last batches this process appended (``_Tail``) stay in memo
 follower's round, a consumer at the tail) finds its batches without reading headers from the file: one ``pread``
 of the bytes to send, or none for a file range. Anything that is not a plain append at the end (truncation,
 recovery, the roll that seals the segment) drops them, and reads fall back to the index and a header walk.
+
+A read may be asked not to wait (``nowait``: the event loop reading, see ``LogReads.read_cached``): every
+``pread`` of it is then ``preadv2(RWF_NOWAIT)``, which the kernel answers only from the page cache, and anything
+short of the whole range (pages not cached, a filesystem that cannot tell, a file shorter than the reader saw)
+raises ``WouldBlock`` for the caller to read the waiting way instead.
 """
 
 from __future__ import annotations
@@ -52,6 +57,25 @@ log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK = 8192  # bytes per pread when walking headers
+
+
+class WouldBlock(Exception):
+    """A ``nowait`` read needed bytes the page cache does not hold (or could not tell): read the waiting way."""
+
+
+def pread(fd: int, length: int, pos: int, nowait: bool = False) -> bytes | bytearray:
+    """``length`` bytes at ``pos`` (fewer at the end of the file). ``nowait``: all of them from the page cache,
+    or ``WouldBlock`` (never a short read, never a wait on the disk)."""
+    if not nowait:
+        return os.pread(fd, length, pos)
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, (buf,), pos, os.RWF_NOWAIT)
+    except OSError as e:  # EAGAIN: not (all) cached; EOPNOTSUPP: tmpfs and the like; anything else: the slow path's
+        raise WouldBlock from e
+    if got != length:  # partly cached, or shorter than the snapshot said: the waiting read decides what it means
+        raise WouldBlock
+    return buf
 
 
 def read_span(size: int, pos: int, max_bytes: int, limit: int) -> int:
@@ -467,13 +491,13 @@ class LogSegment:
         data = os.pread(self._fd, HEADER_SIZE, pos)
         return BatchHeader._make(HEADER.unpack_from(data)) if len(data) == HEADER_SIZE else None
 
-    def walk(self, pos: int, limit: int) -> Iterator[tuple[int, BatchHeader]]:
+    def walk(self, pos: int, limit: int, nowait: bool = False) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of each batch from ``pos`` up to ``limit``, reading headers only."""
         fd = self._fd
         unpack = HEADER.unpack_from
         make = BatchHeader._make
         while pos + HEADER_SIZE <= limit:
-            chunk = os.pread(fd, min(READ_CHUNK, limit - pos), pos)
+            chunk = pread(fd, min(READ_CHUNK, limit - pos), pos, nowait)
             rel = 0
             while rel + HEADER_SIZE <= len(chunk):
                 h = make(unpack(chunk, rel))
@@ -485,19 +509,19 @@ class LogSegment:
                 return
             pos += rel
 
-    def find(self, offset: int, limit: int) -> tuple[int, BatchHeader] | None:
+    def find(self, offset: int, limit: int, nowait: bool = False) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch (below ``limit`` bytes) whose last offset >= ``offset``."""
         entry_offset, pos = self.offset_index.lookup(offset)
-        for bpos, h in self.walk(pos, limit):
+        for bpos, h in self.walk(pos, limit, nowait):
             if bpos == pos and pos and h.base_offset != entry_offset:
                 log.warning("%s: index entry for offset %d is wrong; walking from the top", self.path, offset)
-                return self._find_from(0, offset, limit)
+                return self._find_from(0, offset, limit, nowait)
             if h.base_offset + h.last_offset_delta >= offset:
                 return (bpos, h) if bpos + h.size <= limit else None
         return None
 
-    def _find_from(self, pos: int, offset: int, limit: int) -> tuple[int, BatchHeader] | None:
-        for bpos, h in self.walk(pos, limit):
+    def _find_from(self, pos: int, offset: int, limit: int, nowait: bool) -> tuple[int, BatchHeader] | None:
+        for bpos, h in self.walk(pos, limit, nowait):
             if h.base_offset + h.last_offset_delta >= offset:
                 return (bpos, h) if bpos + h.size <= limit else None
         return None
@@ -529,10 +553,10 @@ class LogSegment:
             last = min(last, bisect_left(bases, max_offset, k + 1, n))
         return pos, ends[last - 1] - pos, nexts[last - 1]
 
-    def pread_span(self, pos: int, length: int, offset: int) -> bytes | None:
+    def pread_span(self, pos: int, length: int, offset: int, nowait: bool = False) -> bytes | bytearray | None:
         """The ``length`` bytes at ``pos`` that ``tail_span`` gave for ``offset``; None if the file no longer
         holds them there (a truncation since the caller's look: read again the long way)."""
-        data = os.pread(self._fd, length, pos)
+        data = pread(self._fd, length, pos, nowait)
         if len(data) != length:
             return None
         base_offset, batch_length, last_delta = _LAST_DELTA.unpack_from(data)
@@ -540,7 +564,8 @@ class LogSegment:
             return None
         return data
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None, limit: int) -> tuple[bytes, int] | None:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, limit: int,
+             nowait: bool = False) -> tuple[bytes | bytearray, int] | None:
         """``(whole batches from the one holding offset, next offset)``; None if nothing at/after it here.
 
         At least one whole batch (even beyond ``max_bytes``), never a batch starting at/after
@@ -552,19 +577,19 @@ class LogSegment:
             pos, length, next_offset = span
             if not length:
                 return b"", next_offset
-            data = self.pread_span(pos, length, offset)
+            data = self.pread_span(pos, length, offset, nowait)
             if data is not None:
                 return data, next_offset
-        found = self.find(offset, limit)
-        return None if found is None else self.read_found(found, offset, max_bytes, max_offset, limit)
+        found = self.find(offset, limit, nowait)
+        return None if found is None else self.read_found(found, offset, max_bytes, max_offset, limit, nowait)
 
     def read_found(self, found: tuple[int, BatchHeader], offset: int, max_bytes: int, max_offset: int | None,
-                   limit: int) -> tuple[bytes, int]:
+                   limit: int, nowait: bool = False) -> tuple[bytes | bytearray, int]:
         """``read`` from the batch ``find`` returned: one ``pread``, cut at batch boundaries in memory."""
         pos, h = found
         if max_offset is not None and h.base_offset >= max_offset:
             return b"", offset
-        data = os.pread(self._fd, read_span(h.size, pos, max_bytes, limit), pos)
+        data = pread(self._fd, read_span(h.size, pos, max_bytes, limit), pos, nowait)
         unpack = _LAST_DELTA.unpack_from
         cut = 0
         end = len(data)

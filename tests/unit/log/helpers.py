@@ -82,3 +82,19 @@ def read_bytes(result: SliceResult | ReadResult) -> bytes:
         return b"".join(os.pread(s.fd, s.length, s.position) for s in result.slices)
     finally:
         result.close()
+
+
+def nowait_supported(directory: Path) -> bool:
+    """Whether the filesystem of ``directory`` reads with ``RWF_NOWAIT`` (tmpfs does not: ``Log.read_cached`` is
+    then always None)."""
+    path = directory / "probe"
+    path.write_bytes(b"x" * 4096)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.preadv(fd, (bytearray(16),), 0, os.RWF_NOWAIT)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        path.unlink()

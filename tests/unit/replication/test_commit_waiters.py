@@ -1,18 +1,21 @@
 """acks=all waiters as Kafka's produce purgatory keeps them: each is resumed once the high watermark reaches its
 offset, not at every advance; role, epoch and ISR changes resume them all (to re-check); waiters that time out
-are dropped. And a caught-up follower's look is read on the loop, without a storage hop. Real log on tmp_path."""
+are dropped. And a caught-up follower's look, and a consumer's read of cached bytes, are read on the loop, without
+a storage hop. Real log on tmp_path."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.replication.partition import InlineStorage
+from broker.replication.partition import READ_HERE_MAX_BYTES, InlineStorage
 from odradek.protocol.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from tests.harness.wait import SLOW_MACHINE_S
+from tests.unit.log.helpers import nowait_supported
 
 from .fakes import batch, config, info, make_partition, settle
 
@@ -105,5 +108,33 @@ def test_a_caught_up_followers_look_is_read_without_a_storage_hop_a_lagging_ones
         await part.append(batch(2), acks=1, timeout_ms=1000)
         behind = await part.read_for_follower(2, 0, 0, 1 << 20, 0)  # behind its previous look (a re-fetch)
         assert behind.data and storage.jobs.count("read") == 2
+
+    asyncio.run(main())
+
+
+def test_a_consumers_read_of_cached_bytes_is_done_on_the_loop_else_on_a_storage_thread(tmp_path: Path) -> None:
+    """``Partition.read``: what the page cache holds is read without the storage hop; bytes the kernel dropped,
+    a read larger than ``READ_HERE_MAX_BYTES`` and a zero-copy read take the hop, and answer the same."""
+    if not nowait_supported(tmp_path):
+        pytest.skip("this filesystem does not read with RWF_NOWAIT")
+
+    async def main() -> None:
+        part, _, _ = make_partition(tmp_path)
+        storage = CountingStorage()
+        part._storage = storage
+        await part.apply(info(1, 0, (1,)), config())
+        for _ in range(5):
+            await part.append(batch(3), acks=1, timeout_ms=1000)
+        here = await part.read(0, 1 << 20, 0)
+        assert here.data and storage.jobs.count("read") == 0
+        part.log.flush()
+        for seg in part.log.segments():
+            fd = os.open(seg.path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        hopped = await part.read(0, 1 << 20, 0)
+        assert storage.jobs.count("read") == 1 and hopped == here
+        large = await part.read(0, READ_HERE_MAX_BYTES + 1, 0)
+        assert storage.jobs.count("read") == 2 and large == here
 
     asyncio.run(main())

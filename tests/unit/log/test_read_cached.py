@@ -1,0 +1,123 @@
+"""``Log.read_cached``: the event loop's read, which never waits. It must answer exactly what ``read`` answers
+when every byte is in the page cache and the lock is free, and otherwise answer None having waited for nothing:
+pages the kernel dropped, a lock another thread holds, a filesystem that cannot read without waiting."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from broker.log import Log, segment
+from odradek.protocol.errors import OffsetOutOfRangeError
+
+from .helpers import batch, nowait_supported, open_log
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    if not nowait_supported(tmp_path):
+        pytest.skip("this filesystem does not read with RWF_NOWAIT (read_cached always answers None here)")
+    lg = open_log(tmp_path / "t-0", {"segment_bytes": 2048, "index_interval_bytes": 300})
+    for i in range(60):
+        lg.append(batch(1 + i % 4, tag=i, value_size=30 + i % 50), leader_epoch=0)
+    assert len(lg.segments()) > 3
+    return lg
+
+
+def _drop_from_page_cache(lg: Log) -> None:
+    lg.flush()  # clean pages only are dropped
+    for seg in lg.segments():
+        fd = os.open(seg.path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def test_a_cached_read_answers_what_read_answers(log: Log) -> None:
+    rng = random.Random(7)
+    start, end = log.log_start_offset, log.log_end_offset
+    tails = 0
+    for offset in range(start, end + 1):
+        for _ in range(3):
+            max_bytes = rng.choice([1, 100, 500, 3000])
+            max_offset = rng.choice([None, end, rng.randint(offset, end)])
+            want = log.read(offset, max_bytes, max_offset=max_offset)
+            got = log.read_cached(offset, max_bytes, max_offset=max_offset)
+            assert got is not None, (offset, max_bytes, max_offset)
+            assert (bytes(got.data), got.next_offset, got.log_start_offset, got.log_end_offset) == \
+                (bytes(want.data), want.next_offset, want.log_start_offset, want.log_end_offset)
+        tails += log.segments()[-1].tail_span(offset, 100, None, log.segments()[-1].size) is not None
+    assert tails  # the tail's positions were among the reads (the header walk and the index the others)
+
+
+def test_bytes_the_kernel_dropped_are_not_waited_for(log: Log) -> None:
+    offset = log.segments()[1].base_offset
+    want = log.read(offset, 1000)
+    _drop_from_page_cache(log)
+    assert log.read_cached(offset, 1000) is None
+    assert log.read(offset, 1000) == want  # the waiting read, which brings the pages back
+    got = log.read_cached(offset, 1000)
+    assert got is not None and bytes(got.data) == want.data
+
+
+def test_a_read_at_the_log_end_of_dropped_pages_is_not_waited_for(log: Log) -> None:
+    """Through the tail's positions too (no header walk), the one ``pread`` does not wait."""
+    last = log.segments()[-1]
+    offset = log.log_end_offset - 1
+    assert last.tail_span(offset, 1000, None, last.size) is not None
+    _drop_from_page_cache(log)
+    assert log.read_cached(offset, 1000) is None
+
+
+def test_a_lock_another_thread_holds_is_not_waited_for(log: Log) -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with log._lock:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        assert log.read_cached(log.log_start_offset, 1000) is None
+    finally:
+        release.set()
+        t.join()
+    assert log.read_cached(log.log_start_offset, 1000) is not None
+
+
+def test_out_of_range_is_raised_as_read_raises_it(log: Log) -> None:
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read_cached(log.log_end_offset + 1, 100)
+
+
+def test_a_filesystem_that_cannot_tell_answers_none(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unsupported(*args: object) -> int:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(segment.os, "preadv", unsupported)
+    assert log.read_cached(log.log_start_offset, 1000) is None
+    assert log.read(log.log_start_offset, 1000).data  # the waiting read is unchanged
+
+
+def test_a_short_read_is_not_taken_for_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Part of a range cached: the kernel reads what it has and stops; never an answer cut short."""
+    real = os.preadv
+
+    def partly(fd: int, buffers: list[bytearray], pos: int, flags: int = 0) -> int:
+        return min(real(fd, buffers, pos, flags), 100)
+
+    monkeypatch.setattr(segment.os, "preadv", partly)
+    with pytest.raises(segment.WouldBlock):
+        fd = os.open(__file__, os.O_RDONLY)
+        try:
+            segment.pread(fd, 1000, 0, nowait=True)
+        finally:
+            os.close(fd)
