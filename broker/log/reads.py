@@ -21,7 +21,7 @@ from odradek.protocol.errors import OffsetOutOfRangeError
 from odradek.protocol.records import HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
 
 from .base import LogBase, ReadResult
-from .segment import READ_CHUNK, LogSegment, WouldBlock, read_span
+from .segment import READ_CHUNK, LogSegment, WouldBlock, pread, read_span
 
 # Below this, a partition's fetch answer is copied instead. Over loopback on our VMs the kernel's sendfile costs
 # more per byte than a copy (``python bench/fetch_send_bench.py --ways direct,copied``: three partitions of 64 KB,
@@ -160,8 +160,8 @@ class LogReads(LogBase):
         """``read``'s batches (same snapshot rules and bounds) as a file range to send without copying.
 
         Walks batch headers only (one small ``pread`` per batch, or per 8 KiB of small batches), never the bytes
-        between them, and ``dup``s the segment's descriptor here, on the storage thread, so the range stays
-        readable after the segment is deleted. Empty slices where ``read`` returns empty data. An answer smaller
+        between them, and ``dup``s the segment's descriptor (on the reading thread) so the range stays readable
+        after the segment is deleted. Empty slices where ``read`` returns empty data. An answer smaller
         than ``copy_below`` bytes comes back as ``read`` would give it (bytes): too small to be worth a sendfile;
         when even the span a read would look at is that small, it is read as ``read`` reads it (one ``pread``, cut
         in memory), without the header walk.
@@ -169,11 +169,30 @@ class LogReads(LogBase):
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
         """
-        with self._lock:
+        result = self._read_slices(offset, max_bytes, max_offset, copy_below, nowait=False)
+        assert result is not None
+        return result
+
+    def read_slices_cached(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                           copy_below: int = 0) -> SliceResult | ReadResult | None:
+        """``read_slices``, if it can be done without waiting (as ``read_cached``: the lock free, every header and
+        byte it reads in the page cache); else None, with no descriptor left open."""
+        try:
+            return self._read_slices(offset, max_bytes, max_offset, copy_below, nowait=True)
+        except WouldBlock:
+            return None
+
+    def _read_slices(self, offset: int, max_bytes: int, max_offset: int | None, copy_below: int,
+                     nowait: bool) -> SliceResult | ReadResult | None:
+        if not self._lock.acquire(blocking=not nowait):
+            return None
+        try:
             self._check_open()
             view = self._view
             start, end = self._log_start_offset, self._log_end_offset
             active_size = view.segments[-1].size
+        finally:
+            self._lock.release()
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range [{start}, {end}]",
@@ -195,24 +214,24 @@ class LogReads(LogBase):
                     return SliceResult((), next_offset, start, end)
                 if length >= copy_below:
                     return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
-                data = seg.pread_span(pos, length, offset)
+                data = seg.pread_span(pos, length, offset, nowait)
                 if data is not None:
                     return ReadResult(data, next_offset, start, end)
-            first = seg.find(offset, limit)
+            first = seg.find(offset, limit, nowait)
             if first is None:
                 continue
             if read_span(first[1].size, first[0], max_bytes, limit) < copy_below:
                 # An answer this small is copied whatever its cut: read's one pread, cut in memory, instead of a
                 # header walk and then the copy (a follower's round reads one round's appends this way).
-                data, next_offset = seg.read_found(first, offset, max_bytes, max_offset, limit)
+                data, next_offset = seg.read_found(first, offset, max_bytes, max_offset, limit, nowait)
                 if not data:
                     return SliceResult((), next_offset, start, end)
                 return ReadResult(data, next_offset, start, end)
-            pos, length, next_offset = _slice(seg, first, offset, max_bytes, max_offset, limit)
+            pos, length, next_offset = _slice(seg, first, offset, max_bytes, max_offset, limit, nowait)
             if not length:
                 return SliceResult((), next_offset, start, end)
             if length < copy_below:
-                return ReadResult(os.pread(seg._fd, length, pos), next_offset, start, end)
+                return ReadResult(pread(seg._fd, length, pos, nowait), next_offset, start, end)
             return SliceResult((FileSlice(os.dup(seg._fd), pos, length),), next_offset, start, end)
         return SliceResult((), offset, start, end)
 
@@ -260,7 +279,7 @@ def _walk(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
 
 
 def _slice(seg: LogSegment, found: tuple[int, BatchHeader], offset: int, max_bytes: int, max_offset: int | None,
-           limit: int) -> tuple[int, int, int]:
+           limit: int, nowait: bool = False) -> tuple[int, int, int]:
     """``(position, length, next offset)`` of what ``LogSegment.read_found`` would return from ``found`` (the
     batch ``LogSegment.find`` gave for ``offset``).
 
@@ -273,7 +292,7 @@ def _slice(seg: LogSegment, found: tuple[int, BatchHeader], offset: int, max_byt
     end = read_span(h.size, pos, max_bytes, limit)  # what LogSegment.read would pread
     cut = 0
     next_offset = offset
-    for bpos, bh in seg.walk(pos, pos + end):
+    for bpos, bh in seg.walk(pos, pos + end, nowait):
         nxt = bpos - pos + bh.size
         if nxt > end or (cut and nxt > max_bytes) or (max_offset is not None and bh.base_offset >= max_offset):
             break

@@ -617,15 +617,20 @@ class Partition:
         hw = self.last_stable_offset if stable else self.high_watermark
         if offset >= hw:  # nothing to read (a long-poll that timed out): no hop to the storage executor
             return ReadResult(b"", offset, self.log.log_start_offset, self.log.log_end_offset)
-        # Reads need no order (they read a snapshot): any storage thread, not this partition's queue.
-        if zero_copy:
-            return await self._storage.run(None, storage_jobs.slices, self.log, offset, max_bytes, hw,
-                                           discard=storage_jobs.release)
+        return await self._read_snapshot(offset, max_bytes, hw, zero_copy)
+
+    async def _read_snapshot(self, offset: int, max_bytes: int, max_offset: int | None,
+                             zero_copy: bool) -> ReadResult | SliceResult:
+        """On the loop if nothing of it waits (``READ_HERE_MAX_BYTES``), else on a storage thread: reads need no
+        order (they read a snapshot), so any storage thread, not this partition's queue."""
         if max_bytes <= READ_HERE_MAX_BYTES:
-            here = self.log.read_cached(offset, max_bytes, max_offset=hw)
+            here = storage_jobs.read_here(self.log, offset, max_bytes, max_offset, zero_copy)
             if here is not None:
                 return here
-        return await self._storage.run(None, storage_jobs.read, self.log, offset, max_bytes, hw)
+        if zero_copy:
+            return await self._storage.run(None, storage_jobs.slices, self.log, offset, max_bytes, max_offset,
+                                           discard=storage_jobs.release)
+        return await self._storage.run(None, storage_jobs.read, self.log, offset, max_bytes, max_offset)
 
     async def read_for_follower(self, replica_id: int, offset: int, fetch_epoch: int, max_bytes: int,
                                 timeout_ms: int, zero_copy: bool = False) -> ReadResult | SliceResult:
@@ -653,11 +658,9 @@ class Partition:
         leo = self.log.log_end_offset
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
-        job = storage_jobs.slices if zero_copy else storage_jobs.read
         if parked or fresh:  # bytes appended since the follower's last look (page cache): read here, no hop
-            return job(self.log, offset, max_bytes, None)
-        return await self._storage.run(None, job, self.log, offset, max_bytes, None,
-                                       discard=storage_jobs.release if zero_copy else None)
+            return (storage_jobs.slices if zero_copy else storage_jobs.read)(self.log, offset, max_bytes, None)
+        return await self._read_snapshot(offset, max_bytes, None, zero_copy)
 
     def acknowledge_if_quiet(self, replica_id: int, offset: int, fetch_epoch: int,
                              mark: QuietMark | None = None) -> bool:

@@ -72,6 +72,15 @@ def slices(log: Log, offset: int, max_bytes: int, max_offset: int | None) -> Sli
     return log.read_slices(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
 
 
+def read_here(log: Log, offset: int, max_bytes: int, max_offset: int | None,
+              zero_copy: bool) -> ReadResult | SliceResult | None:
+    """``read`` (``slices`` when ``zero_copy``) if it needs no wait (``Log.read_cached``); else None, for the
+    caller to run the job on a storage thread."""
+    if zero_copy:
+        return log.read_slices_cached(offset, max_bytes, max_offset=max_offset, copy_below=SENDFILE_MIN_BYTES)
+    return log.read_cached(offset, max_bytes, max_offset=max_offset)
+
+
 def release(result: SliceResult | ReadResult) -> None:
     """A zero-copy read nobody will send (its fetch was cancelled): its duplicated descriptors are closed."""
     if isinstance(result, SliceResult):

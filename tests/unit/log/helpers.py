@@ -98,3 +98,19 @@ def nowait_supported(directory: Path) -> bool:
     finally:
         os.close(fd)
         path.unlink()
+
+
+DROP_ATTEMPTS = 20
+
+
+def drop_from_page_cache(log: Log) -> None:
+    """Flush the log and ask the kernel to drop its segments' pages. It may keep some (pages still in another
+    CPU's LRU batch are skipped), so a test retries what it checks (``DROP_ATTEMPTS``); and a ``RWF_NOWAIT``
+    read that finds a page missing starts reading it in, so nothing here looks before the test does."""
+    log.flush()
+    for seg in log.segments():
+        fd = os.open(seg.path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
