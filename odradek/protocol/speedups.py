@@ -4,8 +4,9 @@ The compiled twin (``_speedups``, Cython, built by ``pip install`` when a C comp
 per-record loops of the REST path in C: REST v2 produce bodies straight into v2 batches, Kafka's murmur2,
 batch encoding and decoding, REST read answers (base64 with AVX2 where the CPU has it, chosen at run time). The
 pure Python code stays the reference and the fallback: odradek/protocol/records/ and partitioner.py, plus the
-``py_*`` functions below, which compose them into the same shapes. ``ODRADEK_NO_EXTENSIONS=1`` forces the reference (CI runs the codec tests and the REST tests both
-ways); tests/unit/protocol/test_speedups.py checks byte-identical output.
+``py_*`` functions below, which compose them into the same shapes. ``ODRADEK_NO_EXTENSIONS=1`` forces the
+reference (CI runs the codec tests and the REST tests both ways); tests/unit/protocol/test_speedups.py checks
+byte-identical output.
 
 Contract of the compiled functions: where they cannot be sure to match the reference (bad base64, a corrupt
 batch, a record shape they do not handle) they return None instead of raising, and the names exported here
