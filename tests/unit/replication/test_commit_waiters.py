@@ -1,22 +1,25 @@
 """acks=all waiters as Kafka's produce purgatory keeps them: each is resumed once the high watermark reaches its
 offset, not at every advance; role, epoch and ISR changes resume them all (to re-check); waiters that time out
-are dropped. And a caught-up follower's look, and a consumer's read of cached bytes, are read on the loop, without
+are dropped. And reads whose bytes are in the page cache (a follower's, a consumer's) are done on the loop, without
 a storage hop. Real log on tmp_path."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from broker.replication.partition import READ_HERE_MAX_BYTES, InlineStorage
+from broker.replication.partition import READ_HERE_MAX_BYTES, InlineStorage, Partition
 from odradek.protocol.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from tests.harness.wait import SLOW_MACHINE_S
 from tests.unit.log.helpers import DROP_ATTEMPTS, drop_from_page_cache, nowait_supported
 
 from .fakes import batch, config, info, make_partition, settle
+
+T = TypeVar("T")
 
 
 def test_a_waiter_resumes_only_when_the_high_watermark_reaches_its_offset(tmp_path: Path) -> None:
@@ -90,22 +93,38 @@ class CountingStorage(InlineStorage):
         return await super().run(key, fn, *args, then=then, discard=discard)
 
 
+async def _counting(tmp_path: Path, replicas: tuple[int, ...]) -> tuple[Partition, CountingStorage]:
+    """A leader of ``replicas`` whose storage hops are counted, with 3 records appended."""
+    part, _, _ = make_partition(tmp_path)
+    storage = CountingStorage()
+    part._storage = storage
+    await part.apply(info(1, 0, replicas), config())
+    await part.append(batch(3), acks=1, timeout_ms=1000)
+    return part, storage
+
+
+async def _read_dropped(part: Partition, storage: CountingStorage, read: Callable[[], Awaitable[T]]) -> T:
+    """``read`` once the kernel has dropped the log's pages: it must take one storage hop more (retried while the
+    kernel keeps pages, see ``drop_from_page_cache``); each try must answer the same."""
+    hops = storage.jobs.count("read")
+    answers = []
+    for _ in range(DROP_ATTEMPTS):
+        drop_from_page_cache(part.log)
+        answers.append(await read())
+        if storage.jobs.count("read") > hops:
+            break
+    assert storage.jobs.count("read") == hops + 1 and all(a == answers[0] for a in answers)
+    return answers[0]
+
+
 def test_a_caught_up_followers_look_is_read_on_the_loop_a_lagging_ones_when_cached(tmp_path: Path) -> None:
     if not nowait_supported(tmp_path):
         pytest.skip("this filesystem does not read with RWF_NOWAIT")
 
     async def main() -> None:
-        part, _, _ = make_partition(tmp_path)
-        storage = CountingStorage()
-        part._storage = storage
-        await part.apply(info(1, 0, (1, 2)), config())
-        await part.append(batch(3), acks=1, timeout_ms=1000)
-        for _ in range(DROP_ATTEMPTS):  # first look, its bytes not cached: on the executor
-            drop_from_page_cache(part.log)
-            await part.read_for_follower(2, 0, 0, 1 << 20, 0)
-            if storage.jobs.count("read"):
-                break
-        assert storage.jobs.count("read") == 1
+        part, storage = await _counting(tmp_path, (1, 2))
+        # First look, its bytes not cached: on the executor.
+        await _read_dropped(part, storage, lambda: part.read_for_follower(2, 0, 0, 1 << 20, 0))
         await part.read_for_follower(2, 3, 0, 1 << 20, 0)  # caught up: at the log end, nothing to read
         await part.append(batch(2), acks=1, timeout_ms=1000)
         fresh = await part.read_for_follower(2, 3, 0, 1 << 20, 0)  # what was appended since its last look
@@ -114,39 +133,25 @@ def test_a_caught_up_followers_look_is_read_on_the_loop_a_lagging_ones_when_cach
         await part.append(batch(2), acks=1, timeout_ms=1000)
         behind = await part.read_for_follower(2, 0, 0, 1 << 20, 0)  # behind its previous look, cached
         assert behind.data and storage.jobs.count("read") == 1
-        for _ in range(DROP_ATTEMPTS):  # the same, not cached any more
-            drop_from_page_cache(part.log)
-            again = await part.read_for_follower(2, 0, 0, 1 << 20, 0)
-            assert again == behind
-            if storage.jobs.count("read") == 2:
-                break
-        assert storage.jobs.count("read") == 2
+        again = await _read_dropped(part, storage, lambda: part.read_for_follower(2, 0, 0, 1 << 20, 0))
+        assert again == behind
 
     asyncio.run(main())
 
 
 def test_a_consumers_read_of_cached_bytes_is_done_on_the_loop_else_on_a_storage_thread(tmp_path: Path) -> None:
-    """``Partition.read``: what the page cache holds is read without the storage hop; bytes the kernel dropped,
-    a read larger than ``READ_HERE_MAX_BYTES`` and a zero-copy read take the hop, and answer the same."""
+    """``Partition.read``: what the page cache holds is read without the storage hop; bytes the kernel dropped
+    and a read larger than ``READ_HERE_MAX_BYTES`` take the hop, and answer the same."""
     if not nowait_supported(tmp_path):
         pytest.skip("this filesystem does not read with RWF_NOWAIT")
 
     async def main() -> None:
-        part, _, _ = make_partition(tmp_path)
-        storage = CountingStorage()
-        part._storage = storage
-        await part.apply(info(1, 0, (1,)), config())
-        for _ in range(5):
+        part, storage = await _counting(tmp_path, (1,))
+        for _ in range(4):
             await part.append(batch(3), acks=1, timeout_ms=1000)
         here = await part.read(0, 1 << 20, 0)
         assert here.data and storage.jobs.count("read") == 0
-        for _ in range(DROP_ATTEMPTS):
-            drop_from_page_cache(part.log)
-            hopped = await part.read(0, 1 << 20, 0)
-            assert hopped == here
-            if storage.jobs.count("read"):
-                break
-        assert storage.jobs.count("read") == 1
+        assert await _read_dropped(part, storage, lambda: part.read(0, 1 << 20, 0)) == here
         large = await part.read(0, READ_HERE_MAX_BYTES + 1, 0)
         assert storage.jobs.count("read") == 2 and large == here
 
