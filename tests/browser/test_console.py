@@ -160,6 +160,15 @@ def click(driver: Any, selector: str) -> None:
     driver.find_element("css selector", selector).click()
 
 
+def browse(driver: Any, what: str) -> None:
+    """Click the message browser's Read and wait for this read's answer: the summary shown before is marked
+    stale first (each read replaces it), since a read may show the same rows and words as the one before it."""
+    driver.execute_script("const e = document.getElementById('records-summary'); if (e) e.dataset.stale = '1';")
+    click(driver, "#browse-go")
+    wait_for(driver, lambda d: d.execute_script(
+        "const e = document.getElementById('records-summary'); return !!e && !e.dataset.stale;"), what)
+
+
 def dialog_open(driver: Any) -> bool:
     return bool(driver.execute_script("return document.getElementById('confirm').open;"))
 
@@ -471,8 +480,7 @@ def test_message_browser_shows_records_and_seeks(browser: Any, seed: Seed) -> No
     field = browser.find_element("id", "browse-offset")
     field.clear()
     field.send_keys("3")
-    click(browser, "#browse-go")
-    wait_for(browser, lambda d: (cells(d, "records-table") or [[""]])[0][0] == "3", "the read from offset 3")
+    browse(browser, "the read from offset 3")
     assert [int(r[0]) for r in cells(browser, "records-table")] == [3, 4, 5]
 
     # seek by time: the first offset at or after a time, as the offsets route answers it
@@ -481,18 +489,51 @@ def test_message_browser_shows_records_and_seeks(browser: Any, seed: Seed) -> No
     browser.execute_script("document.getElementById('browse-mode').value = 'timestamp';"
                            "document.getElementById('browse-time').value = arguments[0];",
                            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second / 1000)))
-    click(browser, "#browse-go")
+    browse(browser, "the read by time")
     assert expected == 3
-    wait_for(browser, lambda d: (cells(d, "records-table") or [[""]])[0][0] == str(expected), "the read by time")
+    assert (cells(browser, "records-table") or [[""]])[0][0] == str(expected)
 
     # read_committed: reads end at the last stable offset (here the high watermark: no open transaction)
     lso = api(seed, "/topics/orders/partitions/0/offsets?isolation=read_committed")["end_offset"]
     click(browser, "#browse-committed")
     browser.execute_script("document.getElementById('browse-mode').value = 'beginning';")
-    click(browser, "#browse-go")
-    wait_for(browser, lambda d: f"last stable offset is {lso}" in (text(d, "#records-summary") or ""),
-             "the read_committed read")
+    browse(browser, "the read_committed read")
+    assert f"from offset 0; the partition's last stable offset is {lso}." in text(browser, "#records-summary")
     assert len(cells(browser, "records-table")) == lso
+    no_errors(browser)
+
+
+def test_a_read_answered_after_a_newer_one_is_not_shown_and_says_what_it_asked(browser: Any, seed: Seed) -> None:
+    """The page's fetches of ``offset=3`` are held back 1.5 s (the page's ``fetch`` wrapped): a read from offset 3,
+    then at once one from the beginning. The table shows the newer read's records and stays so when the older read
+    answers. Then a held-back read_uncommitted read with read_committed ticked while it waits: its summary names the
+    high watermark it read to, not the last stable offset."""
+    open_page(browser, seed, "/topics/orders/partitions/0", "browser")
+    browser.execute_script("""
+        const real = window.fetch;
+        window.fetch = (url, opts) => String(url).includes("offset=3")
+          ? new Promise((ok) => setTimeout(ok, 1500)).then(() => real(url, opts)) : real(url, opts);""")
+    browser.execute_script("document.getElementById('browse-mode').value = 'offset';"
+                           "document.getElementById('browse-offset').value = '3';")
+    click(browser, "#browse-go")
+    browser.execute_script("document.getElementById('browse-mode').value = 'beginning';")
+    browse(browser, "the read from the beginning")
+    first = [r[0] for r in cells(browser, "records-table")]
+    assert first[:1] == ["0"], first
+    time.sleep(2.5)  # the read from offset 3 has answered by now (1.5 s held back)
+    assert [r[0] for r in cells(browser, "records-table")] == first
+    assert "from offset 0;" in text(browser, "#records-summary")
+
+    browser.execute_script("document.getElementById('browse-mode').value = 'offset';"
+                           "document.getElementById('browse-offset').value = '3';"
+                           "document.getElementById('records-summary').dataset.stale = '1';")
+    click(browser, "#browse-go")
+    click(browser, "#browse-committed")  # ticked while the read waits
+    wait_for(browser, lambda d: d.execute_script(
+        "const e = document.getElementById('records-summary'); return !!e && !e.dataset.stale;"), "the held read")
+    summary = text(browser, "#records-summary")
+    assert "from offset 3; the partition's high watermark is" in summary, summary
+    click(browser, "#browse-committed")
     no_errors(browser)
 
 
@@ -547,9 +588,8 @@ def test_message_browser_read_committed_stops_at_an_open_transaction(browser: An
         assert [r[3] for r in cells(browser, "records-table")] == [fmt(r["value"]) for r in uncommitted]
 
         click(browser, "#browse-committed")
-        click(browser, "#browse-go")
-        wait_for(browser, lambda d: f"last stable offset is {lso}" in (text(d, "#records-summary") or ""),
-                 "the read_committed read")
+        browse(browser, "the read_committed read")
+        assert f"last stable offset is {lso}." in text(browser, "#records-summary")
         rows = cells(browser, "records-table")
         assert [r[0] for r in rows] == [str(r["offset"]) for r in committed], rows
         assert [r[3] for r in rows] == [fmt(r["value"]) for r in committed]

@@ -664,11 +664,15 @@ function browserPage(topic, partition) {
     h("section", { class: "panel" }, form), live, records]);
   const base = `/topics/${enc(topic)}/partitions/${partition}`;
   const isolation = () => (committed.checked ? "&isolation=read_committed" : "");
+  let reads = 0; // the newest read started: an older one that answers later is not shown over it
 
   async function read() {
+    const mine = ++reads;
+    const readCommitted = committed.checked; // what the answer says is what this read asked, whatever is ticked later
+    const iso = readCommitted ? "&isolation=read_committed" : "";
     try {
       const n = Math.max(1, Math.min(500, Number(count.value) || 50));
-      const ends = await api(`${base}/offsets?${isolation().slice(1)}`);
+      const ends = await api(`${base}/offsets?${iso.slice(1)}`);
       let from;
       if (mode.value === "offset") from = Number(offset.value);
       else if (mode.value === "beginning") from = ends.beginning_offset;
@@ -676,22 +680,23 @@ function browserPage(topic, partition) {
       else {
         if (!time.value) throw expectedError("choose a time");
         const ms = Date.parse(`${time.value}Z`);
-        const found = await api(`${base}/offsets?timestamp=${ms}${isolation()}`);
+        const found = await api(`${base}/offsets?timestamp=${ms}${iso}`);
         from = found.offset ?? ends.end_offset;
       }
       from = Math.max(from, ends.beginning_offset);
       const got = [];
       let next = from;
       while (got.length < n && next < ends.end_offset) {
-        const answer = await api(`${base}/records?offset=${next}&timeout=0&max_bytes=1048576${isolation()}`, { accept: BINARY });
+        const answer = await api(`${base}/records?offset=${next}&timeout=0&max_bytes=1048576${iso}`, { accept: BINARY });
         if (!answer.records.length || answer.next_offset <= next) break;
         got.push(...answer.records);
         next = answer.next_offset;
       }
       const shown = got.slice(0, n);
-      const decoded = decode.checked ? await schemaDecode(shown, from) : null;
+      const decoded = decode.checked ? await schemaDecode(shown, from, iso) : null;
+      if (mine !== reads) return;
       replace(records, h("p", { class: "note", id: "records-summary" },
-        `${shown.length} record(s) from offset ${from}; the partition's ${committed.checked ? "last stable offset" : "high watermark"} is ${ends.end_offset}.`,
+        `${shown.length} record(s) from offset ${from}; the partition's ${readCommitted ? "last stable offset" : "high watermark"} is ${ends.end_offset}.`,
         decoded && decoded.note ? ` ${decoded.note}` : ""),
       table(["Offset", "Timestamp", "Key", "Value", "Headers"], shown.map((r, i) => {
         const key = decodeField(r.key), value = decodeField(r.value);
@@ -703,18 +708,18 @@ function browserPage(topic, partition) {
         { dataset: { offset: r.offset } });
       }), { id: "records-table" }));
     } catch (e) {
-      replace(records, errorBox(report(e)));
+      if (mine === reads) replace(records, errorBox(report(e)));
     }
   }
 
   // Confluent-framed values decoded by the broker (the v2 read's schema formats, through the registry).
-  async function schemaDecode(shown, from) {
+  async function schemaDecode(shown, from, iso) {
     const framed = shown.map((r) => decodeField(r.value)).find((f) => f.kind === "framed");
     if (!framed || !shown.length) return null;
     try {
       const schema = await api(`/schemas/ids/${framed.schemaId}`, { accept: REGISTRY });
       const type = schema.schemaType || "AVRO";
-      const answer = await api(`${base}/records?offset=${from}&timeout=0&max_bytes=1048576${isolation()}`, { accept: SCHEMA_ACCEPT[type] });
+      const answer = await api(`${base}/records?offset=${from}&timeout=0&max_bytes=1048576${iso}`, { accept: SCHEMA_ACCEPT[type] });
       const byOffset = new Map(answer.records.map((r) => [r.offset, r]));
       return { values: shown.map((r) => byOffset.get(r.offset) || null), note: `Values decoded as ${type} through the schema registry.` };
     } catch (e) {
