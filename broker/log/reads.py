@@ -20,7 +20,7 @@ from typing import NamedTuple
 from odradek.protocol.errors import OffsetOutOfRangeError
 from odradek.protocol.records import HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
 
-from .base import LogBase, ReadResult
+from .base import LogBase, ReadResult, SegmentsView
 from .segment import READ_CHUNK, LogSegment, WouldBlock, pread, read_span
 
 # Below this, a partition's fetch answer is copied instead. Over loopback on our VMs the kernel's sendfile costs
@@ -125,7 +125,9 @@ class LogReads(LogBase):
         except WouldBlock:
             return None
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None, nowait: bool) -> ReadResult | None:
+    def _snapshot(self, offset: int, nowait: bool) -> tuple[SegmentsView, int, int, int] | None:
+        """The segments, start and end offsets and active segment's size a read works from, taken under the lock
+        (``nowait``: None when another thread holds it); OffsetOutOfRangeError outside the log."""
         if not self._lock.acquire(blocking=not nowait):
             return None
         try:
@@ -141,6 +143,13 @@ class LogReads(LogBase):
                 log_start_offset=start,
                 log_end_offset=end,
             )
+        return view, start, end, active_size
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, nowait: bool) -> ReadResult | None:
+        snap = self._snapshot(offset, nowait)
+        if snap is None:
+            return None
+        view, start, end, active_size = snap
         if offset == end or (max_offset is not None and offset >= max_offset):
             return ReadResult(b"", offset, start, end)
         segments = view.segments
@@ -184,21 +193,10 @@ class LogReads(LogBase):
 
     def _read_slices(self, offset: int, max_bytes: int, max_offset: int | None, copy_below: int,
                      nowait: bool) -> SliceResult | ReadResult | None:
-        if not self._lock.acquire(blocking=not nowait):
+        snap = self._snapshot(offset, nowait)
+        if snap is None:
             return None
-        try:
-            self._check_open()
-            view = self._view
-            start, end = self._log_start_offset, self._log_end_offset
-            active_size = view.segments[-1].size
-        finally:
-            self._lock.release()
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range [{start}, {end}]",
-                log_start_offset=start,
-                log_end_offset=end,
-            )
+        view, start, end, active_size = snap
         if offset == end or (max_offset is not None and offset >= max_offset):
             return SliceResult((), offset, start, end)
         segments = view.segments

@@ -88,7 +88,8 @@ READ_HERE_MAX_BYTES = 1 << 20
 """A consumer's read of up to this many bytes is tried on the loop first (``Log.read_cached``: only when every
 byte is in the page cache and the log's lock is free), and goes to a storage thread otherwise: copying 1 MiB
 from the page cache takes less CPU than the hop, and a REST read's answer is rendered on the loop anyway
-(docs/performance.md, 2026-12-04, third session: REST reads 0.23-0.29 -> 0.19-0.22 CPU-s per million records)."""
+(docs/performance.md, 2026-12-04, third session: REST reads 0.32 -> 0.24 CPU-s per million records, medians
+of 6 interleaved alternations)."""
 POSSIBLY_APPENDED = "possibly_appended"  # NOT_LEADER_OR_FOLLOWER's detail after an append: see ``not_leader``
 
 
