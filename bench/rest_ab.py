@@ -2,6 +2,7 @@
 alternating between them, so that both see the same minute of a machine whose speed drifts.
 
     .venv/bin/python bench/rest_ab.py --baseline /path/to/other/checkout [--alternations 8] [--seconds 3]
+                                      [--broker-args "--authorizer acl --allow-everyone-if-no-acl-found true"]
 
 The baseline is a checkout of another revision (``git worktree add /tmp/base <rev>``, with its compiled codec
 built or copied); its broker runs from there with this virtualenv's Python. Each alternation runs, for each side in
@@ -9,7 +10,8 @@ turn (the order swaps every alternation): REST v2 produce of 1,000-record bodies
 formats (``POST /topics/{t}``, 4 connections, as bench/rest_wrk.py), the binary path (1,000-record batches to
 ``POST .../partitions/{p}/batches``, 12 connections) and REST v2 binary reads. Prints each alternation, then per
 phase each side's median records/s and CPU-s/M with their ranges and in how many alternations the checkout here
-used less CPU. Needs wrk (scripts/bench-setup.sh). Not a test.
+used less CPU. ``--broker-args`` are given to both brokers (the example above: every request authenticated and
+authorized, as on a secured cluster). Needs wrk (scripts/bench-setup.sh). Not a test.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import base64
 import gc
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -61,11 +64,13 @@ def main() -> None:
     ap.add_argument("--alternations", type=int, default=8)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--broker-args", default="", help="extra arguments for both brokers (one string)")
     args = ap.parse_args()
     values = make_values(args.records)
     formats = {"binary": ("rb", BINARY_V2, [base64.b64encode(k).decode() for k in KEYS],
                           [base64.b64encode(v).decode() for v in values]),
                "json": ("rj", JSON_V2, [k.decode() for k in KEYS], make_json_values(args.records))}
+    broker_args = shlex.split(args.broker_args)
     gc.collect()
     gc.freeze()
     res: dict[tuple[str, str], list[tuple[float, float]]] = {(k, f): [] for k in ("base", "here") for f in PHASES}
@@ -74,9 +79,10 @@ def main() -> None:
         clusters = {
             "base": LocalCluster(wd / "base", brokers=1, base_port=free_port_block(1), zookeepers=1,
                                  zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
-                                 python=_python_for(args.baseline.resolve(), wd)),
+                                 python=_python_for(args.baseline.resolve(), wd), broker_args=broker_args),
             "here": LocalCluster(wd / "here", brokers=1, base_port=free_port_block(1), zookeepers=1,
-                                 zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000),
+                                 zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
+                                 broker_args=broker_args),
         }
         loads: dict[tuple[str, str], list[Load]] = {}
         try:

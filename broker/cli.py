@@ -174,7 +174,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=help_)
     p.add_argument("--no-http-hot-routes", dest="http_hot_routes", action="store_false",
                    help="serve the hot routes (produce, the binary path, REST reads) by aiohttp's request cycle too "
-                        "(default: by the broker's own connections when security and client quotas are off)")
+                        "(default: by the broker's own connections, behind the same security and client quotas)")
     p.add_argument("--cpu-affinity", default=None, metavar="CPUS",
                    help="run every thread of the broker on these CPUs, a list such as 1 or 0,2-3 (as Redis's "
                         "server_cpulist; default: wherever the OS schedules them)")

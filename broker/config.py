@@ -63,7 +63,7 @@ class BrokerConfig:
     request_header_timeout_ms: int = 10_000
     request_body_timeout_ms: int = 30_000
     # The hot routes (produce, the binary path, REST reads) served by broker/api/hot_routes.py's connections rather
-    # than aiohttp's request cycle, when security and client quotas are off; False: every request is aiohttp's.
+    # than aiohttp's request cycle (behind the same security and client quotas); False: every request is aiohttp's.
     http_hot_routes: bool = True
     # The CPUs every thread of the broker runs on (broker/cpu_affinity.py); None: wherever the OS schedules them.
     cpu_affinity: frozenset[int] | None = None

@@ -347,7 +347,7 @@ def hot_routes_of(app: web.Application, *, head_timeout_s: float, keepalive_time
     """The hot routes over ``app``, under its limits, budget, security and quotas."""
     return HotRoutes(app, max_body=app[MAX_BODY], budget=app[READ_BUDGET],
                      body_timeout_s=app[LIMITS].request_body_timeout_ms / 1000, head_timeout_s=head_timeout_s,
-                     keepalive_timeout_s=keepalive_timeout_s, is_open=functools.partial(unguarded, app),
+                     keepalive_timeout_s=keepalive_timeout_s, guard=_allowed,
                      observe=observe)
 
 

@@ -8,8 +8,8 @@ loop's time on the binary path and a third on REST produce: more than the handle
 Which requests: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}`` (REST produce, v1 and
 v2 as the route table negotiates them), ``POST .../partitions/{partition}/batches`` and ``GET`` of the same (the
 binary path: its fetches, a follower's over the http replica transport among them, are sent from the segment files
-with ``sendfile``) and ``GET .../partitions/{partition}/records`` (REST reads), when the broker runs without
-security and without active client quotas, and the request is HTTP/1.1, framed by Content-Length (no
+with ``sendfile``, or through TLS) and ``GET .../partitions/{partition}/records`` (REST reads), when the request
+is HTTP/1.1, framed by Content-Length (no
 Transfer-Encoding, Expect or Upgrade), with a plain path and query (no percent-encoding), a head within aiohttp's
 line limit, and a body within the body cap and the read budget (queued.max.request.bytes). Each is handled by the
 very handler aiohttp's route table holds for it, through :class:`HotRequest`, the part of aiohttp's request those
@@ -18,11 +18,13 @@ handlers read.
 The rules kept, as the front middleware keeps them (broker/api/app.py): the path's topic and partition are checked
 before the handler; the body arrives within request_body_timeout_ms (else 408, and the connection is closed) and
 holds its share of the read budget until answered; a request head arrives within request_header_timeout_ms;
-errors are mapped by ``error_answer``; every request is counted in /metrics under its route. Idle connections
-close after aiohttp's keep-alive timeout.
+authentication, authorization and client quotas are applied by the front middleware's own guard (``guard``:
+broker/security/middleware.py's ``guarded``, broker/quotas.py's ``metered``, each only when on), after the body
+was read and before the handler, as the middleware orders them; errors are mapped by ``error_answer``; every
+request is counted in /metrics under its route. Idle connections close after aiohttp's keep-alive timeout.
 
-Hand-off: anything else (another route or method, a chunked body, HTTP/1.0, a head the parser refuses, security
-turned on, the budget spent...) hands the connection to aiohttp's connection handler, with every byte received
+Hand-off: anything else (another route or method, a chunked body, HTTP/1.0, a head the parser refuses, the
+budget spent...) hands the connection to aiohttp's connection handler, with every byte received
 from the first byte of that request on; aiohttp then owns the connection to its end and answers as it always did.
 
 Invariants: one request at a time per connection, so answers leave in request order (pipelined requests wait in
@@ -75,17 +77,43 @@ CANONICAL = {  # (method, path segments after /topics, last segment or None): th
 _UNSAFE = frozenset("%{}")  # percent-encoding, and characters aiohttp's path parameters do not match
 
 
-class HotRequest(HeadersMixin):
-    """What the hot routes' handlers, the path checks and ``error_answer`` read of aiohttp's ``web.Request``:
-    ``app``, ``method``, ``path``, ``match_info``, ``query``, ``headers`` (with aiohttp's own ``content_type`` and
-    ``content_length`` parsing), the body through ``read()``, and the per-request mapping."""
+class _Resource:
+    """The part of an aiohttp resource the guards read: its path in the route table."""
 
-    def __init__(self, app: web.Application, method: str, path: str, match_info: dict[str, str], query: str,
-                 headers: CIMultiDict[str], body: bytes) -> None:
+    __slots__ = ("canonical",)
+
+    def __init__(self, canonical: str) -> None:
+        self.canonical = canonical
+
+
+class _Route:
+    __slots__ = ("resource",)
+
+    def __init__(self, canonical: str) -> None:
+        self.resource = _Resource(canonical)
+
+
+class HotMatchInfo(dict[str, str]):
+    """The path parameters, and (as aiohttp's ``UrlMappingMatchInfo``) the route they matched: security's rule
+    and the client quotas' kind are looked up by ``match_info.route.resource.canonical``."""
+
+    route: _Route
+
+
+class HotRequest(HeadersMixin):
+    """What the hot routes' handlers, the guards (security, client quotas), the path checks and ``error_answer``
+    read of aiohttp's ``web.Request``: ``app``, ``method``, ``path``, ``match_info`` (with its route),
+    ``query``, ``headers`` (with aiohttp's own ``content_type`` and ``content_length`` parsing), the body through
+    ``read()``, ``transport`` and ``remote`` (the listener, a TLS peer's certificate, the caller's address), and
+    the per-request mapping."""
+
+    def __init__(self, app: web.Application, method: str, path: str, match_info: HotMatchInfo, query: str,
+                 headers: CIMultiDict[str], body: bytes, transport: asyncio.BaseTransport | None = None) -> None:
         self.app = app
         self.method = method
         self.path = path
         self.match_info = match_info
+        self.transport = transport
         self._query = query
         self._parsed_query: MultiDictProxy[str] | None = None
         self._headers = CIMultiDictProxy(headers)
@@ -103,6 +131,12 @@ class HotRequest(HeadersMixin):
             self._parsed_query = MultiDictProxy(MultiDict(
                 part.partition("=")[::2] for part in self._query.split("&") if part))
         return self._parsed_query
+
+    @property
+    def remote(self) -> str | None:
+        """The peer's address, as aiohttp's ``request.remote`` (None when the transport does not know it)."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return str(peer[0]) if isinstance(peer, (list, tuple)) and peer else None
 
     @property
     def body_exists(self) -> bool:
@@ -126,29 +160,35 @@ class HotRoute:
     method: str
     canonical: str  # the route's path in the table: its /metrics label
     handler: Handler
+    route: _Route  # what ``HotMatchInfo.route`` names
+
+
+Guard = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 class HotRoutes:
     """The hot routes' handlers, taken from the application's route table, and what a connection needs of the
-    front door: the limits, the read budget, whether requests may be served here now, the request metrics."""
+    front door: the limits, the read budget, the guards (``guard``: security and client quotas, as the front
+    middleware applies them), the request metrics."""
 
     def __init__(self, app: web.Application, *, max_body: int, budget: ReadBudget, body_timeout_s: float,
-                 head_timeout_s: float, keepalive_timeout_s: float, is_open: Callable[[], bool],
+                 head_timeout_s: float, keepalive_timeout_s: float, guard: Guard,
                  observe: Callable[[web.Application, str, int, float], None]) -> None:
         table = {(r.method, r.resource.canonical): r.handler for r in app.router.routes() if r.resource is not None}
-        self.routes = {key: HotRoute(key[0], path, table[(key[0], path)]) for key, path in CANONICAL.items()}
+        self.routes = {key: HotRoute(key[0], path, table[(key[0], path)], _Route(path))
+                       for key, path in CANONICAL.items()}
         self.app = app
         self.max_body = max_body
         self.budget = budget
         self.body_timeout_s = body_timeout_s
         self.head_timeout_s = head_timeout_s
         self.keepalive_timeout_s = keepalive_timeout_s
-        self.open = is_open  # security off and no client quota active: checked per request, as the front middleware
+        self.guard = guard
         self.observe = observe
         self.tick_s = min(head_timeout_s, body_timeout_s)
         self.connections: set[HotConnection] = set()
 
-    def route(self, method: str, path: str) -> tuple[HotRoute, dict[str, str]] | None:
+    def route(self, method: str, path: str) -> tuple[HotRoute, HotMatchInfo] | None:
         """The hot route ``path`` names for ``method``, and its path parameters; None for any other request."""
         parts = path.split("/")
         n = len(parts) - 2
@@ -163,7 +203,8 @@ class HotRoutes:
         route = self.routes.get(key)
         if route is None:
             return None
-        info = {"topic": parts[2]} if n == 1 else {"topic": parts[2], "partition": parts[4]}
+        info = HotMatchInfo(topic=parts[2]) if n == 1 else HotMatchInfo(topic=parts[2], partition=parts[4])
+        info.route = route.route
         return route, info
 
 
@@ -192,7 +233,7 @@ class _Pending:
     """A request taken here whose body is still arriving (or whose turn has not come)."""
 
     route: HotRoute
-    request_args: tuple[str, str, dict[str, str], str, CIMultiDict[str]]
+    request_args: tuple[str, str, HotMatchInfo, str, CIMultiDict[str]]
     body_start: int
     end: int
     reserved: int
@@ -288,14 +329,12 @@ class HotConnection(asyncio.Protocol):
             body = bytes(view[pending.body_start:pending.end])
         del self._buf[:pending.end]
         method, path, info, query, headers = pending.request_args
-        request = HotRequest(self._routes.app, method, path, info, query, headers, body)
+        request = HotRequest(self._routes.app, method, path, info, query, headers, body, self._transport)
         self._task = self._loop.create_task(self._serve(pending, request))
 
     def _take_head(self, head_end: int) -> _Pending | None:
         """The head ending at ``head_end`` as a request to serve here, with its budget reserved; None to hand off."""
         routes = self._routes
-        if not routes.open():
-            return None
         head = _Head()
         parser = httptools.HttpRequestParser(head)
         try:
@@ -331,7 +370,7 @@ class HotConnection(asyncio.Protocol):
         try:
             try:
                 check_path_params(request)  # type: ignore[arg-type]
-                response = await pending.route.handler(request)  # type: ignore[arg-type]
+                response = await self._routes.guard(request, pending.route.handler)  # type: ignore[arg-type]
             except Exception as e:
                 response = error_answer(request, e)  # type: ignore[arg-type]
             self._routes.observe(self._routes.app, pending.route.canonical, response.status, started)
@@ -423,7 +462,7 @@ class HotConnection(asyncio.Protocol):
             pending, self._pending = self._pending, None
             self._routes.budget.release_now(pending.reserved)
             method, path, info, query, headers = pending.request_args
-            request = HotRequest(self._routes.app, method, path, info, query, headers, b"")
+            request = HotRequest(self._routes.app, method, path, info, query, headers, b"", self._transport)
             limit_ms = round(self._routes.body_timeout_s * 1000)
             response = error_answer(request, RequestReadTimeoutError(  # type: ignore[arg-type]
                 f"the request body did not arrive within {limit_ms} ms (--request-body-timeout-ms)"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -16,14 +17,19 @@ import orjson
 import pytest
 from aiohttp import web
 
-from broker.api.app import READ_BUDGET, GuardedAppRunner, create_app, hot_routes_of
+from broker.api.app import READ_BUDGET, GuardedAppRunner, create_app
 from broker.api.context import BROKER as BROKER_KEY
 from broker.api.fetch import SegmentResponse
 from broker.config import BrokerConfig
 from broker.fetch.service import PartitionData
 from broker.log.reads import FileSlice, SliceResult
+from broker.metadata.cache import MetadataCache
 from broker.produce.service import AppendedBatches
-from broker.security.middleware import SECURITY
+from broker.quotas import DEFAULT, PRODUCE, THROTTLE_TIME_MS, ClientQuotaManager
+from broker.security.authn import basic_header
+from broker.security.authorizer import ANONYMOUS, Acl
+from broker.security.middleware import SecurityService
+from broker.security.settings import SecuritySettings, parse_listeners
 from odradek.protocol import media
 from tests.harness.ports import free_port_block
 from tests.unit.fakes.metrics import null_metrics
@@ -68,14 +74,15 @@ def _broker(tmp: Path | None = None) -> Any:
 
 @asynccontextmanager
 async def _serving(*, hot: bool = True, body_timeout_ms: int = 5000, head_timeout_ms: int = 5000,
-                   tmp: Path | None = None) -> AsyncIterator[tuple[web.Application, int]]:
+                   tmp: Path | None = None, port: int | None = None, security: SecurityService | None = None,
+                   quotas: ClientQuotaManager | None = None) -> AsyncIterator[tuple[web.Application, int]]:
     config = BrokerConfig(1, "zk:2181", "127.0.0.1", 9092, Path("."), request_body_timeout_ms=body_timeout_ms,
                           request_header_timeout_ms=head_timeout_ms)
-    app = create_app(_broker(tmp), config=config, security=None, quotas=None, client_max_size=1 << 20)
+    app = create_app(_broker(tmp), config=config, security=security, quotas=quotas, client_max_size=1 << 20)
     runner = GuardedAppRunner(app, head_timeout_ms=head_timeout_ms, hot_routes=hot, access_log=None,
                               handle_signals=False)
     await runner.setup()
-    port = free_port_block(1)
+    port = port or free_port_block(1)
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         yield app, port
@@ -276,14 +283,9 @@ def test_a_head_past_aiohttps_line_limit_is_aiohttps_to_refuse() -> None:
     _run(run)
 
 
-def test_requests_are_aiohttps_when_security_is_on_or_the_budget_is_spent() -> None:
+def test_requests_are_aiohttps_when_the_budget_is_spent() -> None:
     async def run() -> None:
         async with _serving() as (app, port):
-            routes = hot_routes_of(app, head_timeout_s=1, keepalive_timeout_s=1)
-            assert routes.open()
-            app[SECURITY] = object()  # type: ignore[assignment]
-            assert not routes.open()
-            app[SECURITY] = None
             budget = app[READ_BUDGET]
             budget.in_use = budget.limit  # spent: this request waits in aiohttp's queue, then 503
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -294,6 +296,58 @@ def test_requests_are_aiohttps_when_security_is_on_or_the_budget_is_spent() -> N
             status, headers, _ = await _answer(reader)
             writer.close()
             assert status == 200 and "server" in headers
+
+    _run(run)
+
+
+async def _ask(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        return await _answer(reader)
+    finally:
+        writer.close()
+
+
+def test_a_secured_broker_serves_its_hot_routes_behind_authentication_and_acls() -> None:
+    """Security on: produce and fetch are still served here (no aiohttp ``Server`` header), and only once the
+    caller is authenticated for the listener and allowed by the ACLs; a refused request never reaches the
+    handler."""
+    async def run() -> None:
+        port = free_port_block(1)
+        service = SecurityService(SecuritySettings(listeners=tuple(parse_listeners(f"PLAINTEXT://127.0.0.1:{port}")),
+                                                   authorizer="acl"), None)
+        async with _serving(port=port, security=service) as (app, _):
+            produce = app[BROKER_KEY].produce
+            status, headers, body = await _ask(port, _post(BATCHES, b"x"))
+            assert (status, "server" in headers) == (403, False), (status, headers, body)
+            assert orjson.loads(body)["error_code"] == 40301 and produce.appended == []
+            status, headers, body = await _ask(port, _post(BATCHES, b"x", f"Authorization: {basic_header('a', 'b')}"))
+            assert (status, "server" in headers) == (401, False), (status, body)  # credentials: TLS only
+            assert produce.appended == []
+            service.authorizer.replace({("Topic", "LITERAL"): {"t": [Acl(ANONYMOUS, "Allow", "Write")]}})
+            status, headers, _ = await _ask(port, _post(BATCHES, b"x"))
+            assert (status, "server" in headers) == (200, False)
+            assert [a[:3] for a in produce.appended] == [("t", 1, b"x")]
+
+    _run(run)
+
+
+def test_client_quotas_throttle_the_hot_routes() -> None:
+    """A produce quota on every client: hot answers carry the throttle time, and once over the quota the next
+    request waits out its mute before it is handled."""
+    async def run() -> None:
+        cache = MetadataCache()
+        cache.dynamic = {("clients", DEFAULT): {PRODUCE: "1000"}}  # 1,000 bytes/s
+        async with _serving(quotas=ClientQuotaManager(cache)) as (_, port):
+            body = b"x" * 4000
+            status, headers, _ = await _ask(port, _post(BATCHES, body, "Odradek-Client-Id: app"))
+            assert (status, "server" in headers) == (200, False)
+            throttle = int(headers[THROTTLE_TIME_MS.lower()])
+            assert throttle > 0
+            started = time.monotonic()
+            status, headers, _ = await _ask(port, _post(BATCHES, b"y", "Odradek-Client-Id: app"))
+            assert status == 200 and time.monotonic() - started >= throttle / 1000 * 0.9
 
     _run(run)
 
