@@ -505,9 +505,11 @@ def test_message_browser_shows_records_and_seeks(browser: Any, seed: Seed) -> No
 
 def test_a_read_answered_after_a_newer_one_is_not_shown_and_says_what_it_asked(browser: Any, seed: Seed) -> None:
     """The page's fetches of ``offset=3`` are held back 1.5 s (the page's ``fetch`` wrapped): a read from offset 3,
-    then at once one from the beginning. The table shows the newer read's records and stays so when the older read
-    answers. Then a held-back read_uncommitted read with read_committed ticked while it waits: its summary names the
-    high watermark it read to, not the last stable offset."""
+    then at once one from the beginning, the form changed for it while the first read still waits for its
+    partition's offsets (held 0.3 s): the first read still reads from offset 3, what it was asked. The table shows
+    the newer read's records and stays so when the older read answers. Then a held-back read_uncommitted read with
+    read_committed ticked while it waits: its summary names the high watermark it read to, not the last stable
+    offset."""
     open_page(browser, seed, "/topics/orders/partitions/0", "browser")
     # A held read counts itself handled (window.heldReads) a task after its body was read: the page's handling
     # of the answer (the checks and the drawing after ``await resp.text()``) runs in the microtasks before that.
@@ -520,18 +522,21 @@ def test_a_read_answered_after_a_newer_one_is_not_shown_and_says_what_it_asked(b
           resp.text = () => text().finally(handled);
           return resp;
         };
+        const after = (ms, url, opts) => new Promise((ok) => setTimeout(ok, ms)).then(() => real(url, opts));
+        window.slowOffsets = true;
         window.fetch = (url, opts) => String(url).includes("offset=3")
-          ? new Promise((ok) => setTimeout(ok, 1500)).then(() => real(url, opts))
-              .then(counted, (e) => { handled(); throw e; })
-          : real(url, opts);""")
+          ? after(1500, url, opts).then(counted, (e) => { handled(); throw e; })
+          : window.slowOffsets && String(url).includes("/offsets") ? after(300, url, opts) : real(url, opts);""")
     browser.execute_script("document.getElementById('browse-mode').value = 'offset';"
                            "document.getElementById('browse-offset').value = '3';")
     click(browser, "#browse-go")
     browser.execute_script("document.getElementById('browse-mode').value = 'beginning';")
     browse(browser, "the read from the beginning")
+    browser.execute_script("window.slowOffsets = false;")
     first = [r[0] for r in cells(browser, "records-table")]
     assert first[:1] == ["0"], first
-    wait_for(browser, lambda d: d.execute_script("return window.heldReads") == 1, "the held read handled")
+    wait_for(browser, lambda d: d.execute_script("return window.heldReads") == 1, "the held read of offset 3 handled",
+             timeout=15)
     assert [r[0] for r in cells(browser, "records-table")] == first
     assert "from offset 0;" in text(browser, "#records-summary")
 

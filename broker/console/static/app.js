@@ -668,18 +668,19 @@ function browserPage(topic, partition) {
 
   async function read() {
     const mine = ++reads;
-    const readCommitted = committed.checked; // what the answer says is what this read asked, whatever is ticked later
+    // A read asks what the form said when it started (and its answer says so), whatever is changed while it waits.
+    const readCommitted = committed.checked, seek = mode.value, at = offset.value, when = time.value;
+    const n = Math.max(1, Math.min(500, Number(count.value) || 50)), decodeValues = decode.checked;
     const iso = readCommitted ? "&isolation=read_committed" : "";
     try {
-      const n = Math.max(1, Math.min(500, Number(count.value) || 50));
       const ends = await api(`${base}/offsets?${iso.slice(1)}`);
       let from;
-      if (mode.value === "offset") from = Number(offset.value);
-      else if (mode.value === "beginning") from = ends.beginning_offset;
-      else if (mode.value === "latest") from = Math.max(ends.beginning_offset, ends.end_offset - n);
+      if (seek === "offset") from = Number(at);
+      else if (seek === "beginning") from = ends.beginning_offset;
+      else if (seek === "latest") from = Math.max(ends.beginning_offset, ends.end_offset - n);
       else {
-        if (!time.value) throw expectedError("choose a time");
-        const ms = Date.parse(`${time.value}Z`);
+        if (!when) throw expectedError("choose a time");
+        const ms = Date.parse(`${when}Z`);
         const found = await api(`${base}/offsets?timestamp=${ms}${iso}`);
         from = found.offset ?? ends.end_offset;
       }
@@ -693,7 +694,7 @@ function browserPage(topic, partition) {
         next = answer.next_offset;
       }
       const shown = got.slice(0, n);
-      const decoded = decode.checked ? await schemaDecode(shown, from, iso) : null;
+      const decoded = decodeValues ? await schemaDecode(shown, from, iso) : null;
       if (mine !== reads) return;
       replace(records, h("p", { class: "note", id: "records-summary" },
         `${shown.length} record(s) from offset ${from}; the partition's ${readCommitted ? "last stable offset" : "high watermark"} is ${ends.end_offset}.`,
