@@ -551,7 +551,12 @@ class ZkClient:
 
     # ------------------------------------------------------------------------------------------- topics
 
-    def get_topics(self, watch: Watch | None = None) -> list[str]:
+    def get_topics(self, watch: Watch | None = None, *, fresh: bool = False) -> list[str]:
+        """The topics' names. ``fresh``: ZooKeeper's ``sync`` first, so the list holds every creation and deletion
+        the quorum committed before this call, whichever server committed it: a ZooKeeper server answers reads
+        from its own copy, which may lag the leader (a topic another broker just deleted would still be there)."""
+        if fresh:
+            self.retrying(self._kazoo.sync, TopicsZNode.path)
         return sorted(self.retrying(self._kazoo.get_children, TopicsZNode.path, watch=self._arm(watch)))
 
     def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
@@ -608,7 +613,9 @@ class ZkClient:
 
     def _stale_claim_version(self, topic: str, claim: str) -> int | None:
         """The claim's version if it is stale (its holder has no topic znode), None if it is gone; raises when
-        a topic holds it: TopicAlreadyExistsError for ``topic`` itself, InvalidTopicError for a colliding one."""
+        a topic holds it: TopicAlreadyExistsError for ``topic`` itself, InvalidTopicError for a colliding one.
+        Read after a ``sync`` (see ``get_topics``): the multi that failed on the claim was judged by the leader."""
+        self.retrying(self._kazoo.sync, claim)
         try:
             data, stat = self.retrying(self._kazoo.get, claim)
         except NoNodeError:

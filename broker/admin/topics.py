@@ -135,7 +135,7 @@ class TopicAdmin:
         """
         validate_topic_name(name)
         clean = validate_configs(configs or {})
-        existing = self._zk.get_topics()
+        existing = self._zk.get_topics(fresh=True)  # a deletion through another broker has been seen
         if name in existing:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         collides = colliding_topics(name, existing)

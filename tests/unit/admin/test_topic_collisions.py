@@ -28,6 +28,7 @@ from zk.znodes import (
     DeleteTopicZNode,
     TopicNameClaimsZNode,
     TopicNameClaimZNode,
+    TopicsZNode,
     TopicZNode,
 )
 
@@ -172,8 +173,46 @@ class FakeKazoo:
         if isinstance(result, Exception):
             raise result
 
+    def sync(self, path: str) -> None:
+        """The leader's own copy is never behind."""
 
-def fake_client(kazoo: FakeKazoo | None = None, *, with_claims_parent: bool = True) -> tuple[ZkClient, FakeKazoo]:
+
+class LaggingKazoo:
+    """Another broker's session on a ZooKeeper follower: its writes (multis) are the leader's to commit, but it
+    reads the follower's copy, which has applied the commits up to some point and catches up with the leader
+    only on ``sync`` (ZooKeeper's reads are not linearizable across sessions)."""
+
+    def __init__(self, leader: FakeKazoo) -> None:
+        self.leader = leader
+        self.copy = dict(leader.nodes)  # what this follower has applied
+        self.syncs: list[str] = []
+
+    def sync(self, path: str) -> None:
+        self.syncs.append(path)
+        self.copy = dict(self.leader.nodes)
+
+    def transaction(self) -> FakeTransaction:
+        return self.leader.transaction()
+
+    def ensure_path(self, path: str) -> None:
+        self.leader.ensure_path(path)
+
+    def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
+        if path not in self.copy:
+            raise NoNodeError()
+        data, version = self.copy[path]
+        return data, Stat(version)
+
+    def exists(self, path: str, watch: Any = None) -> Stat | None:
+        return Stat(self.copy[path][1]) if path in self.copy else None
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        if path not in self.copy:
+            raise NoNodeError()
+        return [p.rsplit("/", 1)[1] for p in self.copy if p.rsplit("/", 1)[0] == path and p != path]
+
+
+def fake_client(kazoo: Any = None, *, with_claims_parent: bool = True) -> tuple[ZkClient, FakeKazoo]:
     """A ZkClient over the fake (a new one, or ``kazoo``: another broker on the same ZooKeeper), through the real
     retry policy (only the connection is skipped)."""
     if kazoo is None:
@@ -233,6 +272,23 @@ def test_a_collider_created_after_our_read_check_still_loses_on_the_claim() -> N
     with pytest.raises(InvalidTopicError, match=collides("race_1", "race.1")):
         TopicAdmin(zk).create_topic("race_1", 1, 1)
     assert zk.get_topics() == ["race.1"] and holder(kazoo, "race_1") == "race.1"
+
+
+def test_a_creation_after_a_deletion_through_another_broker_sees_it_whatever_its_server_has_applied() -> None:
+    """The controller deletes race.8 through its own ZooKeeper server; a creation of race_8 then comes to a broker
+    whose server has not applied that deletion yet (the integration test met this: the DELETE had answered 204).
+    The creation's checks read after a ``sync``, so they see the deletion: race_8 is created, not refused as a
+    collider of a topic that no longer exists."""
+    controller, leader = fake_client()
+    controller.create_topic("race.8", assignment(), {})
+    follower = LaggingKazoo(leader)  # broker 2's server: it has applied the creation
+    broker2, _ = fake_client(follower)
+    controller.mark_topic_for_deletion("race.8")
+    controller.delete_topic_znodes(CLAIM, "race.8")
+    assert broker2.get_topics() == ["race.8"]  # a plain read still sees it on that server
+    TopicAdmin(broker2).create_topic("race_8", 1, 1)
+    assert controller.get_topics() == ["race_8"] and holder(leader, "race_8") == "race_8"
+    assert TopicsZNode.path in follower.syncs
 
 
 def test_a_retried_multi_that_had_succeeded_is_ours() -> None:

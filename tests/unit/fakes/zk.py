@@ -149,7 +149,7 @@ class FakeZk:
     def get_broker_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(self.get_brokers(watch))
 
-    def get_topics(self, watch: Watch | None = None) -> list[str]:
+    def get_topics(self, watch: Watch | None = None, *, fresh: bool = False) -> list[str]:  # one copy: always fresh
         self._check_up()
         self._arm("topics", watch)
         with self._lock:
