@@ -178,7 +178,7 @@ class Broker:
             self.zk, self.broker_id, functools.partial(self.controller.queue.signal_threadsafe, Elected()))
         # Who leads a partition, for every service that writes or reads one (waits end on metadata changes).
         self.router = LeaderRouter(self.replicas, self.metadata.changed,
-                                   lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic))
+                                   lambda topic: asyncio.to_thread(self.zk.get_topic_assignment, topic, fresh=True))
         self.produce = ProduceService(self.replicas, self.interbroker, router=self.router, batch_limits=BatchLimits(
             config.max_records_per_batch, config.max_decompressed_batch_bytes))
         # Forwarded long-polls share upstream reads and hold at most half the forward connections (the rest stay

@@ -559,7 +559,12 @@ class ZkClient:
             self.retrying(self._kazoo.sync, TopicsZNode.path)
         return sorted(self.retrying(self._kazoo.get_children, TopicsZNode.path, watch=self._arm(watch)))
 
-    def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
+    def get_topic_assignment(self, topic: str, watch: Watch | None = None, *,
+                             fresh: bool = False) -> TopicAssignment | None:
+        """The topic's assignment, None when it does not exist. ``fresh``: after a ``sync`` (see ``get_topics``),
+        so a topic another broker just created is found even where this session's server has not applied it."""
+        if fresh:
+            self.retrying(self._kazoo.sync, TopicZNode.path(topic))
         got = self._get_watching_existence(TopicZNode.path(topic), watch)
         return None if got is None else TopicZNode.decode(got[0])
 

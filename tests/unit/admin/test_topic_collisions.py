@@ -291,6 +291,18 @@ def test_a_creation_after_a_deletion_through_another_broker_sees_it_whatever_its
     assert TopicsZNode.path in follower.syncs
 
 
+def test_a_fresh_lookup_finds_a_topic_another_broker_just_created() -> None:
+    """What a produce to a topic this broker has not heard of asks (broker/produce/routing.py): whether ZooKeeper
+    knows it, which a lagging server would deny."""
+    creator, leader = fake_client()
+    follower = LaggingKazoo(leader)
+    broker2, _ = fake_client(follower)
+    creator.create_topic("fresh.t", assignment(), {})
+    assert broker2.get_topic_assignment("fresh.t") is None  # the follower has not applied the creation
+    found = broker2.get_topic_assignment("fresh.t", fresh=True)
+    assert found is not None and found == creator.get_topic_assignment("fresh.t")
+
+
 def test_a_retried_multi_that_had_succeeded_is_ours() -> None:
     zk, _ = fake_client()
     mine = assignment()

@@ -155,7 +155,8 @@ class FakeZk:
         with self._lock:
             return sorted(self.assignments)
 
-    def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
+    def get_topic_assignment(self, topic: str, watch: Watch | None = None, *,
+                             fresh: bool = False) -> TopicAssignment | None:
         self._check_up()
         self._arm(f"assignment:{topic}", watch)
         return self.assignments.get(topic)
