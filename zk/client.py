@@ -684,6 +684,9 @@ class ZkClient:
         return deleted
 
     def mark_topic_for_deletion(self, topic: str) -> None:
+        """Queue ``topic`` for the controller to delete; UnknownTopicError when it does not exist (read after a
+        ``sync``, see ``get_topics``: a topic just created through another broker exists)."""
+        self.retrying(self._kazoo.sync, TopicZNode.path(topic))
         if self.retrying(self._kazoo.exists, TopicZNode.path(topic)) is None:
             raise UnknownTopicError(f"topic '{topic}' to delete does not exist")
         with contextlib.suppress(NodeExistsError):  # already marked: deleting twice is not an error

@@ -103,6 +103,13 @@ def new_topic_id() -> str:
 
 
 class TopicAdmin:
+    """Topic creation, growth, deletion and configs, written to ZooKeeper by whichever broker is asked.
+
+    Every operation reads after a ZooKeeper ``sync`` (``fresh``): a broker's session reads its own server's copy,
+    which may not have applied what another broker just committed, and an admin request often follows one sent to
+    another broker (create there, alter here). Without it a topic just created would be unknown here, one just
+    deleted would still collide, and a config change read-modified-written here would drop one made there."""
+
     def __init__(self, zk: ZkClient) -> None:
         self._zk = zk
 
@@ -191,7 +198,7 @@ class TopicAdmin:
                        validate_only: bool = False) -> TopicAssignment:
         """Grow ``name`` to ``total`` partitions; ``assignment``: the new partitions' replicas, in order (Kafka's
         CreatePartitions), else placed as at creation. Refused while the topic is being reassigned."""
-        current = self._zk.get_topic_assignment(name)
+        current = self._zk.get_topic_assignment(name, fresh=True)
         if current is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         if name in self._zk.get_topics_to_delete():
@@ -233,7 +240,7 @@ class TopicAdmin:
 
     def describe_configs(self, name: str) -> tuple[dict[str, str], dict[str, str]]:
         """(topic overrides, effective values with defaults)."""
-        if self._zk.get_topic_assignment(name) is None:
+        if self._zk.get_topic_assignment(name, fresh=True) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         overrides = self._zk.get_topic_config(name)
         return overrides, effective_topic_config(overrides)
@@ -242,7 +249,7 @@ class TopicAdmin:
                       validate_only: bool = False) -> dict[str, str]:
         """Merge ``set_`` into the topic's overrides and drop ``delete``; the validated result, written unless
         ``validate_only``."""
-        if self._zk.get_topic_assignment(name) is None:
+        if self._zk.get_topic_assignment(name, fresh=True) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         config = self._zk.get_topic_config(name)
         config.update(set_)
@@ -255,7 +262,7 @@ class TopicAdmin:
 
     def replace_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> dict[str, str]:
         """Kafka's (non-incremental) AlterConfigs: ``configs`` becomes the topic's whole set of overrides."""
-        if self._zk.get_topic_assignment(name) is None:
+        if self._zk.get_topic_assignment(name, fresh=True) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         clean = validate_configs(configs)
         if not validate_only:

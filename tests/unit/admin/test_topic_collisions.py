@@ -1,5 +1,7 @@
 """Colliding topic names ('.' against '_', issue 24 point 6): the rule, the claim znode, and ZkClient's topic
-creation and deletion over an in-memory kazoo whose multi is atomic as ZooKeeper's is.
+creation and deletion over an in-memory kazoo whose multi is atomic as ZooKeeper's is; and the admin requests
+that follow one made through another broker, over a second broker's ZooKeeper server that lags the leader until
+it is synced (``LaggingKazoo``).
 
 Real ZooKeeper and three brokers racing over HTTP and Kafka's protocol: tests/integration/test_topic_collisions.py.
 """
@@ -158,13 +160,25 @@ class FakeKazoo:
             raise NoNodeError()
         return [p.rsplit("/", 1)[1] for p in self.nodes if p.rsplit("/", 1)[0] == path and p != path]
 
-    def create(self, path: str, value: bytes = b"") -> str:
+    def create(self, path: str, value: bytes = b"", makepath: bool = False, sequence: bool = False) -> str:
+        if sequence:
+            path = f"{path}{sum(p.startswith(path) for p in self.nodes):010d}"
+        if makepath:
+            self.ensure_path(path.rsplit("/", 1)[0])
         tx = self.transaction()
         tx.create(path, value)
         result = tx.commit()[0]
         if isinstance(result, Exception):
             raise result
         return str(result)
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        tx = self.transaction()
+        tx.set_data(path, value, version)
+        result = tx.commit()[0]
+        if isinstance(result, Exception):
+            raise result
+        return result  # type: ignore[no-any-return]
 
     def delete(self, path: str, version: int = -1) -> None:
         tx = self.transaction()
@@ -196,6 +210,12 @@ class LaggingKazoo:
 
     def ensure_path(self, path: str) -> None:
         self.leader.ensure_path(path)
+
+    def create(self, path: str, value: bytes = b"", makepath: bool = False, sequence: bool = False) -> str:
+        return self.leader.create(path, value, makepath, sequence)
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        return self.leader.set(path, value, version)
 
     def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
         if path not in self.copy:
@@ -301,6 +321,26 @@ def test_a_fresh_lookup_finds_a_topic_another_broker_just_created() -> None:
     assert broker2.get_topic_assignment("fresh.t") is None  # the follower has not applied the creation
     found = broker2.get_topic_assignment("fresh.t", fresh=True)
     assert found is not None and found == creator.get_topic_assignment("fresh.t")
+
+
+def test_admin_requests_after_one_through_another_broker_see_it() -> None:
+    """Create through broker 1, then describe, alter, grow and delete through broker 2, whose server has applied
+    nothing since: each finds the topic, and an alteration there keeps the one made through broker 1 (a stale
+    read-modify-write would have dropped it)."""
+    one, leader = fake_client()
+    follower = LaggingKazoo(leader)
+    two, _ = fake_client(follower)
+    admin1, admin2 = TopicAdmin(one), TopicAdmin(two)
+    admin1.create_topic("late.t", 1, 1)
+    assert admin2.describe_configs("late.t")[0] == {}
+    admin1.alter_configs("late.t", {"retention.ms": "1000"}, [])
+    assert two.get_topic_config("late.t") == {}  # not applied on broker 2's server
+    admin2.alter_configs("late.t", {"cleanup.policy": "compact"}, [])
+    assert one.get_topic_config("late.t") == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    admin1.add_partitions("late.t", 2)
+    assert len(admin2.add_partitions("late.t", 3).partitions) == 3  # grown from 2, as broker 1 left it
+    admin2.delete_topic("late.t")
+    assert one.get_topics_to_delete() == ["late.t"]
 
 
 def test_a_retried_multi_that_had_succeeded_is_ours() -> None:
