@@ -130,7 +130,31 @@ class FakeTransaction:
         return True
 
 
-class FakeKazoo:
+class NodeReads:
+    """kazoo's reads over the nodes a server has applied (``applied``)."""
+
+    def applied(self) -> dict[str, tuple[bytes, int]]:
+        raise NotImplementedError
+
+    def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
+        nodes = self.applied()
+        if path not in nodes:
+            raise NoNodeError()
+        data, version = nodes[path]
+        return data, Stat(version)
+
+    def exists(self, path: str, watch: Any = None) -> Stat | None:
+        nodes = self.applied()
+        return Stat(nodes[path][1]) if path in nodes else None
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        nodes = self.applied()
+        if path not in nodes:
+            raise NoNodeError()
+        return [p.rsplit("/", 1)[1] for p in nodes if p.rsplit("/", 1)[0] == path and p != path]
+
+
+class FakeKazoo(NodeReads):
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[bytes, int]] = {}
         self.before_commit: list[Callable[[], None]] = []  # what another broker does just before our next multi
@@ -143,22 +167,11 @@ class FakeKazoo:
         for i in range(1, len(parts) + 1):
             self.nodes.setdefault("/" + "/".join(parts[:i]), (b"", 0))
 
+    def applied(self) -> dict[str, tuple[bytes, int]]:
+        return self.nodes
+
     def transaction(self) -> FakeTransaction:
         return FakeTransaction(self)
-
-    def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
-        if path not in self.nodes:
-            raise NoNodeError()
-        data, version = self.nodes[path]
-        return data, Stat(version)
-
-    def exists(self, path: str, watch: Any = None) -> Stat | None:
-        return Stat(self.nodes[path][1]) if path in self.nodes else None
-
-    def get_children(self, path: str, watch: Any = None) -> list[str]:
-        if path not in self.nodes:
-            raise NoNodeError()
-        return [p.rsplit("/", 1)[1] for p in self.nodes if p.rsplit("/", 1)[0] == path and p != path]
 
     def create(self, path: str, value: bytes = b"", makepath: bool = False, sequence: bool = False) -> str:
         if sequence:
@@ -191,7 +204,7 @@ class FakeKazoo:
         """The leader's own copy is never behind."""
 
 
-class LaggingKazoo:
+class LaggingKazoo(NodeReads):
     """Another broker's session on a ZooKeeper follower: its writes (multis) are the leader's to commit, but it
     reads the follower's copy, which has applied the commits up to some point and catches up with the leader
     only on ``sync`` (ZooKeeper's reads are not linearizable across sessions)."""
@@ -200,6 +213,9 @@ class LaggingKazoo:
         self.leader = leader
         self.copy = dict(leader.nodes)  # what this follower has applied
         self.syncs: list[str] = []
+
+    def applied(self) -> dict[str, tuple[bytes, int]]:
+        return self.copy
 
     def sync(self, path: str) -> None:
         self.syncs.append(path)
@@ -216,20 +232,6 @@ class LaggingKazoo:
 
     def set(self, path: str, value: bytes, version: int = -1) -> Stat:
         return self.leader.set(path, value, version)
-
-    def get(self, path: str, watch: Any = None) -> tuple[bytes, Stat]:
-        if path not in self.copy:
-            raise NoNodeError()
-        data, version = self.copy[path]
-        return data, Stat(version)
-
-    def exists(self, path: str, watch: Any = None) -> Stat | None:
-        return Stat(self.copy[path][1]) if path in self.copy else None
-
-    def get_children(self, path: str, watch: Any = None) -> list[str]:
-        if path not in self.copy:
-            raise NoNodeError()
-        return [p.rsplit("/", 1)[1] for p in self.copy if p.rsplit("/", 1)[0] == path and p != path]
 
 
 def fake_client(kazoo: Any = None, *, with_claims_parent: bool = True) -> tuple[ZkClient, FakeKazoo]:
