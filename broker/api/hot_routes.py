@@ -8,12 +8,12 @@ loop's time on the binary path and a third on REST produce: more than the handle
 Which requests: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}`` (REST produce, v1 and
 v2 as the route table negotiates them), ``POST .../partitions/{partition}/batches`` and ``GET`` of the same (the
 binary path: its fetches, a follower's over the http replica transport among them, are sent from the segment files
-with ``sendfile``, or through TLS) and ``GET .../partitions/{partition}/records`` (REST reads), when the request
-is HTTP/1.1, framed by Content-Length (no
-Transfer-Encoding, Expect or Upgrade), with a plain path and query (no percent-encoding), a head within aiohttp's
-line limit, and a body within the body cap and the read budget (queued.max.request.bytes). Each is handled by the
-very handler aiohttp's route table holds for it, through :class:`HotRequest`, the part of aiohttp's request those
-handlers read.
+with ``sendfile``, or through TLS) and ``GET .../partitions/{partition}/records`` (REST reads), when the request is
+HTTP/1.1, framed by Content-Length (no Transfer-Encoding or Upgrade; ``Expect: 100-continue`` is answered as aiohttp
+answers it, by a 100 Continue before the body is read, any other expectation is aiohttp's to refuse), with a plain
+path and query (no percent-encoding), a head within aiohttp's line limit, and a body within the body cap and the
+read budget (queued.max.request.bytes). Each is handled by the very handler aiohttp's route table holds for it,
+through :class:`HotRequest`, the part of aiohttp's request those handlers read.
 
 The rules kept, as the front middleware keeps them (broker/api/app.py): the path's topic and partition are checked
 before the handler; the body arrives within request_body_timeout_ms (else 408, and the connection is closed) and
@@ -238,6 +238,7 @@ class _Pending:
     end: int
     reserved: int
     keep_alive: bool
+    expects_continue: bool = False  # ``Expect: 100-continue``: the client may wait for a 100 before the body
 
 
 class HotConnection(asyncio.Protocol):
@@ -320,6 +321,8 @@ class HotConnection(asyncio.Protocol):
                 return
             self._pending = pending
             self._since = self._loop.time()  # the body's time begins
+            if pending.expects_continue and len(self._buf) < pending.end:
+                self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # type: ignore[union-attr]
         pending = self._pending
         if len(self._buf) < pending.end:
             if self._eof:
@@ -344,7 +347,9 @@ class HotConnection(asyncio.Protocol):
         if not head.complete or parser.get_http_version() != "1.1" or parser.should_upgrade():
             return None
         headers = head.headers
-        if "Transfer-Encoding" in headers or "Expect" in headers:
+        expect = headers.getall("Expect", [])
+        if "Transfer-Encoding" in headers or len(expect) > 1 or \
+                (expect and expect[0].strip().lower() != "100-continue"):
             return None
         if not head.url.isascii():
             return None  # raw non-ASCII bytes in the target: aiohttp's (yarl's) reading of them
@@ -363,7 +368,7 @@ class HotConnection(asyncio.Protocol):
             return None
         route, info = found
         return _Pending(route, (route.method, path, info, query, headers), head_end, head_end + size, size,
-                        parser.should_keep_alive())
+                        parser.should_keep_alive(), bool(expect))
 
     async def _serve(self, pending: _Pending, request: HotRequest) -> None:
         started = time.perf_counter()

@@ -283,6 +283,29 @@ def test_a_head_past_aiohttps_line_limit_is_aiohttps_to_refuse() -> None:
     _run(run)
 
 
+def test_expect_100_continue_is_answered_here_before_the_body_and_other_expectations_are_aiohttps() -> None:
+    """A client that sends ``Expect: 100-continue`` (curl does, for bodies over 1 KiB) waits for the interim answer
+    before its body: the hot route sends it, then answers the request itself. Any other expectation goes to
+    aiohttp, which refuses it (417)."""
+    async def run() -> None:
+        async with _serving() as (app, port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            request = _post(BATCHES, b"x" * 2000, "Expect: 100-continue")
+            head_end = request.index(b"\r\n\r\n") + 4
+            writer.write(request[:head_end])
+            assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(request[head_end:])
+            status, headers, _ = await _answer(reader)
+            assert (status, "server" in headers) == (200, False)
+            assert app[BROKER_KEY].produce.appended[-1][2] == b"x" * 2000
+            writer.write(_post(BATCHES, b"y", "Expect: something-else"))
+            status, headers, _ = await _answer(reader)
+            writer.close()
+            assert (status, "server" in headers) == (417, True)
+
+    _run(run)
+
+
 def test_requests_are_aiohttps_when_the_budget_is_spent() -> None:
     async def run() -> None:
         async with _serving() as (app, port):
