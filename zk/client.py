@@ -922,11 +922,14 @@ class ZkClient:
 
     # ------------------------------------------------------------------------------------- reassignment
 
-    def get_reassignment(self, watch: Watch | None = None) -> Moves | None:
+    def get_reassignment(self, watch: Watch | None = None, *, fresh: bool = False) -> Moves | None:
         """The requested moves (partition -> target replicas), or None when no reassignment is running.
 
-        The watch fires on the node's creation, change or deletion.
+        The watch fires on the node's creation, change or deletion. ``fresh``: after a ``sync`` (see
+        ``get_topics``), so this read and the session's next ones see what other brokers committed before it.
         """
+        if fresh:
+            self.retrying(self._kazoo.sync, ReassignPartitionsZNode.path)
         got = self._get_watching_existence(ReassignPartitionsZNode.path, watch)
         return None if got is None else ReassignPartitionsZNode.decode(got[0])
 

@@ -87,8 +87,10 @@ class ReassignmentAdmin:
 
     def cancel(self, wanted: set[TopicPartition] | None = None) -> CancelledReassignments:
         """Revert running moves (all of them, or those in ``wanted``) to their original replicas: the topic's
-        current replica set minus the replicas being added. A move whose topic or partition is gone is skipped."""
-        ongoing = self._zk.get_reassignment() or {}
+        current replica set minus the replicas being added. A move whose topic or partition is gone is skipped.
+        Read after a ZooKeeper ``sync``: a move just requested through another broker, and the assignments as the
+        controller last wrote them, are seen even where this broker's server lags."""
+        ongoing = self._zk.get_reassignment(fresh=True) or {}
         moves: Moves = {}
         for tp in ongoing:
             if wanted is not None and tp not in wanted:

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 
+from broker.admin.reassignment import ReassignmentAdmin
 from broker.admin.topics import TopicAdmin, colliding_topics, new_topic_id
+from broker.metadata.cache import MetadataCache
 from odradek.protocol.errors import InvalidTopicError, TopicAlreadyExistsError
-from odradek.protocol.model import BrokerInfo, TopicAssignment
+from odradek.protocol.model import BrokerInfo, TopicAssignment, TopicPartition
 from zk.client import ControllerClaim, ZkClient
 from zk.retry import ZkRetry
 from zk.znodes import (
@@ -343,6 +345,20 @@ def test_admin_requests_after_one_through_another_broker_see_it() -> None:
     assert len(admin2.add_partitions("late.t", 3).partitions) == 3  # grown from 2, as broker 1 left it
     admin2.delete_topic("late.t")
     assert one.get_topics_to_delete() == ["late.t"]
+
+
+def test_a_cancel_through_a_lagging_server_sees_the_move_just_requested_elsewhere() -> None:
+    """A reassignment requested through broker 1 and cancelled through broker 2 at once: the cancel finds the move
+    and reverts it to the original replicas."""
+    one, leader = fake_client()
+    follower = LaggingKazoo(leader)
+    two, _ = fake_client(follower)
+    one.create_topic("mv", TopicAssignment({0: [1]}, topic_id=new_topic_id()), {})
+    tp = TopicPartition("mv", 0)
+    assert one.request_reassignment({tp: [2]})
+    assert two.get_reassignment() is None  # not applied on broker 2's server
+    cancelled = ReassignmentAdmin(two, MetadataCache()).cancel()
+    assert cancelled.cancelled == [tp] and one.get_reassignment() == {tp: [1]}
 
 
 def test_a_retried_multi_that_had_succeeded_is_ours() -> None:

@@ -207,7 +207,8 @@ class FakeZk:
         self._arm("preferred", watch)
         return None if self.preferred is None else list(self.preferred)
 
-    def get_reassignment(self, watch: Watch | None = None) -> dict[TopicPartition, list[int]] | None:
+    def get_reassignment(self, watch: Watch | None = None, *,
+                         fresh: bool = False) -> dict[TopicPartition, list[int]] | None:
         self._check_up()
         self._arm("reassign", watch)
         with self._lock:
