@@ -23,7 +23,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,11 +160,14 @@ def click(driver: Any, selector: str) -> None:
     driver.find_element("css selector", selector).click()
 
 
-def browse(driver: Any, what: str) -> None:
+def browse(driver: Any, what: str, meanwhile: Callable[[], None] | None = None) -> None:
     """Click the message browser's Read and wait for this read's answer: the summary shown before is marked
-    stale first (each read replaces it), since a read may show the same rows and words as the one before it."""
+    stale first (each read replaces it), since a read may show the same rows and words as the one before it.
+    ``meanwhile``: what the test does on the page after the click, while the read is under way."""
     driver.execute_script("const e = document.getElementById('records-summary'); if (e) e.dataset.stale = '1';")
     click(driver, "#browse-go")
+    if meanwhile is not None:
+        meanwhile()
     wait_for(driver, lambda d: d.execute_script(
         "const e = document.getElementById('records-summary'); return !!e && !e.dataset.stale;"), what)
 
@@ -535,18 +538,13 @@ def test_a_read_answered_after_a_newer_one_is_not_shown_and_says_what_it_asked(b
     browser.execute_script("window.slowOffsets = false;")
     first = [r[0] for r in cells(browser, "records-table")]
     assert first[:1] == ["0"], first
-    wait_for(browser, lambda d: d.execute_script("return window.heldReads") == 1, "the held read of offset 3 handled",
-             timeout=15)
+    wait_for(browser, lambda d: d.execute_script("return window.heldReads") == 1, "the held read of offset 3 handled")
     assert [r[0] for r in cells(browser, "records-table")] == first
     assert "from offset 0;" in text(browser, "#records-summary")
 
     browser.execute_script("document.getElementById('browse-mode').value = 'offset';"
-                           "document.getElementById('browse-offset').value = '3';"
-                           "document.getElementById('records-summary').dataset.stale = '1';")
-    click(browser, "#browse-go")
-    click(browser, "#browse-committed")  # ticked while the read waits
-    wait_for(browser, lambda d: d.execute_script(
-        "const e = document.getElementById('records-summary'); return !!e && !e.dataset.stale;"), "the held read")
+                           "document.getElementById('browse-offset').value = '3';")
+    browse(browser, "the held read", meanwhile=lambda: click(browser, "#browse-committed"))  # ticked while it waits
     summary = text(browser, "#records-summary")
     assert "from offset 3; the partition's high watermark is" in summary, summary
     click(browser, "#browse-committed")
