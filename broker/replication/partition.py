@@ -621,10 +621,11 @@ class Partition:
         return await self._read_snapshot(offset, max_bytes, hw, zero_copy)
 
     async def _read_snapshot(self, offset: int, max_bytes: int, max_offset: int | None,
-                             zero_copy: bool) -> ReadResult | SliceResult:
-        """On the loop if nothing of it waits (``READ_HERE_MAX_BYTES``), else on a storage thread: reads need no
-        order (they read a snapshot), so any storage thread, not this partition's queue."""
-        if max_bytes <= READ_HERE_MAX_BYTES:
+                             zero_copy: bool, *, tried_here: bool = False) -> ReadResult | SliceResult:
+        """On the loop if nothing of it waits (``READ_HERE_MAX_BYTES``; ``tried_here``: the caller just tried),
+        else on a storage thread: reads need no order (they read a snapshot), so any storage thread, not this
+        partition's queue. The loop never waits on the disk or on the log's lock."""
+        if max_bytes <= READ_HERE_MAX_BYTES and not tried_here:
             here = storage_jobs.read_here(self.log, offset, max_bytes, max_offset, zero_copy)
             if here is not None:
                 return here
@@ -659,8 +660,11 @@ class Partition:
         leo = self.log.log_end_offset
         if offset == leo:  # an idle follower's long-poll ended: nothing to read, no hop
             return ReadResult(b"", offset, self.log.log_start_offset, leo)
-        if parked or fresh:  # bytes appended since the follower's last look (page cache): read here, no hop
-            return (storage_jobs.slices if zero_copy else storage_jobs.read)(self.log, offset, max_bytes, None)
+        if parked or fresh:  # bytes appended since the follower's last look (page cache): read here, no hop,
+            here = storage_jobs.read_here(self.log, offset, max_bytes, None, zero_copy)  # unless that would wait
+            if here is not None:
+                return here
+            return await self._read_snapshot(offset, max_bytes, None, zero_copy, tried_here=True)
         return await self._read_snapshot(offset, max_bytes, None, zero_copy)
 
     def acknowledge_if_quiet(self, replica_id: int, offset: int, fetch_epoch: int,
