@@ -75,11 +75,15 @@ def new_group() -> str:
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    """Keyless records spread over the partitions (librdkafka's partitioner is random for keyless ones)."""
+    """Records keyed by their index, so they spread over the partitions by the keys' hashes. Keyless ones would
+    not: librdkafka's partitioner sticks to one partition for each linger window (KIP-480), so a small burst can
+    all land in one, and a consumer that read them all could still be resolving the other partition's position
+    when it commits (aiokafka then commits only the first, and ``committed`` answers None for the other)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     errors: list[Any] = []
-    for v in values:
-        producer.produce(topic, v, on_delivery=lambda err, _msg: err is not None and errors.append(err))
+    for i, v in enumerate(values):
+        producer.produce(topic, v, key=b"k%d" % i,
+                         on_delivery=lambda err, _msg: err is not None and errors.append(err))
     assert producer.flush(SLOW_MACHINE_S) == 0
     assert not errors, errors[:3]
 
