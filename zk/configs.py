@@ -192,40 +192,56 @@ class EntityConfigs:
     """Read and alter /config/{clients,users,brokers}/<name> and /config/users/<user>/clients/<client id>, with
     change notifications."""
 
+    fresh_reads = False
+    """Whether reads sync first unless told otherwise: an admin's view (EntityConfigAdmin) does."""
+
     def __init__(self, zk: ZkClient) -> None:
         self._zk = zk
 
-    def _read(self, path: str) -> dict[str, str]:
+    def _sync(self, path: str) -> None:
+        """ZooKeeper's ``sync``: this session's server applies what the quorum committed before it, so the next
+        read holds a change just made through another broker (a server answers reads from its own copy, which may
+        lag the leader). Admin reads take it; the brokers' own re-reads follow change notifications instead."""
+        self._zk.retrying(self._zk.kazoo.sync, path)
+
+    def _read(self, path: str, fresh: bool | None) -> dict[str, str]:
+        if self.fresh_reads if fresh is None else fresh:
+            self._sync(path)
         try:
             data, _ = self._zk.retrying(self._zk.kazoo.get, path)
         except NoNodeError:
             return {}
         return ConfigEntityZNode.decode(data)
 
-    def describe(self, entity_type: str, name: str) -> dict[str, str]:
-        """The entity's stored overrides (empty when none)."""
-        return self._read(ConfigEntityZNode.path(entity_type, validate_entity(entity_type, name)))
+    def describe(self, entity_type: str, name: str, *, fresh: bool | None = None) -> dict[str, str]:
+        """The entity's stored overrides (empty when none); ``fresh``: after a ``sync``."""
+        return self._read(ConfigEntityZNode.path(entity_type, validate_entity(entity_type, name)), fresh)
 
-    def describe_user_client(self, user: str, client: str) -> dict[str, str]:
-        """The nested user+client entity's stored overrides (empty when none)."""
-        return self._read(ConfigEntityZNode.user_client_path(*validate_user_client(user, client)))
+    def describe_user_client(self, user: str, client: str, *, fresh: bool | None = None) -> dict[str, str]:
+        """The nested user+client entity's stored overrides (empty when none); ``fresh``: after a ``sync``."""
+        return self._read(ConfigEntityZNode.user_client_path(*validate_user_client(user, client)), fresh)
 
-    def list_entities(self, entity_type: str) -> dict[str, dict[str, str]]:
-        """Every entity of the type that has a config node, by (desanitized) name, with its overrides."""
+    def list_entities(self, entity_type: str, *, fresh: bool | None = None) -> dict[str, dict[str, str]]:
+        """Every entity of the type that has a config node, by (desanitized) name, with its overrides;
+        ``fresh``: after a ``sync`` (one covers the reads that follow: they are this session's, in order)."""
         validate_entity(entity_type, DEFAULT_ENTITY)
+        fresh = self.fresh_reads if fresh is None else fresh
+        if fresh:
+            self._sync(ConfigEntityTypeZNode.path(entity_type))
         try:
             names = self._zk.retrying(self._zk.kazoo.get_children, ConfigEntityTypeZNode.path(entity_type))
         except NoNodeError:
             return {}
         out: dict[str, dict[str, str]] = {}
         for raw in sorted(names):
-            config = self.describe(entity_type, desanitize(raw))
+            config = self.describe(entity_type, desanitize(raw), fresh=False)
             if config:
                 out[desanitize(raw)] = config
         return out
 
-    def list_user_clients(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Every nested user+client entity with overrides, by (desanitized) (user, client id).
+    def list_user_clients(self, *, fresh: bool | None = None) -> dict[tuple[str, str], dict[str, str]]:
+        """Every nested user+client entity with overrides, by (desanitized) (user, client id); ``fresh``: after a
+        ``sync``.
 
         Pipelined: one listing of the users, then every user's ``clients`` child and every leaf read
         concurrently, so the broker's re-read on each notification costs three round trips, not one per user.
@@ -257,6 +273,8 @@ class EntityConfigs:
                     out[(desanitize(user), desanitize(client))] = config
             return out
 
+        if self.fresh_reads if fresh is None else fresh:
+            self._sync(ConfigEntityTypeZNode.path("users"))
         found: dict[tuple[str, str], dict[str, str]] = self._zk.retrying(read)
         return found
 
@@ -286,12 +304,15 @@ class EntityConfigs:
     def _write(self, path: str, parent: str, notice: tuple[str, str], clean: dict[str, str],
                gone: list[str]) -> dict[str, str]:
         """Read, merge, and write the node and its notification in one multi conditional on the node's version
-        (created if absent; its parents first, outside the multi: they carry no data, as Kafka's)."""
+        (created if absent; its parents first, outside the multi: they carry no data, as Kafka's). The read follows
+        a ``sync``: a node just written through another broker is merged with, not found missing (a key to delete
+        refused as not set) or at a version the write then loses to, round after round."""
         kazoo = self._zk.kazoo
 
         def attempt() -> dict[str, str] | None:
             kazoo.ensure_path(parent)
             kazoo.ensure_path(ConfigChangesZNode.path)
+            kazoo.sync(path)
             try:
                 data, stat = kazoo.get(path)
                 current, version = ConfigEntityZNode.decode(data), stat.version

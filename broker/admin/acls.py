@@ -148,7 +148,7 @@ class AclAdmin:
 
     def _all(self) -> list[AclBinding]:
         return [AclBinding(rtype, name, pattern, e.principal, e.host, e.operation, e.permission)
-                for (rtype, name, pattern), entries in self._store.list_all().items() for e in entries]
+                for (rtype, name, pattern), entries in self._store.list_all(fresh=True).items() for e in entries]
 
 
 def _entry(b: AclBinding) -> AclEntry:

@@ -52,7 +52,10 @@ def static_broker_configs(c: BrokerConfig) -> dict[str, str]:
 
 class EntityConfigAdmin(EntityConfigs):
     """describe / list_entities / alter of /config/{brokers,clients,users}/<name> (see zk.configs), and this
-    broker's static configs."""
+    broker's static configs. Its reads follow a ZooKeeper ``sync``: an admin request after one made through
+    another broker sees it, whichever ZooKeeper server this broker's session reads."""
+
+    fresh_reads = True
 
     def __init__(self, zk: ZkClient, broker_id: int | None = None, static: Mapping[str, str] | None = None) -> None:
         """``broker_id`` and ``static``: this broker's id and start-up settings (:func:`static_broker_configs`);

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,8 +32,8 @@ from odradek.protocol.errors import (
     UnknownTopicError,
 )
 from odradek.protocol.model import TopicAssignment
+from tests.unit.fakes.kazoo import fake_client
 from tests.unit.fakes.zk import FakeZk
-from zk.acls import AclEntry
 from zk.configs import validate_alter
 
 # --------------------------------------------------------------------------------------------------- topics
@@ -367,24 +366,9 @@ def test_acl_bindings_are_checked_as_kafka_checks_them() -> None:
             check_binding(bad)
 
 
-class FakeAclStore:
-    def __init__(self) -> None:
-        self.acls: dict[tuple[str, str, str], set[AclEntry]] = {}
-
-    def list_all(self) -> dict[tuple[str, str, str], set[AclEntry]]:
-        return {k: set(v) for k, v in self.acls.items() if v}
-
-    def change(self, rtype: str, name: str, pattern: str, add: Any = (), remove: Any = ()) -> set[AclEntry]:
-        current = self.acls.setdefault((rtype, name, pattern), set())
-        current -= set(remove or ())
-        current |= set(add)
-        return set(current)
-
-
 def test_acl_admin_creates_lists_and_deletes() -> None:
     async def main() -> None:
-        admin = AclAdmin.__new__(AclAdmin)  # over an in-memory store instead of ZooKeeper's
-        admin._store = FakeAclStore()  # type: ignore[assignment]
+        admin = AclAdmin(fake_client()[0])  # the real store, over an in-memory kazoo
         a, b = binding(), binding("ord", "PREFIXED", operation="Write", permission="Deny")
         created = await admin.create([a, b, binding("")])
         assert created[:2] == [None, None] and isinstance(created[2], InvalidRequestError)
