@@ -70,6 +70,9 @@ class FakeKazoo:
     def transaction(self) -> FakeTransaction:
         return FakeTransaction(self)
 
+    def sync(self, path: str) -> None:
+        """One server, never behind (a lagging one: tests/unit/admin/test_configs_and_acls_across_brokers.py)."""
+
 
 class FakeTransaction:
     def __init__(self, kazoo: FakeKazoo) -> None:
