@@ -24,9 +24,10 @@ import functools
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from broker import eager
 from broker.admin.topics import validate_topic_name
 from broker.fetch.offsets import ListOffsetsRequest
 from broker.fetch.service import READ_COMMITTED as FETCH_READ_COMMITTED
@@ -264,7 +265,7 @@ class KafkaApis:
         elif txn is not None and not self._auth.allowed(conn, "Write", TRANSACTIONAL_ID, txn):
             refusal = TransactionalIdAuthorizationFailedError(
                 f"{self._auth.principal(conn)} may not Write transactional id {txn}")
-        jobs: list[tuple[str, int, Awaitable[Any]]] = []
+        jobs: list[tuple[str, int, Coroutine[Any, Any, Any]]] = []
         for topic in body.topic_data:
             name = str(topic.name)
             denied = refusal
@@ -273,7 +274,9 @@ class KafkaApis:
             for p in topic.partition_data:
                 jobs.append((name, int(p.index), self._append(name, int(p.index), p.records, acks, timeout_ms,
                                                               denied, txn)))
-        results = await asyncio.gather(*(job for _, _, job in jobs))
+        # Eagerly: an append to a partition led here never waits (acks 0 and 1), and the answer then goes out
+        # before the follower fetches the append woke (broker/eager.py), as Kafka answers the produce first.
+        results = await eager.gather(*(job for _, _, job in jobs))
         if acks == 0:
             failed = [f"{t}-{p}: {r.message}" for (t, p, _), r in zip(jobs, results, strict=True)
                       if isinstance(r, OdradekError)]

@@ -1,0 +1,147 @@
+"""acks=all RF 3 produce latency through the Kafka front door, as a Kafka client measures it: librdkafka's own
+per-record figure (``Message.latency()``: from ``produce()`` to the broker's acknowledgement, timed in C inside
+the client, so neither Python's delivery-report polling nor this script's pacing is in it).
+
+    .venv/bin/python bench/kafka_latency.py [--rate 10000] [--burst 50] [--seconds 5] [--runs 2]
+                                            [--transports kafka] [--linger-ms 0] [--spread]
+
+A 3-broker cluster (one ZooKeeper node) per replica transport, a 6-partition topic at RF 3 with
+min.insync.replicas 2 (and one at RF 1 for the floor); a confluent-kafka (librdkafka) producer with acks=all,
+``linger.ms`` 0 (Kafka's producer default until 4.0; librdkafka's is 5 ms, which every record would wait) and
+keyed 100-byte records, produced ``--burst`` at a time at ``--rate`` records/s, each burst to one partition and
+the partitions in turn (as bench/rest_bench.py's latency phase sends its requests; ``--spread``: each burst over
+the partitions by key). The first second is warm-up.
+Prints p50, p90, p99 and p99.9 of the records' latencies, the requests the client sent (librdkafka's
+statistics: how many records went per request), and the three brokers' CPU per record.
+
+Beside bench/acks_all_load.py, whose figure is the binary HTTP path's, timed around an aiohttp request in Python
+(its client's own costs included); this one is what issue 25's "through the Kafka front door" asks. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.acks_all_load import ticks  # noqa: E402
+from bench.rest_bench import PARTITIONS, _wait_isr, make_values  # noqa: E402
+from odradek_local.cluster import LocalCluster  # noqa: E402
+from tests.harness.http import create_topic  # noqa: E402
+from tests.harness.ports import free_port_block  # noqa: E402
+
+HZ = 100  # USER_HZ
+
+
+def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: float, linger_ms: int,
+        one_partition: bool, on_start: object) -> tuple[list[float], int]:
+    """The measured records' latencies in seconds (sorted), and the produce requests sent while measuring."""
+    from confluent_kafka import Producer
+
+    stats: list[dict[str, object]] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
+                         "enable.idempotence": False, "statistics.interval.ms": 1000,
+                         "stats_cb": lambda s: stats.append(json.loads(s))})
+    values = make_values(burst)
+    keys = [f"k{i}".encode() for i in range(burst)]
+    measured: list[float] = []
+    failed: list[object] = []
+
+    def delivered(measure: bool):  # type: ignore[no-untyped-def]
+        def report(err, msg):  # type: ignore[no-untyped-def]
+            if err is not None:
+                failed.append(err)
+            elif measure:
+                measured.append(msg.latency())
+        return report
+
+    warm, keep = delivered(False), delivered(True)
+    interval = burst / rate
+    warm_bursts, bursts = int(1.0 / interval), int(seconds / interval)
+    requests_before = 0
+    start = time.perf_counter()
+    for i in range(warm_bursts + bursts):
+        while True:
+            delay = start + i * interval - time.perf_counter()
+            if delay <= 0:
+                break
+            producer.poll(min(delay, 0.001))  # delivery reports while waiting for the next burst's time
+        if i == warm_bursts:
+            producer.flush(30)
+            requests_before = _produce_requests(producer, stats)
+            on_start()  # type: ignore[operator]
+        report = keep if i >= warm_bursts else warm
+        partition = i % PARTITIONS if one_partition else -1  # -1: librdkafka's partitioner, by key
+        for k, v in zip(keys, values, strict=True):
+            producer.produce(topic, v, key=k, partition=partition, on_delivery=report)
+        producer.poll(0)
+    left = producer.flush(30)
+    requests = _produce_requests(producer, stats) - requests_before
+    if left or failed:
+        raise RuntimeError(f"{left} records not delivered; errors: {failed[:3]}")
+    return sorted(measured), requests
+
+
+def _produce_requests(producer: object, stats: list[dict[str, object]]) -> int:
+    """ProduceRequests sent so far, from librdkafka's statistics (one emitted now)."""
+    stats.clear()
+    deadline = time.monotonic() + 3
+    while not stats and time.monotonic() < deadline:
+        producer.poll(0.05)  # type: ignore[attr-defined]
+    if not stats:
+        return 0
+    brokers = stats[-1].get("brokers", {})
+    return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers.values())  # type: ignore[union-attr]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=int, default=10_000, help="records per second")
+    ap.add_argument("--burst", type=int, default=50, help="records produced at once")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--transports", default="kafka", help="replica fetch transports, one cluster each")
+    ap.add_argument("--linger-ms", type=int, default=0)
+    ap.add_argument("--spread", action="store_true",
+                    help="each burst's records over the partitions by key (default: a burst to one partition, the "
+                         "partitions in turn, as bench/rest_bench.py's requests)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="odradek-kafka-latency-", dir=ROOT) as d:
+        for transport in args.transports.split(","):
+            cluster = LocalCluster(Path(d) / transport, brokers=3, base_port=free_port_block(3), zookeepers=1,
+                                   zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
+                                   broker_args=["--replica-fetch-transport", transport])
+            try:
+                cluster.up()
+                urls = [cluster.broker_url(i) for i in (1, 2, 3)]
+                create_topic(urls[0], "rf1", PARTITIONS, 1, {}, seen_by=urls)
+                create_topic(urls[0], "rf3", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
+                _wait_isr(urls[0], ["rf3"], timeout=120.0)
+                pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
+                bootstrap = cluster.kafka_bootstrap
+                assert bootstrap is not None
+                for _ in range(args.runs):
+                    for topic, acks in (("rf1", "1"), ("rf3", "all")):
+                        marks: list[int] = []
+                        lat, requests = run(bootstrap, topic, acks, args.rate, args.burst, args.seconds,
+                                            args.linger_ms, not args.spread,
+                                            lambda: marks.append(ticks(pids)))  # noqa: B023
+                        n = len(lat)
+                        cpu = (ticks(pids) - marks[0]) / HZ
+                        print(f"{transport:5} {topic.upper()} acks={acks:3} {args.rate:,} records/s: {n:,} records "
+                              f"in {requests:,} requests, p50 {lat[n // 2] * 1000:.2f} ms, p90 "
+                              f"{lat[int(n * 0.9)] * 1000:.2f}, p99 {lat[int(n * 0.99)] * 1000:.2f}, p99.9 "
+                              f"{lat[int(n * 0.999)] * 1000:.2f} ms; brokers' CPU {cpu / n * 1e6:,.1f} µs per "
+                              f"record", flush=True)
+            finally:
+                cluster.down()
+
+
+if __name__ == "__main__":
+    main()
