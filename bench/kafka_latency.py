@@ -6,8 +6,12 @@ the client, so neither Python's delivery-report polling nor this script's pacing
                                             [--transports kafka] [--linger-ms 0] [--spread]
 
 A 3-broker cluster (one ZooKeeper node) per replica transport, a 6-partition topic at RF 3 with
-min.insync.replicas 2 (and one at RF 1 for the floor); a confluent-kafka (librdkafka) producer with acks=all,
-``linger.ms`` 0 (Kafka's producer default until 4.0; librdkafka's is 5 ms, which every record would wait) and
+min.insync.replicas 2 (and one at RF 1 for the floor, and RF 3 with acks=1: what replication costs a produce
+that does not wait for it); a confluent-kafka (librdkafka) producer with acks=all,
+``linger.ms`` 0 (Kafka's producer default until 4.0; librdkafka's is 5 ms, which every record would wait),
+idempotence on (Kafka's producer default since 3.0: at most 5 requests in flight per connection; without it
+librdkafka pipelines a burst as many tiny requests, which a broker answers one after the other, as Kafka's does,
+and the latency then measures how librdkafka cut the burst, `--no-idempotence`) and
 keyed 100-byte records, produced ``--burst`` at a time at ``--rate`` records/s, each burst to one partition and
 the partitions in turn (as bench/rest_bench.py's latency phase sends its requests; ``--spread``: each burst over
 the partitions by key). The first second is warm-up.
@@ -40,13 +44,15 @@ HZ = 100  # USER_HZ
 
 
 def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: float, linger_ms: int,
-        one_partition: bool, on_start: object) -> tuple[list[float], int]:
+        one_partition: bool, idempotence: bool, on_start: object) -> tuple[list[float], int]:
     """The measured records' latencies in seconds (sorted), and the produce requests sent while measuring."""
     from confluent_kafka import Producer
 
     stats: list[dict[str, object]] = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
-                         "enable.idempotence": False, "statistics.interval.ms": 1000,
+                         "enable.idempotence": idempotence and acks == "all",  # (acks=1 forbids it: its cap)
+                         "max.in.flight.requests.per.connection": 5 if idempotence else 1_000_000,
+                         "statistics.interval.ms": 1000,
                          "stats_cb": lambda s: stats.append(json.loads(s))})
     values = make_values(burst)
     keys = [f"k{i}".encode() for i in range(burst)]
@@ -108,6 +114,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--transports", default="kafka", help="replica fetch transports, one cluster each")
     ap.add_argument("--linger-ms", type=int, default=0)
+    ap.add_argument("--no-idempotence", action="store_true",
+                    help="librdkafka's own default: up to 1,000,000 requests in flight per connection instead of 5")
     ap.add_argument("--spread", action="store_true",
                     help="each burst's records over the partitions by key (default: a burst to one partition, the "
                          "partitions in turn, as bench/rest_bench.py's requests)")
@@ -127,10 +135,10 @@ def main() -> None:
                 bootstrap = cluster.kafka_bootstrap
                 assert bootstrap is not None
                 for _ in range(args.runs):
-                    for topic, acks in (("rf1", "1"), ("rf3", "all")):
+                    for topic, acks in (("rf1", "1"), ("rf3", "1"), ("rf3", "all")):
                         marks: list[int] = []
                         lat, requests = run(bootstrap, topic, acks, args.rate, args.burst, args.seconds,
-                                            args.linger_ms, not args.spread,
+                                            args.linger_ms, not args.spread, not args.no_idempotence,
                                             lambda: marks.append(ticks(pids)))  # noqa: B023
                         n = len(lat)
                         cpu = (ticks(pids) - marks[0]) / HZ
