@@ -39,6 +39,14 @@ def ticks(pids: list[int]) -> int:
                for p in pids)
 
 
+def three_brokers(workdir: Path, transport: str | None = None) -> LocalCluster:
+    """The latency benches' cluster (not started): 3 brokers over one ZooKeeper node, short ticks and sessions;
+    ``transport``: the replica fetch transport (the broker's default when None)."""
+    return LocalCluster(workdir, brokers=3, base_port=free_port_block(3), zookeepers=1,
+                        zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
+                        broker_args=[] if transport is None else ["--replica-fetch-transport", transport])
+
+
 def fetch_rounds(urls: list[str]) -> float:
     total = 0.0
     for u in urls:
@@ -62,9 +70,7 @@ def main() -> None:
     per = args.records_per_request
     with tempfile.TemporaryDirectory(prefix="odradek-acks-all-", dir=ROOT) as d:
         for transport in args.transports.split(","):
-            cluster = LocalCluster(Path(d) / transport, brokers=3, base_port=free_port_block(3), zookeepers=1,
-                                   zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
-                                   broker_args=["--replica-fetch-transport", transport])
+            cluster = three_brokers(Path(d) / transport, transport)
             try:
                 cluster.up()
                 urls = [cluster.broker_url(i) for i in (1, 2, 3)]

@@ -35,10 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.acks_all_load import ticks  # noqa: E402
-from bench.rest_bench import PARTITIONS, _wait_isr, make_values  # noqa: E402
-from odradek_local.cluster import LocalCluster  # noqa: E402
-from tests.harness.http import create_topic  # noqa: E402
-from tests.harness.ports import free_port_block  # noqa: E402
+from bench.latency_floor import rf1_rf3  # noqa: E402
+from bench.rest_bench import PARTITIONS, make_values  # noqa: E402
 
 HZ = 100  # USER_HZ
 
@@ -122,16 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-kafka-latency-", dir=ROOT) as d:
         for transport in args.transports.split(","):
-            cluster = LocalCluster(Path(d) / transport, brokers=3, base_port=free_port_block(3), zookeepers=1,
-                                   zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
-                                   broker_args=["--replica-fetch-transport", transport])
-            try:
-                cluster.up()
-                urls = [cluster.broker_url(i) for i in (1, 2, 3)]
-                create_topic(urls[0], "rf1", PARTITIONS, 1, {}, seen_by=urls)
-                create_topic(urls[0], "rf3", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
-                _wait_isr(urls[0], ["rf3"], timeout=120.0)
-                pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
+            with rf1_rf3(Path(d) / transport, transport) as (cluster, _, pids):
                 bootstrap = cluster.kafka_bootstrap
                 assert bootstrap is not None
                 for _ in range(args.runs):
@@ -147,9 +136,6 @@ def main() -> None:
                               f"{lat[int(n * 0.9)] * 1000:.2f}, p99 {lat[int(n * 0.99)] * 1000:.2f}, p99.9 "
                               f"{lat[int(n * 0.999)] * 1000:.2f} ms; brokers' CPU {cpu / n * 1e6:,.1f} µs per "
                               f"record", flush=True)
-            finally:
-                cluster.down()
-
 
 if __name__ == "__main__":
     main()

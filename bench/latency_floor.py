@@ -13,18 +13,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.acks_all_load import ticks  # noqa: E402
+from bench.acks_all_load import three_brokers, ticks  # noqa: E402
 from bench.rest_bench import PARTITIONS, _wait_isr, latency, leaders_of  # noqa: E402
 from odradek_local.cluster import LocalCluster  # noqa: E402
 from tests.harness.http import create_topic  # noqa: E402
-from tests.harness.ports import free_port_block  # noqa: E402
+
+
+@contextlib.contextmanager
+def rf1_rf3(workdir: Path, transport: str | None = None) -> Iterator[tuple[LocalCluster, list[str], list[int]]]:
+    """A started :func:`three_brokers` cluster with a topic of PARTITIONS partitions at RF 1 (``rf1``) and one at
+    RF 3 with min.insync.replicas 2 (``rf3``, its ISR full): the cluster, its brokers' URLs and pids; stopped
+    after."""
+    cluster = three_brokers(workdir, transport)
+    try:
+        cluster.up()
+        urls = [cluster.broker_url(i) for i in (1, 2, 3)]
+        create_topic(urls[0], "rf1", PARTITIONS, 1, {}, seen_by=urls)
+        create_topic(urls[0], "rf3", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
+        _wait_isr(urls[0], ["rf3"], timeout=120.0)
+        yield cluster, urls, [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
+    finally:
+        cluster.down()
 
 
 def main() -> None:
@@ -35,28 +53,17 @@ def main() -> None:
     ap.add_argument("--records-per-request", type=int, default=50)
     args = ap.parse_args()
     per = args.records_per_request
-    with tempfile.TemporaryDirectory(prefix="odradek-floor-", dir=ROOT) as d:
-        cluster = LocalCluster(Path(d), brokers=3, base_port=free_port_block(3), zookeepers=1,
-                               zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000)
-        try:
-            cluster.up()
-            urls = [cluster.broker_url(i) for i in (1, 2, 3)]
-            create_topic(urls[0], "rf1", PARTITIONS, 1, {}, seen_by=urls)
-            create_topic(urls[0], "rf3", PARTITIONS, 3, {"min.insync.replicas": "2"}, seen_by=urls)
-            _wait_isr(urls[0], ["rf3"], timeout=120.0)
-            pids = [cluster.broker_pid(i) or 0 for i in (1, 2, 3)]
-            for _ in range(args.runs):
-                for topic, acks in (("rf1", "1"), ("rf3", "1"), ("rf3", "all")):
-                    marks: list[int] = []
-                    lat = asyncio.run(latency(leaders_of(urls[0], topic), topic, args.rate * per, args.seconds, per,
-                                              acks, on_start=lambda: marks.append(ticks(pids))))  # noqa: B023
-                    n = len(lat)
-                    print(f"{topic.upper()} acks={acks:3} {args.rate} req/s: {n} requests, p50 "
-                          f"{lat[n // 2] * 1000:.2f} ms, p90 {lat[int(n * 0.9)] * 1000:.2f} ms, p99 "
-                          f"{lat[int(n * 0.99)] * 1000:.2f} ms, brokers' CPU "
-                          f"{(ticks(pids) - marks[0]) / 100 / n * 1e6:,.0f} µs per request", flush=True)
-        finally:
-            cluster.down()
+    with tempfile.TemporaryDirectory(prefix="odradek-floor-", dir=ROOT) as d, rf1_rf3(Path(d)) as (_, urls, pids):
+        for _ in range(args.runs):
+            for topic, acks in (("rf1", "1"), ("rf3", "1"), ("rf3", "all")):
+                marks: list[int] = []
+                lat = asyncio.run(latency(leaders_of(urls[0], topic), topic, args.rate * per, args.seconds, per,
+                                          acks, on_start=lambda: marks.append(ticks(pids))))  # noqa: B023
+                n = len(lat)
+                print(f"{topic.upper()} acks={acks:3} {args.rate} req/s: {n} requests, p50 "
+                      f"{lat[n // 2] * 1000:.2f} ms, p90 {lat[int(n * 0.9)] * 1000:.2f} ms, p99 "
+                      f"{lat[int(n * 0.99)] * 1000:.2f} ms, brokers' CPU "
+                      f"{(ticks(pids) - marks[0]) / 100 / n * 1e6:,.0f} µs per request", flush=True)
 
 
 if __name__ == "__main__":
