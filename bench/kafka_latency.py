@@ -16,7 +16,9 @@ keyed 100-byte records, produced ``--burst`` at a time at ``--rate`` records/s, 
 the partitions in turn (as bench/rest_bench.py's latency phase sends its requests; ``--spread``: each burst over
 the partitions by key). The first second is warm-up.
 Prints p50, p90, p99 and p99.9 of the records' latencies, the requests the client sent (librdkafka's
-statistics: how many records went per request), and the three brokers' CPU per record.
+statistics: how many records went per request), the three brokers' CPU per record, and how many bursts went as
+more than one request (the later ones wait on the connection for the earlier one's answer) with how many of the
+slowest 1 % of records are theirs.
 
 Beside bench/acks_all_load.py, whose figure is the binary HTTP path's, timed around an aiohttp request in Python
 (its client's own costs included); this one is what issue 25's "through the Kafka front door" asks. Not a test.
@@ -42,8 +44,9 @@ HZ = 100  # USER_HZ
 
 
 def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: float, linger_ms: int,
-        one_partition: bool, idempotence: bool, on_start: object) -> tuple[list[float], int]:
-    """The measured records' latencies in seconds (sorted), and the produce requests sent while measuring."""
+        one_partition: bool, idempotence: bool, on_start: object) -> tuple[list[float], int, str]:
+    """The measured records' latencies in seconds (sorted), the produce requests sent while measuring, and what
+    the slowest records have in common (:func:`_split_bursts`)."""
     from confluent_kafka import Producer
 
     stats: list[dict[str, object]] = []
@@ -54,18 +57,17 @@ def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: f
                          "stats_cb": lambda s: stats.append(json.loads(s))})
     values = make_values(burst)
     keys = [f"k{i}".encode() for i in range(burst)]
-    measured: list[float] = []
+    measured: list[tuple[int, float]] = []  # (burst, latency)
     failed: list[object] = []
 
-    def delivered(measure: bool):  # type: ignore[no-untyped-def]
+    def delivered(burst_index: int | None):  # type: ignore[no-untyped-def]
         def report(err, msg):  # type: ignore[no-untyped-def]
             if err is not None:
                 failed.append(err)
-            elif measure:
-                measured.append(msg.latency())
+            elif burst_index is not None:
+                measured.append((burst_index, msg.latency()))
         return report
 
-    warm, keep = delivered(False), delivered(True)
     interval = burst / rate
     warm_bursts, bursts = int(1.0 / interval), int(seconds / interval)
     requests_before = 0
@@ -80,7 +82,7 @@ def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: f
             producer.flush(30)
             requests_before = _produce_requests(producer, stats)
             on_start()  # type: ignore[operator]
-        report = keep if i >= warm_bursts else warm
+        report = delivered(i if i >= warm_bursts else None)
         partition = i % PARTITIONS if one_partition else -1  # -1: librdkafka's partitioner, by key
         for k, v in zip(keys, values, strict=True):
             producer.produce(topic, v, key=k, partition=partition, on_delivery=report)
@@ -89,7 +91,22 @@ def run(bootstrap: str, topic: str, acks: str, rate: int, burst: int, seconds: f
     requests = _produce_requests(producer, stats) - requests_before
     if left or failed:
         raise RuntimeError(f"{left} records not delivered; errors: {failed[:3]}")
-    return sorted(measured), requests
+    return sorted(lat for _, lat in measured), requests, _split_bursts(measured)
+
+
+def _split_bursts(measured: list[tuple[int, float]]) -> str:
+    """How many bursts went as more than one request (their records' latencies spread over more than 0.5 ms:
+    the later request waited for the earlier one's answer), and how many of the records at or over the p99 are
+    theirs."""
+    spread: dict[int, tuple[float, float]] = {}
+    for burst_index, lat in measured:
+        low, high = spread.get(burst_index, (lat, lat))
+        spread[burst_index] = (min(low, lat), max(high, lat))
+    split = {b for b, (low, high) in spread.items() if high - low > 0.0005}
+    p99 = sorted(lat for _, lat in measured)[int(len(measured) * 0.99)]
+    slow = [b for b, lat in measured if lat >= p99]
+    return (f"{len(split)} of {len(spread)} bursts cut into more than one request, {sum(b in split for b in slow)} "
+            f"of the {len(slow)} records at or over the p99 in them")
 
 
 def _produce_requests(producer: object, stats: list[dict[str, object]]) -> int:
@@ -126,7 +143,7 @@ def main() -> None:
                 for _ in range(args.runs):
                     for topic, acks in (("rf1", "1"), ("rf3", "1"), ("rf3", "all")):
                         marks: list[int] = []
-                        lat, requests = run(bootstrap, topic, acks, args.rate, args.burst, args.seconds,
+                        lat, requests, split = run(bootstrap, topic, acks, args.rate, args.burst, args.seconds,
                                             args.linger_ms, not args.spread, not args.no_idempotence,
                                             lambda: marks.append(ticks(pids)))  # noqa: B023
                         n = len(lat)
@@ -135,7 +152,7 @@ def main() -> None:
                               f"in {requests:,} requests, p50 {lat[n // 2] * 1000:.2f} ms, p90 "
                               f"{lat[int(n * 0.9)] * 1000:.2f}, p99 {lat[int(n * 0.99)] * 1000:.2f}, p99.9 "
                               f"{lat[int(n * 0.999)] * 1000:.2f} ms; brokers' CPU {cpu / n * 1e6:,.1f} µs per "
-                              f"record", flush=True)
+                              f"record; {split}", flush=True)
 
 if __name__ == "__main__":
     main()
