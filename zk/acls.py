@@ -94,14 +94,9 @@ class AclStore:
         for path in ACL_PATHS:
             self._zk.retrying(self._kz.ensure_path, path)
 
-    def get(self, resource_type: str, name: str, pattern: str = "LITERAL", *, fresh: bool = False) -> set[AclEntry]:
-        """The resource's entries; ``fresh``: after ZooKeeper's ``sync``, so entries just changed through another
-        broker are seen (this session's server may not have applied them yet)."""
-        path = resource_path(resource_type, name, pattern)
-        if fresh:
-            self._zk.retrying(self._kz.sync, path)
+    def get(self, resource_type: str, name: str, pattern: str = "LITERAL") -> set[AclEntry]:
         try:
-            data, _ = self._zk.retrying(self._kz.get, path)
+            data, _ = self._zk.retrying(self._kz.get, resource_path(resource_type, name, pattern))
         except NoNodeError:
             return set()
         return _decode(data)
@@ -110,7 +105,7 @@ class AclStore:
         """{(resource type, name, LITERAL|PREFIXED): entries} for every resource with ACLs; ``fresh``: after one
         ``sync`` (the reads that follow are this session's, in order, so it covers them all)."""
         if fresh:
-            self._zk.retrying(self._kz.sync, ACL_ROOT)
+            self._zk.sync(ACL_ROOT)
         out: dict[tuple[str, str, str], set[AclEntry]] = {}
         for pattern, root in (("LITERAL", ACL_ROOT), ("PREFIXED", PREFIXED_ROOT)):
             for rtype in RESOURCE_TYPES:
@@ -139,7 +134,7 @@ class AclStore:
             notice_root, notice = CHANGES, f"{resource_type}:{name}".encode()
 
         def attempt() -> set[AclEntry] | None:
-            self._kz.sync(path)  # the node as the quorum has it, not as this server last applied it
+            self._kz.sync(path)  # the node as the quorum has it (ZkClient.sync); already under the retry policy
             try:
                 data, stat = self._kz.get(path)
                 current, version = _decode(data), stat.version

@@ -316,6 +316,14 @@ class ZkClient:
         """The kazoo client, for other modules of zk/ only (groups, ...): nothing outside zk/ may touch it."""
         return self._kazoo
 
+    def sync(self, path: str) -> None:
+        """ZooKeeper's ``sync``: this session's server applies everything the quorum committed before the call, so
+        the session's next reads see it, whichever server committed it. A server answers reads from its own copy,
+        which may lag the leader: without it, a topic another broker just deleted is still listed here, one it just
+        created is unknown, and a config it just wrote is read-modified-written here from the value before.
+        ``path`` only names the request (ZooKeeper syncs the whole server)."""
+        self.retrying(self._kazoo.sync, path)
+
     def retrying(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` (a function making kazoo calls) under the one retry policy, translating kazoo's
         connection errors to CoordinationUnavailableError. Every ZooKeeper call in zk/ goes through here.
@@ -552,19 +560,18 @@ class ZkClient:
     # ------------------------------------------------------------------------------------------- topics
 
     def get_topics(self, watch: Watch | None = None, *, fresh: bool = False) -> list[str]:
-        """The topics' names. ``fresh``: ZooKeeper's ``sync`` first, so the list holds every creation and deletion
-        the quorum committed before this call, whichever server committed it: a ZooKeeper server answers reads
-        from its own copy, which may lag the leader (a topic another broker just deleted would still be there)."""
+        """The topics' names. ``fresh``: after a :meth:`sync`, so the list holds every creation and deletion the
+        quorum committed before this call, whichever broker made it."""
         if fresh:
-            self.retrying(self._kazoo.sync, TopicsZNode.path)
+            self.sync(TopicsZNode.path)
         return sorted(self.retrying(self._kazoo.get_children, TopicsZNode.path, watch=self._arm(watch)))
 
     def get_topic_assignment(self, topic: str, watch: Watch | None = None, *,
                              fresh: bool = False) -> TopicAssignment | None:
-        """The topic's assignment, None when it does not exist. ``fresh``: after a ``sync`` (see ``get_topics``),
+        """The topic's assignment, None when it does not exist. ``fresh``: after a :meth:`sync`,
         so a topic another broker just created is found even where this session's server has not applied it."""
         if fresh:
-            self.retrying(self._kazoo.sync, TopicZNode.path(topic))
+            self.sync(TopicZNode.path(topic))
         got = self._get_watching_existence(TopicZNode.path(topic), watch)
         return None if got is None else TopicZNode.decode(got[0])
 
@@ -619,8 +626,8 @@ class ZkClient:
     def _stale_claim_version(self, topic: str, claim: str) -> int | None:
         """The claim's version if it is stale (its holder has no topic znode), None if it is gone; raises when
         a topic holds it: TopicAlreadyExistsError for ``topic`` itself, InvalidTopicError for a colliding one.
-        Read after a ``sync`` (see ``get_topics``): the multi that failed on the claim was judged by the leader."""
-        self.retrying(self._kazoo.sync, claim)
+        Read after a :meth:`sync`: the multi that failed on the claim was judged by the leader."""
+        self.sync(claim)
         try:
             data, stat = self.retrying(self._kazoo.get, claim)
         except NoNodeError:
@@ -685,8 +692,8 @@ class ZkClient:
 
     def mark_topic_for_deletion(self, topic: str) -> None:
         """Queue ``topic`` for the controller to delete; UnknownTopicError when it does not exist (read after a
-        ``sync``, see ``get_topics``: a topic just created through another broker exists)."""
-        self.retrying(self._kazoo.sync, TopicZNode.path(topic))
+        :meth:`sync`: a topic just created through another broker exists)."""
+        self.sync(TopicZNode.path(topic))
         if self.retrying(self._kazoo.exists, TopicZNode.path(topic)) is None:
             raise UnknownTopicError(f"topic '{topic}' to delete does not exist")
         with contextlib.suppress(NodeExistsError):  # already marked: deleting twice is not an error
@@ -925,11 +932,11 @@ class ZkClient:
     def get_reassignment(self, watch: Watch | None = None, *, fresh: bool = False) -> Moves | None:
         """The requested moves (partition -> target replicas), or None when no reassignment is running.
 
-        The watch fires on the node's creation, change or deletion. ``fresh``: after a ``sync`` (see
-        ``get_topics``), so this read and the session's next ones see what other brokers committed before it.
+        The watch fires on the node's creation, change or deletion. ``fresh``: after a :meth:`sync`, so this read
+        and the session's next ones see what other brokers committed before it.
         """
         if fresh:
-            self.retrying(self._kazoo.sync, ReassignPartitionsZNode.path)
+            self.sync(ReassignPartitionsZNode.path)
         got = self._get_watching_existence(ReassignPartitionsZNode.path, watch)
         return None if got is None else ReassignPartitionsZNode.decode(got[0])
 

@@ -198,15 +198,14 @@ class EntityConfigs:
     def __init__(self, zk: ZkClient) -> None:
         self._zk = zk
 
-    def _sync(self, path: str) -> None:
-        """ZooKeeper's ``sync``: this session's server applies what the quorum committed before it, so the next
-        read holds a change just made through another broker (a server answers reads from its own copy, which may
-        lag the leader). Admin reads take it; the brokers' own re-reads follow change notifications instead."""
-        self._zk.retrying(self._zk.kazoo.sync, path)
+    def _sync_if(self, fresh: bool | None, path: str) -> None:
+        """A :meth:`ZkClient.sync` first when ``fresh`` says so (None: as ``fresh_reads``). Admin reads take it;
+        the brokers' own re-reads follow change notifications instead."""
+        if self.fresh_reads if fresh is None else fresh:
+            self._zk.sync(path)
 
     def _read(self, path: str, fresh: bool | None) -> dict[str, str]:
-        if self.fresh_reads if fresh is None else fresh:
-            self._sync(path)
+        self._sync_if(fresh, path)
         try:
             data, _ = self._zk.retrying(self._zk.kazoo.get, path)
         except NoNodeError:
@@ -225,9 +224,7 @@ class EntityConfigs:
         """Every entity of the type that has a config node, by (desanitized) name, with its overrides;
         ``fresh``: after a ``sync`` (one covers the reads that follow: they are this session's, in order)."""
         validate_entity(entity_type, DEFAULT_ENTITY)
-        fresh = self.fresh_reads if fresh is None else fresh
-        if fresh:
-            self._sync(ConfigEntityTypeZNode.path(entity_type))
+        self._sync_if(fresh, ConfigEntityTypeZNode.path(entity_type))
         try:
             names = self._zk.retrying(self._zk.kazoo.get_children, ConfigEntityTypeZNode.path(entity_type))
         except NoNodeError:
@@ -273,8 +270,7 @@ class EntityConfigs:
                     out[(desanitize(user), desanitize(client))] = config
             return out
 
-        if self.fresh_reads if fresh is None else fresh:
-            self._sync(ConfigEntityTypeZNode.path("users"))
+        self._sync_if(fresh, ConfigEntityTypeZNode.path("users"))
         found: dict[tuple[str, str], dict[str, str]] = self._zk.retrying(read)
         return found
 
@@ -312,7 +308,7 @@ class EntityConfigs:
         def attempt() -> dict[str, str] | None:
             kazoo.ensure_path(parent)
             kazoo.ensure_path(ConfigChangesZNode.path)
-            kazoo.sync(path)
+            kazoo.sync(path)  # (ZkClient.sync's reason; already under the retry policy here)
             try:
                 data, stat = kazoo.get(path)
                 current, version = ConfigEntityZNode.decode(data), stat.version

@@ -49,7 +49,7 @@ def instance_holder(zk: ZkClient, group: str, name: str) -> int | None:
 
     found = zk.retrying(read)
     if found is None:
-        zk.retrying(zk.kazoo.sync, path)
+        zk.sync(path)
         found = zk.retrying(read)
     return found
 
