@@ -160,3 +160,30 @@ def test_cached_slices_of_dropped_pages_are_not_waited_for_and_hold_no_descripto
     for copy_below in (0, 300, 1 << 20):
         assert any(none_after_drop(copy_below) for _ in range(DROP_ATTEMPTS)), copy_below
         assert _open_descriptors() == before
+
+
+def test_reads_leave_the_segments_access_time_alone(log: Log) -> None:
+    """With relatime (the usual mount) a read of a file modified since its last access would update its atime:
+    an inode write and, on ext4, a journal handle, which waits behind another partition's fsync even in a read
+    that never waits for pages (CI: the loop held 0.30 s in ``os.preadv(..., RWF_NOWAIT)``). Segments are opened
+    with O_NOATIME, reopened ones too."""
+    def atimes() -> dict[Path, int]:
+        return {s.path: os.stat(s.path).st_atime_ns for s in log.segments()}
+
+    for seg in log.segments():  # accessed before its last modification: relatime would update it on a read
+        st = os.stat(seg.path)
+        os.utime(seg.path, ns=(st.st_mtime_ns - 10**9, st.st_mtime_ns))
+    before = atimes()
+    for offset in range(log.log_start_offset, log.log_end_offset, 7):
+        assert log.read(offset, 500).data
+        cached = log.read_cached(offset, 500)
+        assert cached is None or cached.data
+    assert atimes() == before
+    log.close()
+    reopened = open_log(log.dir, {"segment_bytes": 2048, "index_interval_bytes": 300})
+    for seg in reopened.segments():
+        st = os.stat(seg.path)
+        os.utime(seg.path, ns=(st.st_mtime_ns - 10**9, st.st_mtime_ns))
+    before = {s.path: os.stat(s.path).st_atime_ns for s in reopened.segments()}
+    assert reopened.read(reopened.log_start_offset, 500).data
+    assert {s.path: os.stat(s.path).st_atime_ns for s in reopened.segments()} == before
