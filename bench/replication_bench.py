@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/replication_bench.py [--rounds 3] [--records 600000] [--kafka-records 300000]
                                                 [--latency-seconds 8] [--transports http,kafka]
+                                                [--baseline /path/to/other/checkout]
 
 Each round starts one 3-broker cluster per transport (``--replica-fetch-transport``; the order alternates by round,
 so neither transport always runs on a warmer or cooler machine) with one ZooKeeper node, and measures on it:
@@ -16,6 +17,9 @@ so neither transport always runs on a warmer or cooler machine) with one ZooKeep
   acks=all) producing ``--tool-records`` to another RF 1 and RF 3 pair of topics, with the brokers' CPU per
   million records of the RF 3 phase: the Kafka front door's ratio without the Python client's ceiling;
 * acks=all RF 3 latency at 10,000 records/s (50-record batches, paced), p50 and p99.
+
+``--baseline CHECKOUT`` adds the pseudo-transport ``baseline``: the same round on brokers run from another
+checkout (with its compiled codec; its default transport), interleaved with the others, for an A/B.
 
 Prints one line per round and transport, then each figure's range per transport. Not a test: the machine has
 2 cores shared by three brokers, ZooKeeper and this client, so compare the two transports within one run.
@@ -36,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.kafka_bench import RDKAFKA_PERFORMANCE, Phase, librdkafka_produce, measured, rdkafka_tool
+from bench.rest_ab import python_for
 from bench.rest_bench import (
     BATCHES,
     PARTITIONS,
@@ -81,11 +86,15 @@ class Round:
 
 
 def one_round(workdir: Path, transport: str, values: list[bytes], kafka_values: list[bytes],
-              latency_seconds: float, tool_records: int) -> Round:
+              latency_seconds: float, tool_records: int, baseline: Path | None = None) -> Round:
+    """``transport`` "baseline": the brokers run from the ``baseline`` checkout, with its default transport."""
     out = Round(transport)
+    (workdir / transport).mkdir(parents=True, exist_ok=True)
+    python = {} if transport != "baseline" else {"python": python_for(baseline, workdir / transport)}
     cluster = LocalCluster(workdir / f"{transport}", brokers=3, base_port=free_port_block(3), zookeepers=1,
                            zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
-                           broker_args=["--replica-fetch-transport", transport])
+                           broker_args=[] if transport == "baseline" else ["--replica-fetch-transport", transport],
+                           **python)
     try:
         cluster.up()
         url = cluster.broker_url(1)
@@ -143,11 +152,17 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=600_000)
     ap.add_argument("--kafka-records", type=int, default=300_000)
     ap.add_argument("--latency-seconds", type=float, default=8.0)
-    ap.add_argument("--transports", default="http,kafka")
+    ap.add_argument("--transports", default="http,kafka",
+                    help="comma list of http, kafka, and baseline (the --baseline checkout's brokers)")
+    ap.add_argument("--baseline", type=Path, help="another checkout (with its compiled codec), for an A/B")
     ap.add_argument("--tool-records", type=int, default=1_000_000,
                     help="records for librdkafka's C tool (rdkafka_performance) per phase; 0 leaves it out")
     args = ap.parse_args()
     transports = args.transports.split(",")
+    if "baseline" in transports and args.baseline is None:
+        ap.error("the baseline transport needs --baseline")
+    if args.baseline is not None and "baseline" not in transports:
+        transports.append("baseline")
     values = make_values(args.records)
     kafka_values = values[:args.kafka_records]
     gc.collect()
@@ -159,9 +174,9 @@ def main() -> None:
             order = transports if r % 2 == 0 else transports[::-1]
             for transport in order:
                 result = one_round(Path(d) / f"r{r}", transport, values, kafka_values, args.latency_seconds,
-                                   args.tool_records)
+                                   args.tool_records, args.baseline and args.baseline.resolve())
                 rounds.append(result)
-                print(f"round {r + 1} {transport:5}: binary RF1 {result.rf1:,.0f}/s RF3 {result.rf3:,.0f}/s "
+                print(f"round {r + 1} {transport:8}: binary RF1 {result.rf1:,.0f}/s RF3 {result.rf3:,.0f}/s "
                       f"ratio {result.ratio:.2f}, RF3 broker CPU {result.rf3_cpu_per_million:.2f} s/M; librdkafka "
                       f"RF1 {result.kafka_rf1:,.0f}/s RF3 {result.kafka_rf3:,.0f}/s ratio {result.kafka_ratio:.2f}; "
                       f"rdkafka_performance RF1 {result.tool_rf1:,.0f}/s RF3 {result.tool_rf3:,.0f}/s ratio "

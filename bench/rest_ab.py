@@ -50,7 +50,7 @@ from tests.harness.ports import free_port_block  # noqa: E402
 PHASES = ("binary", "json", "batches", "read")
 
 
-def _python_for(checkout: Path, workdir: Path) -> str:
+def python_for(checkout: Path, workdir: Path) -> str:
     """A python that runs the broker from ``checkout`` (LocalCluster puts its own checkout first on PYTHONPATH)."""
     wrapper = workdir / "python-baseline"
     wrapper.write_text(f"#!/bin/sh\nexport PYTHONPATH={checkout}\ncd {checkout}\nexec {sys.executable} \"$@\"\n")
@@ -79,7 +79,7 @@ def main() -> None:
         clusters = {
             "base": LocalCluster(wd / "base", brokers=1, base_port=free_port_block(1), zookeepers=1,
                                  zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
-                                 python=_python_for(args.baseline.resolve(), wd), broker_args=broker_args),
+                                 python=python_for(args.baseline.resolve(), wd), broker_args=broker_args),
             "here": LocalCluster(wd / "here", brokers=1, base_port=free_port_block(1), zookeepers=1,
                                  zk_base_port=free_port_block(1, span=106), tick_ms=500, session_timeout_ms=4000,
                                  broker_args=broker_args),
