@@ -20,7 +20,8 @@ but not free (a thread wake-up each way), so the executor keeps its own workers 
 the results of jobs that finish close together back to their loop in one ``call_soon_threadsafe``
 (``_Handoff``). ``then`` runs on the loop when the job is done even if the awaiting caller was cancelled
 meanwhile (a leader must wake its followers for an append that did happen). Work that is only a page-cache
-write may skip the hop (``run_here``: on the caller's thread, when its key is idle, paused if it ever stalls).
+write may skip the hop (``run_here``: on the caller's thread, when its key is idle, paused if it ever stalls); a
+large one does when the loop has room (``loop_saturated``, broker/log/loop_load.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from broker.log.loop_load import LoopLoad
 
 T = TypeVar("T")
 
@@ -64,6 +67,7 @@ class StorageExecutor:
         self._handoffs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Handoff] = weakref.WeakKeyDictionary()
         self._unkeyed = 0
         self._here_paused_until = 0.0
+        self.loop_load = LoopLoad()
 
     # ------------------------------------------------------------------------------------------ callers
 
@@ -101,12 +105,12 @@ class StorageExecutor:
         """Run ``fn(*args)`` on the calling thread (the event loop's) now, if no job of ``key`` is queued or
         running and runs here are not paused; None, without running it, otherwise (the caller then queues it).
 
-        For work that only touches memory and the page cache (a leader's or a follower's small append, up to
-        ``APPEND_HERE_MAX_BYTES`` in broker/replication/partition.py): a hop costs two thread wake-ups, which on
-        our VMs cost more than such a write (bench/wakeup_bench.py). ``key`` is held meanwhile, so a job queued
-        by another thread waits for it as for any job of ``key``. The loop must not wait on the disk: a run here
-        that takes longer than ``HERE_STALL_S`` (the kernel throttling dirty pages, memory faulted back in from
-        the host) pauses runs here for ``HERE_PAUSE_S``.
+        For work that only touches memory and the page cache (a leader's or a follower's append: a small one
+        always, a large one while the loop has room, ``APPEND_HERE_MAX_BYTES`` in broker/replication/partition.py):
+        a hop costs two thread wake-ups, which on our VMs cost more than such a write (bench/wakeup_bench.py).
+        ``key`` is held meanwhile, so a job queued by another thread waits for it as for any job of ``key``. The
+        loop must not wait on the disk: a run here that takes longer than ``HERE_STALL_S`` (the kernel throttling
+        dirty pages, memory faulted back in from the host) pauses runs here for ``HERE_PAUSE_S``.
         """
         now = time.monotonic()
         if now < self._here_paused_until:
@@ -132,6 +136,11 @@ class StorageExecutor:
                     self._start_threads_locked()
             if pending is not None:  # queued by another thread meanwhile: drained as if after a job of ours
                 self._ready.put(key)
+
+    def loop_saturated(self) -> bool:
+        """Whether the event loop's thread (the caller) is the bottleneck, so that a large page-cache write is
+        worth its hop to a storage thread (see broker/log/loop_load.py)."""
+        return self.loop_load.saturated()
 
     def start(self, key: Hashable | None, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,
               discard: Callable[[T], None] | None = None) -> asyncio.Future[T]:

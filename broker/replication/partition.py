@@ -81,9 +81,14 @@ UNKNOWN_OFFSET = 2**63 - 1  # an epoch start offset not known yet: no follower c
 APPEND_HERE_MAX_BYTES = 64 * 1024
 """An append up to this size (a leader's, a follower's) is done on the loop when its partition's storage queue is
 idle and it is only a page-cache write (``Storage.run_here``): 10-50 µs of copying per 20 KB, against a storage
-hop's two thread wake-ups of 100-200 µs of CPU on our VMs (bench/wakeup_bench.py). A larger one still goes to a
-storage thread, where its copy runs beside the loop: with 110 KB appends on the loop (a 1,000-record batch on the
-binary path), one broker took 19 % fewer records a second (docs/performance.md, the sixth session)."""
+hop's two thread wake-ups of 100-200 µs of CPU on our VMs (bench/wakeup_bench.py). A larger one, up to
+``APPEND_HERE_WITH_ROOM_MAX_BYTES``, is too unless the loop's thread is saturated (``Storage.loop_saturated``): then
+its copy goes to a storage thread, to run beside the loop (one broker fed 110 KB batches by wrk takes 19 % fewer
+records a second with them on a busy loop); with room on the loop the hop is pure cost (broker/log/loop_load.py
+has the figures)."""
+APPEND_HERE_WITH_ROOM_MAX_BYTES = 1 << 20
+"""The largest append done on a loop with room: a producer's full batch (librdkafka's batch.size is 1,000,000) or
+a follower's partition of a round, a copy of about 0.1-0.5 ms; anything larger always takes the hop."""
 READ_HERE_MAX_BYTES = 1 << 20
 """A consumer's read of up to this many bytes is tried on the loop first (``Log.read_cached``: only when every
 byte is in the page cache and the log's lock is free), and goes to a storage thread otherwise: copying 1 MiB
@@ -158,6 +163,9 @@ class Storage(Protocol):
     def run_here(self, key: Any, fn: Callable[..., T], *args: Any) -> T | None:
         ...
 
+    def loop_saturated(self) -> bool:
+        ...
+
 
 class IsrSubmitter(Protocol):
     def submit(self, change: IsrChange) -> bool: ...
@@ -188,6 +196,9 @@ class InlineStorage:
 
     def run_here(self, key: Any, fn: Callable[..., T], *args: Any) -> T | None:
         return fn(*args)
+
+    def loop_saturated(self) -> bool:
+        return False
 
 
 class QuietMark(Protocol):
@@ -495,7 +506,7 @@ class Partition:
                 f"the ISR of {self.topic}-{self.partition} is {list(self.isr)}, smaller than "
                 f"min.insync.replicas={self.config.min_insync_replicas}; nothing was written"
             )
-        if len(batches) <= APPEND_HERE_MAX_BYTES:
+        if self._append_here(len(batches)):
             fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
             try:
                 here = self._storage.run_here(self._key, leader_append, self.log, batches, self.leader_epoch,
@@ -511,6 +522,11 @@ class Partition:
         return self._storage.start(self._key, leader_append, self.log, batches, self.leader_epoch,
                                    self.producer_state, self.idempotency_keys, idempotency_key, txn_guards,
                                    then=self._after_local_append)
+
+    def _append_here(self, size: int) -> bool:
+        """Whether an append of ``size`` bytes is tried on the loop (``APPEND_HERE_MAX_BYTES``)."""
+        return size <= APPEND_HERE_MAX_BYTES or (size <= APPEND_HERE_WITH_ROOM_MAX_BYTES
+                                                 and not self._storage.loop_saturated())
 
     def _after_local_append(self) -> None:
         self._wake_followers()
@@ -898,7 +914,7 @@ class Partition:
         answer's partitions so without a task each, in the common case."""
         if leader_epoch is not None and not self._follows(leader_epoch):
             return False
-        if data and not (len(data) <= APPEND_HERE_MAX_BYTES
+        if data and not (self._append_here(len(data))
                          and self._storage.run_here(self._key, self._append_to_page_cache, data)):
             return None
         self.log.maybe_increment_high_watermark(leader_hw)

@@ -14,14 +14,26 @@ import pytest
 from broker.log import Log
 from broker.log.executor import StorageExecutor
 from broker.replication import partition as partition_module
-from broker.replication.partition import APPEND_HERE_MAX_BYTES, Partition
+from broker.replication.partition import APPEND_HERE_MAX_BYTES, APPEND_HERE_WITH_ROOM_MAX_BYTES, Partition
 
 from ..log.helpers import config as log_config
 from .fakes import TOPIC, FakeIsrManager, batch, config, info
 
 
-def _leader(tmp_path: Path, **log_settings: object) -> tuple[Partition, StorageExecutor]:
+class LoopLoadAt:
+    """The loop's load as a test sets it (broker/log/loop_load.py measures it)."""
+
+    def __init__(self, saturated: bool) -> None:
+        self.value = saturated
+
+    def saturated(self) -> bool:
+        return self.value
+
+
+def _leader(tmp_path: Path, *, loop_saturated: bool = True,
+            **log_settings: object) -> tuple[Partition, StorageExecutor]:
     storage = StorageExecutor("test-storage", threads=2)
+    storage.loop_load = LoopLoadAt(loop_saturated)  # type: ignore[assignment]
     log = Log.open(tmp_path / f"{TOPIC}-0-b1", log_config(**log_settings) if log_settings else None)
     log.high_watermark = 0
     return Partition(TOPIC, 0, 1, log, FakeIsrManager(), lambda b: f"http://broker-{b}", storage=storage), storage
@@ -43,7 +55,7 @@ def where(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool, bool]]:
     return calls
 
 
-def test_a_leaders_small_append_is_written_on_the_loop_and_a_large_one_on_a_storage_thread(
+def test_a_leaders_small_append_is_written_on_the_loop_and_a_large_one_on_a_storage_thread_when_the_loop_is_busy(
         tmp_path: Path, where: list[tuple[bool, bool, bool]]) -> None:
     async def main() -> None:
         part, storage = _leader(tmp_path)
@@ -56,7 +68,29 @@ def test_a_leaders_small_append_is_written_on_the_loop_and_a_large_one_on_a_stor
 
     asyncio.run(main())
     assert where == [(True, True, True),  # on the loop
-                     (False, False, True)]  # too large for the loop: queued
+                     (False, False, True)]  # too large for a saturated loop: queued
+
+
+def test_with_room_on_the_loop_a_large_append_is_written_there_too_up_to_its_bound(
+        tmp_path: Path, where: list[tuple[bool, bool, bool]]) -> None:
+    """The hop buys a copy beside a busy loop; with room on the loop it is only two thread wake-ups more."""
+    async def main() -> None:
+        part, storage = _leader(tmp_path, loop_saturated=False)
+        await part.apply(info(1, 1, (1,), replicas=(1,)), config())
+        await part.append(batch(1), acks=1, timeout_ms=1000)  # the epoch's first records: the checkpoint's fsync
+        where.clear()
+        large = await part.append(batch(1, value=b"x" * (APPEND_HERE_MAX_BYTES + 1)), acks=1, timeout_ms=1000)
+        half = batch(1, value=b"x" * (APPEND_HERE_WITH_ROOM_MAX_BYTES // 2 + 1))  # two: beyond the bound
+        huge = await part.append(half + half, acks=1, timeout_ms=1000)
+        storage.loop_load.value = True  # type: ignore[attr-defined]
+        busy = await part.append(batch(1, value=b"x" * (APPEND_HERE_MAX_BYTES + 1)), acks=1, timeout_ms=1000)
+        assert (large.first_offset, huge.first_offset, busy.first_offset, part.log_end_offset) == (1, 2, 4, 5)
+        storage.shutdown()
+
+    asyncio.run(main())
+    assert where == [(True, True, True),  # larger than the small bound, but the loop has room
+                     (False, False, True),  # larger than the bound for a loop with room: queued
+                     (False, False, True)]  # the loop saturated: queued
 
 
 def test_an_append_that_would_fsync_or_meets_a_busy_queue_goes_through_the_queue(

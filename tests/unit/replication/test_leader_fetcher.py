@@ -15,7 +15,7 @@ from broker.log import Log
 from broker.replication.fetch_session_handler import SessionRequest
 from broker.replication.leader_endpoint import EpochEnd, FetchAnswer, FetchedPartition, FetchSettings
 from broker.replication.leader_fetcher import REFRESH_S, LeaderFetcher
-from broker.replication.partition import APPEND_HERE_MAX_BYTES, FOLLOWER, LEADER, Partition
+from broker.replication.partition import APPEND_HERE_MAX_BYTES, FOLLOWER, LEADER, InlineStorage, Partition
 from odradek.protocol.errors import NotLeaderOrFollowerError, OdradekError
 
 from .fakes import FakeIsrManager, batch, config, info
@@ -76,6 +76,13 @@ class MemoryLeader:
 
     async def close(self) -> None:
         pass
+
+
+class SaturatedLoopStorage(InlineStorage):
+    """Inline storage whose loop is too busy for a large copy (broker/log/loop_load.py)."""
+
+    def loop_saturated(self) -> bool:
+        return True
 
 
 async def pair(tmp_path: Path, partitions: int) -> tuple[dict[Any, Partition], dict[Any, Partition]]:
@@ -417,10 +424,12 @@ def test_a_partition_that_stopped_being_current_is_dropped_from_the_request_when
 def test_an_answer_too_big_for_the_loop_goes_through_the_storage_queue_and_a_moved_log_start_is_followed(
         tmp_path: Path) -> None:
     """A round applies a partition at once when its append is a page-cache write on the loop, and through the
-    partition's storage queue when it is not (here: more than ``APPEND_HERE_MAX_BYTES``); either way the records
-    land, the high watermark follows, and so does the leader's log start after a DeleteRecords."""
+    partition's storage queue when it is not (here: more than ``APPEND_HERE_MAX_BYTES`` on a saturated loop);
+    either way the records land, the high watermark follows, and so does the leader's log start after a
+    DeleteRecords."""
     async def main() -> None:
         leaders, followers = await pair(tmp_path, 2)
+        followers[("t", 0)]._storage = SaturatedLoopStorage()
         fetcher = LeaderFetcher(MemoryLeader(leaders), FOLLOWER_ID, broker_epoch=lambda: 7, clock=lambda: 100.0)
         applied: list[tuple[int, bool | None]] = []  # (partition, what append_replicated_here answered)
         for (_, p), part in followers.items():
