@@ -23,8 +23,9 @@ class Clocks:
         self.cpu += seconds * busy
 
 
-def _load(clocks: Clocks) -> LoopLoad:
-    return LoopLoad(period=0.25, high=0.9, low=0.75, clock=lambda: clocks.wall, process_cpu=lambda: clocks.cpu)
+def _load(clocks: Clocks, cpus: int = 2) -> LoopLoad:
+    return LoopLoad(period=0.25, high=0.9, low=0.75, clock=lambda: clocks.wall, process_cpu=lambda: clocks.cpu,
+                    cpus=lambda: cpus)
 
 
 def test_saturated_once_a_period_used_a_core_and_not_before() -> None:
@@ -69,6 +70,16 @@ def test_a_long_quiet_spell_averages_out_a_burst() -> None:
     clocks.run(10.0, 0.01)
     clocks.run(0.1, 1.0)
     assert not load.saturated()  # 10.1 s at about 2 % of a core
+
+
+def test_a_process_allowed_one_cpu_never_hops_a_large_copy() -> None:
+    """Its storage threads would run on the loop's own CPU: the hop would buy nothing but its wake-ups."""
+    clocks = Clocks()
+    load = _load(clocks, cpus=1)
+    load.saturated()
+    for _ in range(4):
+        clocks.run(0.25, 1.0)
+        assert not load.saturated()
 
 
 def test_bad_thresholds_are_refused() -> None:
