@@ -138,8 +138,8 @@ class StorageExecutor:
                 self._ready.put(key)
 
     def loop_saturated(self) -> bool:
-        """Whether the event loop's thread (the caller) is the bottleneck, so that a large page-cache write is
-        worth its hop to a storage thread (see broker/log/loop_load.py)."""
+        """Whether the broker's work would saturate the loop's one thread (the process at about a core), so that
+        a large page-cache write is worth its hop to a storage thread (broker/log/loop_load.py)."""
         return self.loop_load.saturated()
 
     def start(self, key: Hashable | None, fn: Callable[..., T], *args: Any, then: Callable[[], None] | None = None,

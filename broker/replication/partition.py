@@ -82,13 +82,14 @@ APPEND_HERE_MAX_BYTES = 64 * 1024
 """An append up to this size (a leader's, a follower's) is done on the loop when its partition's storage queue is
 idle and it is only a page-cache write (``Storage.run_here``): 10-50 µs of copying per 20 KB, against a storage
 hop's two thread wake-ups of 100-200 µs of CPU on our VMs (bench/wakeup_bench.py). A larger one, up to
-``APPEND_HERE_WITH_ROOM_MAX_BYTES``, is too unless the loop's thread is saturated (``Storage.loop_saturated``): then
-its copy goes to a storage thread, to run beside the loop (one broker fed 110 KB batches by wrk takes 19 % fewer
-records a second with them on a busy loop); with room on the loop the hop is pure cost (broker/log/loop_load.py
-has the figures)."""
+``APPEND_HERE_WITH_ROOM_MAX_BYTES``, is too unless the broker's work would saturate the loop's thread
+(``Storage.loop_saturated``): then its copy goes to a storage thread, to run beside the loop (one broker fed
+110 KB batches by wrk takes 19 % fewer records a second with them on a busy loop); with room on the loop the hop
+is pure cost (broker/log/loop_load.py has the figures)."""
 APPEND_HERE_WITH_ROOM_MAX_BYTES = 1 << 20
 """The largest append done on a loop with room: a producer's full batch (librdkafka's batch.size is 1,000,000) or
-a follower's partition of a round, a copy of about 0.1-0.5 ms; anything larger always takes the hop."""
+a follower's partition of a round, a copy of 0.1-5 ms as the guest's page-cache price goes; anything larger always
+takes the hop."""
 READ_HERE_MAX_BYTES = 1 << 20
 """A consumer's read of up to this many bytes is tried on the loop first (``Log.read_cached``: only when every
 byte is in the page cache and the log's lock is free), and goes to a storage thread otherwise: copying 1 MiB
