@@ -88,9 +88,11 @@ def test_bad_thresholds_are_refused() -> None:
 
 
 def test_the_real_clocks_see_a_busy_thread() -> None:
-    load = LoopLoad(period=0.05, high=0.1, low=0.05)  # low bars: a loaded machine may lend this thread little
+    """Spins until the process has used 30 ms of CPU (however long a loaded machine takes to lend them), so the
+    verdict does not rest on the machine's speed: 30 ms over up to 3 s clears the low bar set here."""
+    load = LoopLoad(period=0.05, high=0.01, low=0.005)
     load.saturated()
-    end = time.monotonic() + 0.2
-    while time.monotonic() < end:
+    start, began = time.process_time(), time.monotonic()
+    while time.process_time() - start < 0.03 or time.monotonic() - began < 0.05:  # and a whole period
         pass
     assert load.saturated()
